@@ -1,0 +1,86 @@
+package flashsale
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Error codes are stable strings that clients branch on. The HTTP layer maps
+// each to one status; anything that is not an *Error is internal.
+const (
+	EInvalid         = "invalid_request"
+	EUnauthenticated = "unauthenticated"
+	EForbidden       = "forbidden"
+	ENotEligible     = "not_eligible"
+	ETokenInvalid    = "token_invalid"
+	ENotFound        = "not_found"
+	ESoldOut         = "sold_out"
+	ELimitExceeded   = "limit_exceeded"
+	ENotStarted      = "not_started"
+	EEnded           = "ended"
+	EHoldExpired     = "hold_expired"
+	EAlreadyStarted  = "already_started"
+	EConflict        = "conflict"
+	ETooLarge        = "too_large"
+	ERateLimited     = "rate_limited"
+	EUnavailable     = "unavailable"
+	EInternal        = "internal"
+)
+
+// Error is an application error: a stable code and a message safe to show a user.
+type Error struct {
+	Code    string
+	Message string
+}
+
+func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+// Errorf returns an *Error with a formatted message.
+func Errorf(code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// ErrorCode returns the code of the first *Error in err's chain, "" for nil
+// and EInternal for anything else.
+func ErrorCode(err error) string {
+	if err == nil {
+		return ""
+	}
+	if e, ok := errors.AsType[*Error](err); ok {
+		return e.Code
+	}
+	return EInternal
+}
+
+// ErrorMessage returns the user-safe message of err, hiding internal details.
+func ErrorMessage(err error) string {
+	if e, ok := errors.AsType[*Error](err); ok {
+		return e.Message
+	}
+	return "internal error"
+}
+
+// Sentinels for the hot path: compared with errors.Is, never allocated per call.
+var (
+	ErrNotFound       = &Error{ENotFound, "not found"}
+	ErrSoldOut        = &Error{ESoldOut, "sold out"}
+	ErrLimitExceeded  = &Error{ELimitExceeded, "per-user limit reached for this sale"}
+	ErrNotStarted     = &Error{ENotStarted, "the sale has not started"}
+	ErrEnded          = &Error{EEnded, "the sale has ended"}
+	ErrHoldExpired    = &Error{EHoldExpired, "the hold expired and the rooms were sold to someone else"}
+	ErrAlreadyStarted = &Error{EAlreadyStarted, "the sale has already started; stock cannot be reset"}
+	ErrTokenInvalid   = &Error{ETokenInvalid, "purchase token is invalid, expired or already used"}
+	ErrNotEligible    = &Error{ENotEligible, "your membership tier is not eligible for this sale"}
+	ErrUnavailable    = &Error{EUnavailable, "temporarily unavailable, retry shortly"}
+	ErrInvalid        = &Error{EInvalid, "invalid request"}
+
+	// ErrDuplicate means the order (or the idempotency key) already exists.
+	// Callers treat it as success: the earlier order stands.
+	ErrDuplicate = &Error{EConflict, "order already exists"}
+	// ErrKeyConflict means a different order already holds the idempotency key.
+	ErrKeyConflict = &Error{EConflict, "idempotency key already used by another order"}
+	// ErrStale means a conditional transition found the order in another status.
+	ErrStale = &Error{EConflict, "order changed concurrently"}
+	// ErrNotLoaded means the stock engine has no stock for the sale (not preheated).
+	ErrNotLoaded = &Error{EUnavailable, "sale stock is not loaded"}
+)

@@ -1,0 +1,111 @@
+// Package flashsale holds the domain of a limited-stock flash sale: sales,
+// nights, reservations, orders, the errors callers branch on, and the small
+// interfaces (Store, StockEngine, OrderWriter, TokenSpender) that the adapter
+// packages implement. It imports only the standard library, so every adapter
+// and the HTTP layer can depend on it without depending on each other.
+//
+// The funnel a purchase travels through, and the invariants it keeps, are
+// described in docs/design.md.
+package flashsale
+
+import (
+	"context"
+	"time"
+)
+
+// Version is set at build time with -ldflags "-X github.com/flashsale/flashsale.Version=...".
+var Version = "dev"
+
+// Store is the database: the truth about sales and orders. Every counter
+// change is a conditional update inside the same transaction as the order
+// row it belongs to, so the database refuses an oversell even if the stock
+// engine in front of it were wrong.
+type Store interface {
+	// CreateSale inserts a validated sale with its nights.
+	CreateSale(ctx context.Context, s *Sale) error
+	// Sale returns one sale, or ErrNotFound.
+	Sale(ctx context.Context, id string) (*Sale, error)
+	// Sales returns the sales that end after now, ordered by start time.
+	Sales(ctx context.Context, now time.Time) ([]*Sale, error)
+	// NightStocks returns the database's counters for each night of a sale,
+	// in night order. Available is Stock - Held - Sold.
+	NightStocks(ctx context.Context, saleID string) ([]NightStock, error)
+
+	// PlaceOrders writes a batch of reservations in one transaction (the
+	// group commit). The returned slice has one entry per reservation:
+	//   nil               the order was inserted as held and its units taken;
+	//   ErrDuplicate      an order with this ID already exists (redelivery): nothing changed;
+	//   ErrSoldOut        a night lacked stock: the order was inserted as failed;
+	//   ErrLimitExceeded  the user would exceed the sale's limit: inserted as failed;
+	//   ErrKeyConflict    another order holds this idempotency key: inserted as failed without the key.
+	// A non-nil error means the transaction did not commit and nothing changed.
+	PlaceOrders(ctx context.Context, rs []Reservation) ([]error, error)
+	// Order returns one order, or ErrNotFound.
+	Order(ctx context.Context, id string) (*Order, error)
+	// OrderByKey returns the order a user placed with an idempotency key, or ErrNotFound.
+	OrderByKey(ctx context.Context, saleID, userID, key string) (*Order, error)
+	// Transition moves an order from one status to another if, and only if,
+	// it is still in from (a conditional update, so each transition happens
+	// exactly once however many callers race). It adjusts the night and user
+	// counters in the same transaction:
+	//   held -> paid                   held -= rooms, sold += rooms
+	//   held -> expired | cancelled    held -= rooms, user rooms -= rooms
+	//   expired | cancelled -> paid    sold += rooms and user rooms += rooms, both guarded:
+	//                                  ErrSoldOut or ErrLimitExceeded and nothing changes
+	// It returns ErrStale when the order is no longer in from, ErrNotFound
+	// when it does not exist, and ErrInvalid for any other pair.
+	Transition(ctx context.Context, id string, from, to OrderStatus, paymentRef string, now time.Time) (*Order, error)
+	// ExpiredHolds returns up to limit held orders whose hold ended at or before now, oldest first.
+	ExpiredHolds(ctx context.Context, now time.Time, limit int) ([]*Order, error)
+	// Snapshot returns what a stock engine needs to rebuild a sale.
+	Snapshot(ctx context.Context, saleID string) (*StockSnapshot, error)
+	Close() error
+}
+
+// StockEngine is the one place stock is deducted before the database sees
+// an order. Reserve is a single atomic step; nothing else takes stock.
+type StockEngine interface {
+	// Load installs a sale's stock from a snapshot (preheat, or rebuild at
+	// start). If the sale is already loaded and has started at now, it
+	// returns ErrAlreadyStarted and changes nothing, so a stray preheat can
+	// never reset stock mid-sale.
+	Load(ctx context.Context, snap *StockSnapshot, now time.Time) error
+	// Reserve atomically checks the idempotency key, the user's limit and
+	// every night of the stay, then deducts and records the reservation
+	// under r.OrderID. On ErrDuplicate it returns the ID of the order that
+	// already holds the key. Other errors: ErrSoldOut, ErrLimitExceeded,
+	// ErrNotLoaded.
+	Reserve(ctx context.Context, r *Reservation) (existing string, err error)
+	// Release returns a reservation's units and frees the user's limit. It
+	// is idempotent: releasing an order that is not active does nothing.
+	// The idempotency key stays bound to the order.
+	Release(ctx context.Context, saleID, orderID string) error
+	// Retake reactivates a released reservation (payment arrived after the
+	// hold expired), with the same checks as Reserve. ErrSoldOut or
+	// ErrLimitExceeded if it cannot.
+	Retake(ctx context.Context, saleID, orderID string) error
+	// Lookup returns the order ID bound to a user's idempotency key, or ErrNotFound.
+	Lookup(ctx context.Context, saleID, userID, key string) (string, error)
+	// Reservation returns a recorded reservation by order ID, or ErrNotFound.
+	// The distributed shape uses it to answer for orders still in flight.
+	Reservation(ctx context.Context, orderID string) (*Reservation, error)
+	// Available returns the units left per night, or ErrNotLoaded.
+	Available(ctx context.Context, saleID string) ([]int, error)
+}
+
+// OrderWriter makes a reservation durable before the purchase is answered.
+// The embedded shape group-commits it into the database and returns
+// OrderHeld (or ErrSoldOut/ErrLimitExceeded/ErrKeyConflict when the database
+// refused it and the order is failed); the distributed shape publishes it to
+// the queue with a confirm and returns OrderPending. ErrUnavailable means it
+// was not accepted and the caller must return the units.
+type OrderWriter interface {
+	Write(ctx context.Context, r *Reservation) (OrderStatus, error)
+}
+
+// TokenSpender remembers which one-time purchase tokens were used.
+type TokenSpender interface {
+	// Spend marks the token ID used until expires and reports whether this
+	// call was the first to do so.
+	Spend(ctx context.Context, id string, expires time.Time) (bool, error)
+}

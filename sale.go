@@ -1,0 +1,220 @@
+package flashsale
+
+import (
+	"fmt"
+	"time"
+)
+
+// Defaults for a sale's optional fields.
+const (
+	PerUserLimitDefault = 1
+	HoldSecondsDefault  = 30
+	// MaxNights bounds a sale's nights so one purchase's work stays small.
+	MaxNights = 366
+	// MaxStock bounds one night's stock.
+	MaxStock = 1_000_000
+)
+
+// DateLayout is the format of a night's date: a civil date, no time zone.
+const DateLayout = "2006-01-02"
+
+// Sale sells one room type of one hotel for one or more nights, each night
+// with its own stock. Prices are in minor units per room-night.
+type Sale struct {
+	ID            string      `json:"id"`
+	Title         string      `json:"title"`
+	Hotel         string      `json:"hotel"`
+	RoomType      string      `json:"room_type"`
+	Nights        []Night     `json:"nights"`
+	Price         int64       `json:"price"`
+	OriginalPrice int64       `json:"original_price"`
+	Currency      string      `json:"currency"`
+	StartsAt      time.Time   `json:"starts_at"`
+	EndsAt        time.Time   `json:"ends_at"`
+	PerUserLimit  int         `json:"per_user_limit"`
+	HoldSeconds   int         `json:"hold_seconds"`
+	PurchaseToken bool        `json:"purchase_token"`
+	Eligibility   Eligibility `json:"eligibility"`
+	CreatedAt     time.Time   `json:"created_at"`
+}
+
+// Night is one date of a sale and the rooms on sale for it.
+type Night struct {
+	Date  string `json:"date"`
+	Stock int    `json:"stock"`
+}
+
+// NightStock is a night's counters in the database. Available is what is
+// neither held nor sold.
+type NightStock struct {
+	Date      string `json:"date"`
+	Stock     int    `json:"stock"`
+	Available int    `json:"available"`
+	Held      int    `json:"held"`
+	Sold      int    `json:"sold"`
+}
+
+// Eligibility restricts who may buy.
+type Eligibility struct {
+	MinTier Tier `json:"min_tier,omitempty"`
+}
+
+// Tier is a membership tier carried in the user's JWT. Tiers are ordered:
+// basic < silver < gold < platinum. The empty tier is below basic.
+type Tier string
+
+// The known tiers, lowest first.
+const (
+	TierBasic    Tier = "basic"
+	TierSilver   Tier = "silver"
+	TierGold     Tier = "gold"
+	TierPlatinum Tier = "platinum"
+)
+
+// Rank orders tiers; unknown and empty tiers rank 0.
+func (t Tier) Rank() int {
+	switch t {
+	case TierBasic:
+		return 1
+	case TierSilver:
+		return 2
+	case TierGold:
+		return 3
+	case TierPlatinum:
+		return 4
+	}
+	return 0
+}
+
+// Allows reports whether a user of tier u meets the requirement.
+func (e Eligibility) Allows(u Tier) bool {
+	return e.MinTier == "" || u.Rank() >= e.MinTier.Rank()
+}
+
+// SaleStatus is the public state of a sale at a moment.
+type SaleStatus string
+
+// Sale statuses.
+const (
+	SaleUpcoming SaleStatus = "upcoming"
+	SaleActive   SaleStatus = "active"
+	SaleSoldOut  SaleStatus = "sold_out"
+	SaleEnded    SaleStatus = "ended"
+)
+
+// Status returns the sale's state at now given the units left per night.
+func (s *Sale) Status(now time.Time, available []int) SaleStatus {
+	switch {
+	case now.Before(s.StartsAt):
+		return SaleUpcoming
+	case !now.Before(s.EndsAt):
+		return SaleEnded
+	}
+	for _, n := range available {
+		if n > 0 {
+			return SaleActive
+		}
+	}
+	return SaleSoldOut
+}
+
+// Open returns ErrNotStarted or ErrEnded when purchases are not accepted at now.
+func (s *Sale) Open(now time.Time) error {
+	if now.Before(s.StartsAt) {
+		return ErrNotStarted
+	}
+	if !now.Before(s.EndsAt) {
+		return ErrEnded
+	}
+	return nil
+}
+
+// HoldDuration is the payment window.
+func (s *Sale) HoldDuration() time.Duration { return time.Duration(s.HoldSeconds) * time.Second }
+
+// Validate checks a sale's fields, returning an EInvalid *Error naming the first problem.
+func (s *Sale) Validate() error {
+	switch {
+	case s.Title == "" || len(s.Title) > 200:
+		return Errorf(EInvalid, "title is required (at most 200 characters)")
+	case s.Hotel == "" || len(s.Hotel) > 200:
+		return Errorf(EInvalid, "hotel is required (at most 200 characters)")
+	case s.RoomType == "" || len(s.RoomType) > 200:
+		return Errorf(EInvalid, "room_type is required (at most 200 characters)")
+	case len(s.Nights) == 0 || len(s.Nights) > MaxNights:
+		return Errorf(EInvalid, "nights must list 1 to %d nights", MaxNights)
+	case s.Price < 0 || s.Price > 1<<40:
+		return Errorf(EInvalid, "price must be a non-negative amount in minor units")
+	case s.OriginalPrice < 0 || s.OriginalPrice > 1<<40:
+		return Errorf(EInvalid, "original_price must be a non-negative amount in minor units")
+	case len(s.Currency) != 3 || !isUpper(s.Currency):
+		return Errorf(EInvalid, "currency must be a three-letter ISO 4217 code such as CNY")
+	case s.StartsAt.IsZero() || s.EndsAt.IsZero() || !s.EndsAt.After(s.StartsAt):
+		return Errorf(EInvalid, "starts_at and ends_at are required and ends_at must be after starts_at")
+	case s.PerUserLimit < 1 || s.PerUserLimit > 1000:
+		return Errorf(EInvalid, "per_user_limit must be between 1 and 1000")
+	case s.HoldSeconds < 1 || s.HoldSeconds > 86400:
+		return Errorf(EInvalid, "hold_seconds must be between 1 and 86400")
+	case s.Eligibility.MinTier != "" && s.Eligibility.MinTier.Rank() == 0:
+		return Errorf(EInvalid, "eligibility.min_tier must be one of basic, silver, gold, platinum")
+	}
+	var prev time.Time
+	for i, n := range s.Nights {
+		d, err := time.Parse(DateLayout, n.Date)
+		if err != nil {
+			return Errorf(EInvalid, "nights[%d].date must be a date like 2026-12-24", i)
+		}
+		if i > 0 && !d.After(prev) {
+			return Errorf(EInvalid, "nights must be in increasing date order without repeats")
+		}
+		if n.Stock < 0 || n.Stock > MaxStock {
+			return Errorf(EInvalid, "nights[%d].stock must be between 0 and %d", i, MaxStock)
+		}
+		prev = d
+	}
+	return nil
+}
+
+// Stay resolves a requested stay to the index of its first night in
+// s.Nights. The stay is the half-open range [checkIn, checkIn+nights): every
+// night in it must be on sale, or the request is invalid.
+func (s *Sale) Stay(checkIn string, nights int) (int, error) {
+	if nights < 1 || nights > len(s.Nights) {
+		return 0, Errorf(EInvalid, "nights must be between 1 and %d", len(s.Nights))
+	}
+	first := -1
+	for i, n := range s.Nights {
+		if n.Date == checkIn {
+			first = i
+			break
+		}
+	}
+	if first < 0 {
+		if _, err := time.Parse(DateLayout, checkIn); err != nil {
+			return 0, Errorf(EInvalid, "check_in must be a date like 2026-12-24")
+		}
+		return 0, Errorf(EInvalid, "check_in %s is not a night of this sale", checkIn)
+	}
+	if first+nights > len(s.Nights) {
+		return 0, Errorf(EInvalid, "the stay runs past the last night of this sale")
+	}
+	d, _ := time.Parse(DateLayout, checkIn)
+	for i := 1; i < nights; i++ {
+		if s.Nights[first+i].Date != d.AddDate(0, 0, i).Format(DateLayout) {
+			return 0, Errorf(EInvalid, "the stay includes a night that is not on sale")
+		}
+	}
+	return first, nil
+}
+
+func isUpper(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 'A' || s[i] > 'Z' {
+			return false
+		}
+	}
+	return true
+}
+
+// String identifies a sale in logs.
+func (s *Sale) String() string { return fmt.Sprintf("sale %s (%s, %s)", s.ID, s.Hotel, s.RoomType) }

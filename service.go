@@ -1,0 +1,61 @@
+package flashsale
+
+import (
+	"context"
+	"time"
+)
+
+// User is a guest as authenticated by the HTTP layer from a JWT.
+type User struct {
+	ID   string
+	Tier Tier
+}
+
+// SaleView is a sale at a moment: what the admin and public endpoints show.
+type SaleView struct {
+	*Sale
+	Status     SaleStatus
+	ServerTime time.Time
+	// Nights carries the database's counters, except Available, which is
+	// the stock engine's figure (what a guest can still buy).
+	Nights []NightStock
+}
+
+// PurchaseRequest is one guest's attempt to buy.
+type PurchaseRequest struct {
+	SaleID         string
+	IdempotencyKey string // optional; scoped to the user and sale
+	Token          string // required when the sale has PurchaseToken
+	CheckIn        string // defaults to the sale's first night
+	Nights         int    // defaults to 1
+	Rooms          int    // defaults to 1
+}
+
+// PurchaseToken is a one-time permission to buy, bound to a user, a sale and a price.
+type PurchaseToken struct {
+	Token     string    `json:"token"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// Service is the use-case layer the HTTP API drives. Implemented by package funnel.
+type Service interface {
+	CreateSale(ctx context.Context, s *Sale) (*Sale, error)
+	// AdminSale and PublicSale return ErrNotFound for an unknown sale.
+	AdminSale(ctx context.Context, id string) (*SaleView, error)
+	PublicSale(ctx context.Context, id string) (*SaleView, error)
+	// Sales lists upcoming and active sales.
+	Sales(ctx context.Context) ([]*SaleView, error)
+	// Preheat reloads a sale's stock into the engine; ErrAlreadyStarted once it started.
+	Preheat(ctx context.Context, id string) error
+
+	IssueToken(ctx context.Context, u User, saleID string) (*PurchaseToken, error)
+	Purchase(ctx context.Context, u User, req PurchaseRequest) (*Order, error)
+	// Order returns the user's order; someone else's is ErrNotFound.
+	Order(ctx context.Context, u User, id string) (*Order, error)
+	Cancel(ctx context.Context, u User, id string) (*Order, error)
+	// MarkPaid is the payment platform's idempotent confirmation.
+	MarkPaid(ctx context.Context, id, paymentRef string) (*Order, error)
+
+	// Ready reports whether the service can sell (database and engine reachable).
+	Ready(ctx context.Context) error
+}
