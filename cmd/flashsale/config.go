@@ -1,0 +1,173 @@
+package main
+
+import (
+	"cmp"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Defaults for Config.
+const (
+	AddrDefault         = ":8080"
+	DataDirDefault      = "./data"
+	OrderRateDefault    = 0 // orders/s the queue consumer writes; 0 = no cap
+	ReapIntervalDefault = 100 * time.Millisecond
+	ShutdownDefault     = 10 * time.Second
+)
+
+// Config is everything `flashsale serve` can be told: defaults, then
+// FLASHSALE_* environment variables, then flags.
+type Config struct {
+	Addr        string // FLASHSALE_ADDR
+	DataDir     string // FLASHSALE_DATA_DIR
+	DatabaseURL string // FLASHSALE_DATABASE_URL: sqlite://, mysql://, postgres://
+	RedisURL    string // FLASHSALE_REDIS_URL: selects the Redis stock engine
+	AMQPURL     string // FLASHSALE_AMQP_URL: selects the RabbitMQ order path
+	AdminToken  string // FLASHSALE_ADMIN_TOKEN
+	JWTSecret   string // FLASHSALE_JWT_SECRET
+	// OrderRate caps the queue consumer's writes (orders/s) so the database
+	// sees a flat line; 0 means no cap. FLASHSALE_ORDER_RATE.
+	OrderRate float64
+	// ReapInterval bounds how late an expired hold is released. FLASHSALE_REAP_INTERVAL.
+	ReapInterval time.Duration
+	LogLevel     slog.Level // FLASHSALE_LOG_LEVEL: debug, info, warn, error
+	Demo         bool       // --demo: seed a sample sale and enable POST /api/demo/login
+}
+
+// parseConfig reads the environment, then the flags of a subcommand.
+func parseConfig(fset *flag.FlagSet, args []string, getenv func(string) string) (Config, error) {
+	c := Config{
+		Addr:         cmp.Or(getenv("FLASHSALE_ADDR"), AddrDefault),
+		DataDir:      cmp.Or(getenv("FLASHSALE_DATA_DIR"), DataDirDefault),
+		DatabaseURL:  getenv("FLASHSALE_DATABASE_URL"),
+		RedisURL:     getenv("FLASHSALE_REDIS_URL"),
+		AMQPURL:      getenv("FLASHSALE_AMQP_URL"),
+		AdminToken:   getenv("FLASHSALE_ADMIN_TOKEN"),
+		JWTSecret:    getenv("FLASHSALE_JWT_SECRET"),
+		OrderRate:    OrderRateDefault,
+		ReapInterval: ReapIntervalDefault,
+	}
+	var errs []error
+	if v := getenv("FLASHSALE_ORDER_RATE"); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("FLASHSALE_ORDER_RATE: %w", err))
+		}
+		c.OrderRate = f
+	}
+	if v := getenv("FLASHSALE_REAP_INTERVAL"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("FLASHSALE_REAP_INTERVAL: %w", err))
+		}
+		c.ReapInterval = d
+	}
+	if v := getenv("FLASHSALE_LOG_LEVEL"); v != "" {
+		if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil {
+			errs = append(errs, fmt.Errorf("FLASHSALE_LOG_LEVEL: %w", err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return c, err
+	}
+	if fset != nil {
+		fset.StringVar(&c.Addr, "addr", c.Addr, "HTTP listen address (FLASHSALE_ADDR)")
+		fset.StringVar(&c.DataDir, "data-dir", c.DataDir, "data directory: SQLite database and generated secrets (FLASHSALE_DATA_DIR)")
+		fset.BoolVar(&c.Demo, "demo", false, "seed a sample hotel sale and enable POST /api/demo/login")
+		if err := fset.Parse(args); err != nil {
+			return c, err
+		}
+	}
+	if c.DatabaseURL == "" {
+		c.DatabaseURL = "sqlite://" + filepath.Join(c.DataDir, "flashsale.db")
+	}
+	return c, c.Validate()
+}
+
+// Validate checks cross-field rules.
+func (c Config) Validate() error {
+	switch {
+	case !strings.HasPrefix(c.DatabaseURL, "sqlite://") && !strings.HasPrefix(c.DatabaseURL, "mysql://") &&
+		!strings.HasPrefix(c.DatabaseURL, "postgres://") && !strings.HasPrefix(c.DatabaseURL, "postgresql://"):
+		return fmt.Errorf("FLASHSALE_DATABASE_URL must start with sqlite://, mysql:// or postgres://")
+	case c.RedisURL != "" && !strings.HasPrefix(c.RedisURL, "redis://"):
+		return fmt.Errorf("FLASHSALE_REDIS_URL must start with redis://")
+	case c.AMQPURL != "" && !strings.HasPrefix(c.AMQPURL, "amqp://") && !strings.HasPrefix(c.AMQPURL, "amqps://"):
+		return fmt.Errorf("FLASHSALE_AMQP_URL must start with amqp:// or amqps://")
+	case c.OrderRate < 0:
+		return fmt.Errorf("FLASHSALE_ORDER_RATE must not be negative")
+	case c.ReapInterval <= 0:
+		return fmt.Errorf("FLASHSALE_REAP_INTERVAL must be positive")
+	case c.AMQPURL != "" && strings.HasPrefix(c.DatabaseURL, "sqlite://") && c.RedisURL != "":
+		// Allowed, but several instances cannot share one SQLite file.
+	}
+	return nil
+}
+
+// Distributed reports whether stock lives outside the process.
+func (c Config) Distributed() bool { return c.RedisURL != "" }
+
+// LogValue masks secrets so the config can be logged once at start.
+func (c Config) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("addr", c.Addr),
+		slog.String("data_dir", c.DataDir),
+		slog.String("database_url", maskURL(c.DatabaseURL)),
+		slog.String("redis_url", maskURL(c.RedisURL)),
+		slog.String("amqp_url", maskURL(c.AMQPURL)),
+		slog.Float64("order_rate", c.OrderRate),
+		slog.Duration("reap_interval", c.ReapInterval),
+		slog.Bool("demo", c.Demo),
+	)
+}
+
+// maskURL hides a password in a URL.
+func maskURL(u string) string {
+	scheme, rest, ok := strings.Cut(u, "://")
+	if !ok {
+		return u
+	}
+	if at := strings.LastIndex(rest, "@"); at >= 0 {
+		if user, _, hasPass := strings.Cut(rest[:at], ":"); hasPass {
+			return scheme + "://" + user + ":***" + rest[at:]
+		}
+	}
+	return u
+}
+
+// secret returns value if set, else the secret stored in the data dir under
+// name, generating and storing (mode 0600) a new one the first time, so a
+// restart keeps issued tokens valid. generated reports whether it was made now.
+func secret(value, dataDir, name string) (s string, generated bool, err error) {
+	if value != "" {
+		return value, false, nil
+	}
+	path := filepath.Join(dataDir, name)
+	b, err := os.ReadFile(path)
+	if err == nil && len(strings.TrimSpace(string(b))) > 0 {
+		return strings.TrimSpace(string(b)), false, nil
+	}
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", false, fmt.Errorf("read %s: %w", path, err)
+	}
+	buf := make([]byte, 32)
+	rand.Read(buf)
+	s = hex.EncodeToString(buf)
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return "", false, fmt.Errorf("create data dir: %w", err)
+	}
+	if err := os.WriteFile(path, []byte(s+"\n"), 0o600); err != nil {
+		return "", false, fmt.Errorf("write %s: %w", path, err)
+	}
+	return s, true, nil
+}

@@ -1,0 +1,216 @@
+// Command flashsale runs limited-stock flash sales.
+//
+//	flashsale serve [--demo] [--addr :8080] [--data-dir ./data]
+//	flashsale migrate
+//	flashsale version
+//
+// With no configuration, serve runs the embedded shape: SQLite in the data
+// dir, the in-process stock engine and the group-commit order writer. Set
+// FLASHSALE_DATABASE_URL, FLASHSALE_REDIS_URL and FLASHSALE_AMQP_URL to run
+// the distributed shape. See the README's configuration table.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/funnel"
+	fshttp "github.com/flashsale/flashsale/http"
+	"github.com/flashsale/flashsale/inmem"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "flashsale:", err)
+		}
+		os.Exit(1)
+	}
+}
+
+const usage = `usage: flashsale <command> [flags]
+
+commands:
+  serve     run the service (embedded shape unless FLASHSALE_REDIS_URL etc. are set)
+  migrate   apply database migrations and exit
+  version   print the version
+`
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return flag.ErrHelp
+	}
+	cmd, args := args[0], args[1:]
+	switch cmd {
+	case "version":
+		fmt.Fprintln(stdout, "flashsale", flashsale.Version)
+		return nil
+	case "serve", "migrate":
+	default:
+		fmt.Fprint(stderr, usage)
+		return fmt.Errorf("unknown command %q", cmd)
+	}
+	fset := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	fset.SetOutput(stderr)
+	cfg, err := parseConfig(fset, args, getenv)
+	if err != nil {
+		return err
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	if cmd == "migrate" {
+		store, err := openStore(ctx, cfg, logger)
+		if err != nil {
+			return err
+		}
+		defer store.Close()
+		fmt.Fprintln(stdout, "migrations applied to", maskURL(cfg.DatabaseURL))
+		return nil
+	}
+	m := NewMain(cfg, logger, stdout)
+	if err := m.Open(ctx); err != nil {
+		m.Close()
+		return err
+	}
+	<-ctx.Done()
+	logger.Info("shutting down")
+	return m.Close()
+}
+
+// Main is the running program: tests open it on port 0 exactly as the
+// binary does.
+type Main struct {
+	Config Config
+	log    *slog.Logger
+	out    io.Writer
+
+	store   flashsale.Store
+	engine  flashsale.StockEngine
+	writer  flashsale.OrderWriter
+	spender flashsale.TokenSpender
+	svc     *funnel.Service
+	ln      net.Listener
+	server  *http.Server
+
+	closers []func() error // in opening order; Close runs them backwards
+}
+
+// NewMain returns a program for cfg; out receives the start-up banner.
+func NewMain(cfg Config, logger *slog.Logger, out io.Writer) *Main {
+	return &Main{Config: cfg, log: logger, out: out}
+}
+
+// Addr is the address the HTTP server listens on, once open.
+func (m *Main) Addr() string { return m.ln.Addr().String() }
+
+// Open wires the parts for the configured shape and starts serving.
+func (m *Main) Open(ctx context.Context) error {
+	cfg := m.Config
+	m.log.Info("starting flashsale", "version", flashsale.Version, "config", cfg)
+	adminToken, genAdmin, err := secret(cfg.AdminToken, cfg.DataDir, "admin_token")
+	if err != nil {
+		return err
+	}
+	jwtSecret, genJWT, err := secret(cfg.JWTSecret, cfg.DataDir, "jwt_secret")
+	if err != nil {
+		return err
+	}
+
+	if m.store, err = openStore(ctx, cfg, m.log); err != nil {
+		return err
+	}
+	m.closers = append(m.closers, m.store.Close)
+	if err := m.openStock(ctx); err != nil {
+		return err
+	}
+
+	m.svc = funnel.New(funnel.Config{
+		Store: m.store, Engine: m.engine, Writer: m.writer, Spender: m.spender,
+		Secret: []byte(jwtSecret), ReapInterval: cfg.ReapInterval, Logger: m.log,
+	})
+	if err := m.svc.Start(ctx); err != nil {
+		return err
+	}
+	m.closers = append(m.closers, m.svc.Close)
+	if cfg.Demo {
+		if err := seedDemo(ctx, m.svc, m.store, time.Now()); err != nil {
+			return err
+		}
+	}
+
+	h := fshttp.NewServer(m.svc, fshttp.Config{
+		JWTSecret: []byte(jwtSecret), AdminToken: adminToken, Demo: cfg.Demo, Logger: m.log,
+	})
+	if m.ln, err = net.Listen("tcp", cfg.Addr); err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	m.server = &http.Server{
+		Handler:           h.Handler(),
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    16 << 10,
+	}
+	go func() {
+		if err := m.server.Serve(m.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			m.log.Error("http server", "err", err)
+		}
+	}()
+	m.banner(adminToken, genAdmin, genJWT)
+	return nil
+}
+
+// openStock picks the stock engine, token spender and order writer.
+func (m *Main) openStock(ctx context.Context) error {
+	engine := inmem.NewEngine()
+	m.engine, m.spender = engine, inmem.NewSpender()
+	w := inmem.NewWriter(m.store, inmem.WriterConfig{}, m.log)
+	m.writer = w
+	m.closers = append(m.closers, w.Close)
+	return nil
+}
+
+func (m *Main) banner(adminToken string, genAdmin, genJWT bool) {
+	fmt.Fprintf(m.out, "flashsale %s listening on http://%s\n", flashsale.Version, m.Addr())
+	if genAdmin {
+		fmt.Fprintf(m.out, "generated an admin token (kept in %s/admin_token, mode 0600); use it as:\n  curl -H \"Authorization: Bearer %s\" http://%s/api/admin/sales/<id>\n",
+			m.Config.DataDir, adminToken, m.Addr())
+	}
+	if genJWT {
+		fmt.Fprintf(m.out, "generated a JWT secret (kept in %s/jwt_secret, mode 0600); sign user tokens with HS256 and claims sub, exp, tier\n", m.Config.DataDir)
+	}
+	if m.Config.Demo {
+		fmt.Fprintf(m.out, "demo mode: get a user token with\n  curl -s -X POST http://%s/api/demo/login -d '{\"user_id\":\"alice\",\"tier\":\"gold\"}'\n", m.Addr())
+	}
+}
+
+// Close stops serving and closes everything in reverse order of opening:
+// HTTP first (in-flight purchases finish), then the reaper, the writer or
+// consumers, the engine and the database.
+func (m *Main) Close() error {
+	var errs []error
+	if m.server != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), ShutdownDefault)
+		errs = append(errs, m.server.Shutdown(ctx))
+		cancel()
+	}
+	for i := len(m.closers) - 1; i >= 0; i-- {
+		errs = append(errs, m.closers[i]())
+	}
+	m.closers = nil
+	return errors.Join(errs...)
+}

@@ -1,0 +1,330 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+const (
+	testAdminToken = "test-admin-token"
+	testJWTSecret  = "test-jwt-secret"
+)
+
+// MustRunMain runs the real program in-process on a free port with a fresh
+// data dir, closing it when the test ends.
+func MustRunMain(tb testing.TB, mod func(*Config)) (*Main, *client) {
+	tb.Helper()
+	cfg, err := parseConfig(nil, nil, func(string) string { return "" })
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cfg.Addr = "127.0.0.1:0"
+	cfg.DataDir = tb.TempDir()
+	cfg.DatabaseURL = "sqlite://" + cfg.DataDir + "/flashsale.db"
+	cfg.AdminToken, cfg.JWTSecret = testAdminToken, testJWTSecret
+	if mod != nil {
+		mod(&cfg)
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	m := NewMain(cfg, logger, io.Discard)
+	if err := m.Open(tb.Context()); err != nil {
+		m.Close()
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		if err := m.Close(); err != nil {
+			tb.Error(err)
+		}
+	})
+	return m, newClient("http://"+m.Addr(), cfg.AdminToken, cfg.JWTSecret)
+}
+
+// client speaks the HTTP API as guests and as the operator do.
+type client struct {
+	base, admin string
+	secret      []byte
+	http        *http.Client
+	mu          sync.Mutex
+	jwts        map[string]string
+}
+
+func newClient(base, admin, secret string) *client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 512
+	tr.MaxConnsPerHost = 512
+	return &client{base: base, admin: admin, secret: []byte(secret), http: &http.Client{Transport: tr, Timeout: 30 * time.Second}, jwts: map[string]string{}}
+}
+
+// jwt returns a user token signed like a platform would.
+func (c *client) jwt(user string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t, ok := c.jwts[user]; ok {
+		return t
+	}
+	t, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{
+		"sub": user, "tier": "gold", "exp": time.Now().Add(time.Hour).Unix(),
+	}).SignedString(c.secret)
+	if err != nil {
+		panic(err)
+	}
+	c.jwts[user] = t
+	return t
+}
+
+// do sends a request with a bearer token and decodes a JSON answer into out.
+func (c *client) do(ctx context.Context, method, path, bearer string, body any, header map[string]string, out any) (int, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return 0, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return 0, err
+	}
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return resp.StatusCode, err
+	}
+	if out != nil && len(b) > 0 {
+		if err := json.Unmarshal(b, out); err != nil {
+			return resp.StatusCode, fmt.Errorf("decode %s %s (%d): %w: %s", method, path, resp.StatusCode, err, b)
+		}
+	}
+	return resp.StatusCode, nil
+}
+
+type apiError struct {
+	Error struct{ Code, Message string } `json:"error"`
+}
+
+type orderJSON struct {
+	OrderID string `json:"order_id"`
+	UserID  string `json:"user_id"`
+	Status  string `json:"status"`
+	CheckIn string `json:"check_in"`
+	Nights  int    `json:"nights"`
+	Rooms   int    `json:"rooms"`
+	Amount  int64  `json:"amount"`
+	apiError
+}
+
+type adminSaleJSON struct {
+	ID     string `json:"id"`
+	Nights []struct {
+		Date                         string
+		Stock, Available, Held, Sold int
+	} `json:"nights"`
+}
+
+// createSale posts a sale as the operator and returns its id.
+func (c *client) createSale(tb testing.TB, sale map[string]any) string {
+	tb.Helper()
+	var out struct {
+		ID string `json:"id"`
+		apiError
+	}
+	status, err := c.do(context.Background(), "POST", "/api/admin/sales", c.admin, sale, nil, &out)
+	if err != nil || status != http.StatusCreated {
+		tb.Fatalf("create sale: %d %v %+v", status, err, out.Error)
+	}
+	return out.ID
+}
+
+func (c *client) adminSale(tb testing.TB, id string) adminSaleJSON {
+	tb.Helper()
+	var out adminSaleJSON
+	if status, err := c.do(context.Background(), "GET", "/api/admin/sales/"+id, c.admin, nil, nil, &out); err != nil || status != 200 {
+		tb.Fatalf("admin sale: %d %v", status, err)
+	}
+	return out
+}
+
+// purchase gets a token if needed and buys; it returns the status and answer.
+func (c *client) purchase(ctx context.Context, saleID, user string, withToken bool, body map[string]any, key string) (int, orderJSON, error) {
+	if body == nil {
+		body = map[string]any{}
+	}
+	if withToken {
+		var tok struct {
+			Token string `json:"token"`
+			apiError
+		}
+		status, err := c.do(ctx, "POST", "/api/sales/"+saleID+"/token", c.jwt(user), nil, nil, &tok)
+		if err != nil || status != http.StatusCreated {
+			return status, orderJSON{apiError: tok.apiError}, err
+		}
+		body["token"] = tok.Token
+	}
+	var h map[string]string
+	if key != "" {
+		h = map[string]string{"Idempotency-Key": key}
+	}
+	var o orderJSON
+	status, err := c.do(ctx, "POST", "/api/sales/"+saleID+"/purchase", c.jwt(user), body, h, &o)
+	return status, o, err
+}
+
+func saleJSON(stock []int, limit int, token bool) map[string]any {
+	nights := make([]map[string]any, len(stock))
+	for i, n := range stock {
+		nights[i] = map[string]any{"date": time.Date(2026, 12, 24+i, 0, 0, 0, 0, time.UTC).Format("2006-01-02"), "stock": n}
+	}
+	return map[string]any{
+		"title": "Storm", "hotel": "Harbour View", "room_type": "Deluxe King", "nights": nights,
+		"price": 39900, "original_price": 69900, "currency": "CNY",
+		"starts_at": time.Now().Add(-time.Second).Format(time.RFC3339), "ends_at": time.Now().Add(time.Hour).Format(time.RFC3339),
+		"per_user_limit": limit, "hold_seconds": 300, "purchase_token": token,
+	}
+}
+
+func TestDemo(t *testing.T) {
+	ctx := t.Context()
+	_, c := MustRunMain(t, func(c *Config) { c.Demo = true })
+	var list struct {
+		Sales []struct {
+			ID     string `json:"id"`
+			Status string `json:"status"`
+		} `json:"sales"`
+	}
+	if status, err := c.do(ctx, "GET", "/api/sales", "", nil, nil, &list); err != nil || status != 200 || len(list.Sales) != 1 {
+		t.Fatalf("sales: %d %v %+v", status, err, list)
+	}
+	id := list.Sales[0].ID
+	var login struct {
+		Token string `json:"token"`
+	}
+	if status, err := c.do(ctx, "POST", "/api/demo/login", "", map[string]any{"user_id": "alice"}, nil, &login); err != nil || status != 200 || login.Token == "" {
+		t.Fatalf("login: %d %v", status, err)
+	}
+	c.jwts["alice"] = login.Token
+	status, o, err := c.purchase(ctx, id, "alice", true, nil, "")
+	if err != nil || status != http.StatusAccepted || o.Status != "held" {
+		t.Fatalf("purchase: %d %v %+v", status, err, o)
+	}
+	var paid orderJSON
+	if status, err := c.do(ctx, "POST", "/api/orders/"+o.OrderID+"/paid", c.admin, map[string]any{"payment_ref": "pay_1"}, nil, &paid); err != nil || status != 200 || paid.Status != "paid" {
+		t.Fatalf("paid: %d %v %+v", status, err, paid)
+	}
+	// A user token is no admin token.
+	if status, _ := c.do(ctx, "POST", "/api/orders/"+o.OrderID+"/paid", login.Token, map[string]any{"payment_ref": "x"}, nil, nil); status != 401 && status != 403 {
+		t.Fatalf("user on admin route: %d", status)
+	}
+}
+
+// TestDemoLoginOnlyInDemo: the login endpoint does not exist without --demo.
+func TestDemoLoginOnlyInDemo(t *testing.T) {
+	_, c := MustRunMain(t, nil)
+	status, _ := c.do(t.Context(), "POST", "/api/demo/login", "", map[string]any{"user_id": "alice"}, nil, nil)
+	if status != http.StatusNotFound && status != http.StatusMethodNotAllowed {
+		t.Fatalf("login without --demo: %d", status)
+	}
+}
+
+// TestStorm: stock 100, 10 000 concurrent purchases (token + purchase each)
+// from 2 000 users over real HTTP. Exactly 100 rooms are taken, nobody gets
+// two, every 202 is one order row, and the database equals the engine.
+func TestStorm(t *testing.T) {
+	if testing.Short() {
+		t.Skip("storm skipped in -short")
+	}
+	ctx := t.Context()
+	m, c := MustRunMain(t, nil)
+	id := c.createSale(t, saleJSON([]int{100}, 1, true))
+
+	const users, attempts = 2000, 10000
+	var (
+		mu       sync.Mutex
+		accepted = map[string]string{} // order -> user
+		perUser  = map[string]int{}
+		codes    = map[string]int{}
+		wg       sync.WaitGroup
+		start    = make(chan struct{})
+	)
+	for i := range attempts {
+		user := fmt.Sprintf("guest-%04d", i%users)
+		wg.Go(func() {
+			<-start
+			status, o, err := c.purchase(ctx, id, user, true, nil, "")
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil:
+				t.Errorf("%s: %v", user, err)
+			case status == http.StatusAccepted:
+				if _, dup := accepted[o.OrderID]; dup {
+					t.Errorf("order %s accepted twice", o.OrderID)
+				}
+				accepted[o.OrderID] = user
+				perUser[user]++
+			default:
+				codes[o.Error.Code]++
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	t.Logf("accepted %d, refused %v", len(accepted), codes)
+	if len(accepted) != 100 {
+		t.Fatalf("accepted %d purchases, want exactly 100", len(accepted))
+	}
+	for u, n := range perUser {
+		if n > 1 {
+			t.Errorf("user %s got %d rooms, limit 1", u, n)
+		}
+	}
+	for code := range codes {
+		if code != "sold_out" && code != "limit_exceeded" {
+			t.Errorf("unexpected refusal %q", code)
+		}
+	}
+	n := c.adminSale(t, id).Nights[0]
+	if n.Held != 100 || n.Sold != 0 || n.Available != 0 {
+		t.Fatalf("night = %+v, want held 100, available 0", n)
+	}
+	snap, err := m.store.Snapshot(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]bool{}
+	for _, r := range snap.Reservations {
+		if rows[r.OrderID] {
+			t.Fatalf("duplicate row %s", r.OrderID)
+		}
+		rows[r.OrderID] = true
+		if r.Active && accepted[r.OrderID] != r.UserID {
+			t.Errorf("active order %s (%s) was never answered 202", r.OrderID, r.UserID)
+		}
+	}
+	for o := range accepted {
+		if !rows[o] {
+			t.Errorf("202 order %s has no row", o)
+		}
+	}
+}

@@ -1,0 +1,46 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/sqlite"
+)
+
+// migrator is what every store package offers besides flashsale.Store.
+type migrator interface {
+	flashsale.Store
+	Migrate(ctx context.Context) error
+}
+
+// openStore opens the database FLASHSALE_DATABASE_URL names and applies its
+// migrations (idempotent, and safe when several instances start at once).
+func openStore(ctx context.Context, cfg Config, logger *slog.Logger) (flashsale.Store, error) {
+	var (
+		s   migrator
+		err error
+	)
+	switch {
+	case strings.HasPrefix(cfg.DatabaseURL, "sqlite://"):
+		path := strings.TrimPrefix(cfg.DatabaseURL, "sqlite://")
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return nil, fmt.Errorf("create data dir: %w", err)
+		}
+		s, err = sqlite.Open(ctx, path, logger)
+	default:
+		return nil, fmt.Errorf("unsupported database url %s", maskURL(cfg.DatabaseURL))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	if err := s.Migrate(ctx); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("migrate: %w", err)
+	}
+	return s, nil
+}

@@ -1,0 +1,297 @@
+// Package funnel is the use-case layer: it walks a purchase through the
+// funnel (sale window, eligibility, idempotency, purchase token, one atomic
+// reserve in the stock engine, the durable order path) and runs the holds
+// that expire and give stock back. It implements flashsale.Service over the
+// root interfaces, so the same code drives the embedded shape (in-process
+// engine, group-commit writer, SQLite) and the distributed one (Redis,
+// RabbitMQ, MySQL or PostgreSQL).
+package funnel
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/flashsale/flashsale"
+	"github.com/oklog/ulid/v2"
+)
+
+// Defaults for Config.
+const (
+	ReapIntervalDefault = 100 * time.Millisecond
+	ReapBatchDefault    = 256
+	// MaxRooms bounds one purchase; larger is a malformed request, not a limit question.
+	MaxRooms = 1000
+)
+
+// Config wires a Service to its parts. Store, Engine, Writer and Spender are required.
+type Config struct {
+	Store   flashsale.Store
+	Engine  flashsale.StockEngine
+	Writer  flashsale.OrderWriter
+	Spender flashsale.TokenSpender
+	// Secret signs purchase tokens; share it across instances.
+	Secret []byte
+	// TokenTTL is how long a purchase token is valid (default 120 s).
+	TokenTTL time.Duration
+	// ReapInterval is how often expired holds are looked for (default 100 ms):
+	// the bound on how late a hold is released.
+	ReapInterval time.Duration
+	Logger       *slog.Logger
+	Now          func() time.Time
+}
+
+// Service implements flashsale.Service.
+type Service struct {
+	store   flashsale.Store
+	engine  flashsale.StockEngine
+	writer  flashsale.OrderWriter
+	spender flashsale.TokenSpender
+	signer  signer
+	ttl     time.Duration
+	reapInt time.Duration
+	log     *slog.Logger
+	now     func() time.Time
+
+	// sales caches sales by ID: a sale never changes after creation, and the
+	// purchase path must not read the database to find one.
+	mu    sync.RWMutex
+	sales map[string]*flashsale.Sale
+
+	stop chan struct{}
+	done sync.WaitGroup
+}
+
+var _ flashsale.Service = (*Service)(nil)
+
+// New returns a Service. Call Start before serving and Close after.
+func New(cfg Config) *Service {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Service{
+		store:   cfg.Store,
+		engine:  cfg.Engine,
+		writer:  cfg.Writer,
+		spender: cfg.Spender,
+		signer:  newSigner(cfg.Secret),
+		ttl:     cmp.Or(cfg.TokenTTL, TokenTTLDefault),
+		reapInt: cmp.Or(cfg.ReapInterval, ReapIntervalDefault),
+		log:     cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler)),
+		now:     cfg.Now,
+		sales:   make(map[string]*flashsale.Sale),
+		stop:    make(chan struct{}),
+	}
+}
+
+// Start loads every current sale into the stock engine (the rebuild after a
+// restart: available stock, per-user counts, idempotency keys all come from
+// the database) and starts the hold reaper.
+func (s *Service) Start(ctx context.Context) error {
+	sales, err := s.store.Sales(ctx, s.now())
+	if err != nil {
+		return fmt.Errorf("start: %w", err)
+	}
+	for _, sale := range sales {
+		if err := s.load(ctx, sale, false); err != nil {
+			return fmt.Errorf("start: %w", err)
+		}
+		s.cache(sale)
+	}
+	s.done.Add(1)
+	go s.reapLoop()
+	return nil
+}
+
+// Close stops the reaper. The caller closes the writer, engine and store.
+func (s *Service) Close() error {
+	close(s.stop)
+	s.done.Wait()
+	return nil
+}
+
+// load installs a sale's stock from the database. force=false is a start or
+// rebuild, where an engine that already has a started sale (Redis shared by
+// other instances) keeps it.
+func (s *Service) load(ctx context.Context, sale *flashsale.Sale, force bool) error {
+	snap, err := s.store.Snapshot(ctx, sale.ID)
+	if err != nil {
+		return fmt.Errorf("load sale=%s: %w", sale.ID, err)
+	}
+	err = s.engine.Load(ctx, snap, s.now())
+	if errors.Is(err, flashsale.ErrAlreadyStarted) && !force {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("load sale=%s: %w", sale.ID, err)
+	}
+	return nil
+}
+
+func (s *Service) cache(sale *flashsale.Sale) {
+	s.mu.Lock()
+	s.sales[sale.ID] = sale
+	s.mu.Unlock()
+}
+
+// sale returns a sale from the cache, reading the database on a miss (a sale
+// created on another instance).
+func (s *Service) sale(ctx context.Context, id string) (*flashsale.Sale, error) {
+	s.mu.RLock()
+	sale := s.sales[id]
+	s.mu.RUnlock()
+	if sale != nil {
+		return sale, nil
+	}
+	if !validID(id) {
+		return nil, flashsale.ErrNotFound
+	}
+	sale, err := s.store.Sale(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	s.cache(sale)
+	return sale, nil
+}
+
+// validID rejects IDs no store could hold before they cost a query.
+func validID(id string) bool {
+	if id == "" || len(id) > 64 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// CreateSale validates, stores and preheats a sale.
+func (s *Service) CreateSale(ctx context.Context, sale *flashsale.Sale) (*flashsale.Sale, error) {
+	if err := sale.Validate(); err != nil {
+		return nil, err
+	}
+	sale.ID = ulid.Make().String()
+	sale.CreatedAt = s.now().UTC().Truncate(time.Millisecond)
+	sale.StartsAt = sale.StartsAt.UTC().Truncate(time.Millisecond)
+	sale.EndsAt = sale.EndsAt.UTC().Truncate(time.Millisecond)
+	if err := s.store.CreateSale(ctx, sale); err != nil {
+		return nil, fmt.Errorf("create sale: %w", err)
+	}
+	if err := s.load(ctx, sale, true); err != nil {
+		return nil, err
+	}
+	s.cache(sale)
+	s.log.Info("sale created", "sale_id", sale.ID, "hotel", sale.Hotel, "room_type", sale.RoomType,
+		"nights", len(sale.Nights), "starts_at", sale.StartsAt)
+	return sale, nil
+}
+
+// Preheat reloads a sale's stock into the engine from the database. Before
+// the start it is idempotent; after it, refused, so stock is never reset mid-sale.
+func (s *Service) Preheat(ctx context.Context, id string) error {
+	sale, err := s.sale(ctx, id)
+	if err != nil {
+		return err
+	}
+	if !s.now().Before(sale.StartsAt) {
+		return flashsale.ErrAlreadyStarted
+	}
+	return s.load(ctx, sale, true)
+}
+
+// AdminSale shows the database's counters beside the engine's available figure.
+func (s *Service) AdminSale(ctx context.Context, id string) (*flashsale.SaleView, error) {
+	sale, err := s.sale(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	nights, err := s.store.NightStocks(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("admin sale=%s: %w", id, err)
+	}
+	avail, err := s.engine.Available(ctx, id)
+	if err != nil && !errors.Is(err, flashsale.ErrNotLoaded) {
+		return nil, fmt.Errorf("admin sale=%s: %w", id, err)
+	}
+	for i := range nights {
+		if i < len(avail) {
+			nights[i].Available = avail[i]
+		}
+	}
+	now := s.now()
+	return &flashsale.SaleView{Sale: sale, Status: sale.Status(now, availableOf(nights)), ServerTime: now, Nights: nights}, nil
+}
+
+// PublicSale answers from memory and the engine only: it is the page every
+// guest refreshes before the start.
+func (s *Service) PublicSale(ctx context.Context, id string) (*flashsale.SaleView, error) {
+	sale, err := s.sale(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return s.publicView(ctx, sale)
+}
+
+func (s *Service) publicView(ctx context.Context, sale *flashsale.Sale) (*flashsale.SaleView, error) {
+	avail, err := s.engine.Available(ctx, sale.ID)
+	if errors.Is(err, flashsale.ErrNotLoaded) {
+		// Not loaded here (an ended sale after a restart): show nothing left.
+		avail, err = make([]int, len(sale.Nights)), nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("public sale=%s: %w", sale.ID, err)
+	}
+	nights := make([]flashsale.NightStock, len(sale.Nights))
+	for i, n := range sale.Nights {
+		nights[i] = flashsale.NightStock{Date: n.Date, Stock: n.Stock}
+		if i < len(avail) {
+			nights[i].Available = avail[i]
+		}
+	}
+	now := s.now()
+	return &flashsale.SaleView{Sale: sale, Status: sale.Status(now, availableOf(nights)), ServerTime: now, Nights: nights}, nil
+}
+
+func availableOf(nights []flashsale.NightStock) []int {
+	a := make([]int, len(nights))
+	for i, n := range nights {
+		a[i] = n.Available
+	}
+	return a
+}
+
+// Sales lists upcoming and active (including sold-out) sales.
+func (s *Service) Sales(ctx context.Context) ([]*flashsale.SaleView, error) {
+	sales, err := s.store.Sales(ctx, s.now())
+	if err != nil {
+		return nil, fmt.Errorf("sales: %w", err)
+	}
+	views := make([]*flashsale.SaleView, 0, len(sales))
+	for _, sale := range sales {
+		v, err := s.publicView(ctx, sale)
+		if err != nil {
+			return nil, err
+		}
+		if v.Status != flashsale.SaleEnded {
+			views = append(views, v)
+		}
+	}
+	return views, nil
+}
+
+// Ready reports whether the database answers.
+func (s *Service) Ready(ctx context.Context) error {
+	if p, ok := s.store.(interface{ Ping(context.Context) error }); ok {
+		if err := p.Ping(ctx); err != nil {
+			return fmt.Errorf("ready: database: %w", err)
+		}
+	}
+	return nil
+}

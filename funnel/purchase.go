@@ -1,0 +1,275 @@
+package funnel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/flashsale/flashsale"
+	"github.com/oklog/ulid/v2"
+)
+
+// soldOuter is implemented by engines that can tell, without I/O, that a
+// stay cannot be served. The purchase path asks it before spending a token,
+// so a sold-out sale costs neither a token nor a round trip.
+type soldOuter interface {
+	SoldOut(saleID string, firstNight, nights int) bool
+}
+
+// IssueToken gives a guest a one-time purchase token for an open sale.
+func (s *Service) IssueToken(ctx context.Context, u flashsale.User, saleID string) (*flashsale.PurchaseToken, error) {
+	sale, err := s.sale(ctx, saleID)
+	if err != nil {
+		return nil, err
+	}
+	now := s.now()
+	if err := sale.Open(now); err != nil {
+		return nil, err
+	}
+	if !sale.Eligibility.Allows(u.Tier) {
+		return nil, flashsale.ErrNotEligible
+	}
+	exp := now.Add(s.ttl).UTC().Truncate(1e6)
+	tok, _ := s.signer.issue(tokenClaims{SaleID: sale.ID, UserID: u.ID, Price: sale.Price, Expires: exp})
+	return &flashsale.PurchaseToken{Token: tok, ExpiresAt: exp}, nil
+}
+
+// Purchase runs one guest's attempt through the funnel. The checks are
+// ordered cheapest and most decisive first; the idempotency lookup comes
+// before the token so a client retrying with the request it already sent
+// (its token now spent) gets its order back.
+func (s *Service) Purchase(ctx context.Context, u flashsale.User, req flashsale.PurchaseRequest) (*flashsale.Order, error) {
+	sale, err := s.sale(ctx, req.SaleID)
+	if err != nil {
+		return nil, err
+	}
+	if req.CheckIn == "" {
+		req.CheckIn = sale.Nights[0].Date
+	}
+	if req.Nights == 0 {
+		req.Nights = 1
+	}
+	if req.Rooms == 0 {
+		req.Rooms = 1
+	}
+	if req.Rooms < 0 || req.Rooms > MaxRooms {
+		return nil, flashsale.Errorf(flashsale.EInvalid, "rooms must be between 1 and %d", MaxRooms)
+	}
+	first, err := sale.Stay(req.CheckIn, req.Nights)
+	if err != nil {
+		return nil, err
+	}
+	if req.IdempotencyKey != "" {
+		o, err := s.replay(ctx, u, sale, req.IdempotencyKey)
+		if !errors.Is(err, flashsale.ErrNotFound) {
+			return o, err
+		}
+	}
+	now := s.now()
+	if err := sale.Open(now); err != nil {
+		return nil, err
+	}
+	if !sale.Eligibility.Allows(u.Tier) {
+		return nil, flashsale.ErrNotEligible
+	}
+	if so, ok := s.engine.(soldOuter); ok && so.SoldOut(sale.ID, first, req.Nights) {
+		return nil, flashsale.ErrSoldOut
+	}
+	if sale.PurchaseToken {
+		c, err := s.signer.check(req.Token, u, sale, now)
+		if err != nil {
+			return nil, err
+		}
+		first, err := s.spender.Spend(ctx, c.Nonce, c.Expires)
+		if err != nil {
+			return nil, fmt.Errorf("purchase: spend token: %w", err)
+		}
+		if !first {
+			// A concurrent retry of the same request may have spent it.
+			if req.IdempotencyKey != "" {
+				if o, err := s.replay(ctx, u, sale, req.IdempotencyKey); err == nil {
+					return o, nil
+				}
+			}
+			return nil, flashsale.ErrTokenInvalid
+		}
+	}
+
+	r := &flashsale.Reservation{
+		OrderID:        ulid.Make().String(),
+		SaleID:         sale.ID,
+		UserID:         u.ID,
+		IdempotencyKey: req.IdempotencyKey,
+		FirstNight:     first,
+		Nights:         req.Nights,
+		Rooms:          req.Rooms,
+		Amount:         sale.Price * int64(req.Nights) * int64(req.Rooms),
+		HoldExpiresAt:  now.Add(sale.HoldDuration()).UTC().Truncate(1e6),
+		Active:         true,
+	}
+	existing, err := s.engine.Reserve(ctx, r)
+	switch {
+	case errors.Is(err, flashsale.ErrDuplicate):
+		return s.order(ctx, u, existing)
+	case err != nil:
+		return nil, err
+	}
+	status, err := s.writer.Write(ctx, r)
+	if err != nil {
+		// The database refused (the order is recorded as failed) or the order
+		// path did not take it: either way the units go back.
+		if rerr := s.engine.Release(ctx, r.SaleID, r.OrderID); rerr != nil {
+			s.log.Error("release after refused write", "sale_id", r.SaleID, "order_id", r.OrderID, "err", rerr)
+		}
+		if status == flashsale.OrderFailed {
+			s.log.Warn("database refused a reserved order", "sale_id", r.SaleID, "order_id", r.OrderID, "err", err)
+		}
+		return nil, err
+	}
+	return orderOf(sale, r, status), nil
+}
+
+// replay returns the order a user's idempotency key already names, or ErrNotFound.
+func (s *Service) replay(ctx context.Context, u flashsale.User, sale *flashsale.Sale, key string) (*flashsale.Order, error) {
+	id, err := s.engine.Lookup(ctx, sale.ID, u.ID, key)
+	if err != nil {
+		return nil, err
+	}
+	return s.order(ctx, u, id)
+}
+
+// Order returns the user's order: from the database, or, while it is still in
+// flight (distributed shape), from the stock engine's record as pending.
+func (s *Service) Order(ctx context.Context, u flashsale.User, id string) (*flashsale.Order, error) {
+	if !validID(id) {
+		return nil, flashsale.ErrNotFound
+	}
+	return s.order(ctx, u, id)
+}
+
+func (s *Service) order(ctx context.Context, u flashsale.User, id string) (*flashsale.Order, error) {
+	o, err := s.store.Order(ctx, id)
+	if errors.Is(err, flashsale.ErrNotFound) {
+		r, rerr := s.engine.Reservation(ctx, id)
+		if rerr != nil || !r.Active || r.UserID != u.ID {
+			return nil, flashsale.ErrNotFound
+		}
+		sale, serr := s.sale(ctx, r.SaleID)
+		if serr != nil {
+			return nil, serr
+		}
+		return orderOf(sale, r, flashsale.OrderPending), nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("order=%s: %w", id, err)
+	}
+	if o.UserID != u.ID {
+		return nil, flashsale.ErrNotFound
+	}
+	return o, nil
+}
+
+func orderOf(sale *flashsale.Sale, r *flashsale.Reservation, status flashsale.OrderStatus) *flashsale.Order {
+	return &flashsale.Order{
+		ID: r.OrderID, SaleID: r.SaleID, UserID: r.UserID, IdempotencyKey: r.IdempotencyKey,
+		Status: status, FirstNight: r.FirstNight, CheckIn: sale.Nights[r.FirstNight].Date,
+		Nights: r.Nights, Rooms: r.Rooms, Amount: r.Amount, Currency: sale.Currency,
+		HoldExpiresAt: r.HoldExpiresAt,
+	}
+}
+
+// Cancel ends a held order and gives its units back. Cancelling a cancelled
+// order is a no-op.
+func (s *Service) Cancel(ctx context.Context, u flashsale.User, id string) (*flashsale.Order, error) {
+	o, err := s.Order(ctx, u, id)
+	if err != nil {
+		return nil, err
+	}
+	switch o.Status {
+	case flashsale.OrderCancelled:
+		return o, nil
+	case flashsale.OrderHeld:
+	case flashsale.OrderPending:
+		return nil, flashsale.Errorf(flashsale.EConflict, "the order is still being placed; retry in a moment")
+	default:
+		return nil, flashsale.Errorf(flashsale.EConflict, "a %s order cannot be cancelled", o.Status)
+	}
+	o, err = s.store.Transition(ctx, id, flashsale.OrderHeld, flashsale.OrderCancelled, "", s.now())
+	if errors.Is(err, flashsale.ErrStale) {
+		return s.Cancel(ctx, u, id) // expired or paid meanwhile: answer from the new state
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cancel order=%s: %w", id, err)
+	}
+	s.release(ctx, o)
+	return o, nil
+}
+
+// release gives an ended hold's units back to the engine. The database
+// transition already happened exactly once; if this call fails the engine
+// undersells until it is rebuilt, it never oversells.
+func (s *Service) release(ctx context.Context, o *flashsale.Order) {
+	if err := s.engine.Release(ctx, o.SaleID, o.ID); err != nil {
+		s.log.Error("release units", "sale_id", o.SaleID, "order_id", o.ID, "err", err)
+	}
+}
+
+// MarkPaid records the payment platform's confirmation. It is idempotent.
+// If the hold already expired it tries to take the units again, and answers
+// ErrHoldExpired when they are gone so the platform refunds.
+func (s *Service) MarkPaid(ctx context.Context, id, paymentRef string) (*flashsale.Order, error) {
+	if !validID(id) {
+		return nil, flashsale.ErrNotFound
+	}
+	for range 8 {
+		o, err := s.store.Order(ctx, id)
+		if errors.Is(err, flashsale.ErrNotFound) {
+			if r, rerr := s.engine.Reservation(ctx, id); rerr == nil && r.Active {
+				return nil, flashsale.Errorf(flashsale.EConflict, "the order is still being placed; retry in a moment")
+			}
+			return nil, err
+		}
+		if err != nil {
+			return nil, fmt.Errorf("paid order=%s: %w", id, err)
+		}
+		switch o.Status {
+		case flashsale.OrderPaid:
+			return o, nil
+		case flashsale.OrderHeld:
+			o, err = s.store.Transition(ctx, id, flashsale.OrderHeld, flashsale.OrderPaid, paymentRef, s.now())
+		case flashsale.OrderExpired, flashsale.OrderCancelled:
+			o, err = s.retake(ctx, o, paymentRef)
+		default:
+			return nil, flashsale.Errorf(flashsale.EConflict, "a %s order cannot be paid", o.Status)
+		}
+		if errors.Is(err, flashsale.ErrStale) {
+			continue // the reaper or another confirmation moved it: look again
+		}
+		if err != nil {
+			return nil, err
+		}
+		s.log.Info("order paid", "sale_id", o.SaleID, "order_id", o.ID)
+		return o, nil
+	}
+	return nil, fmt.Errorf("paid order=%s: %w", id, flashsale.ErrStale)
+}
+
+// retake sells a released order's units again to its buyer, engine first
+// (the gate everyone else goes through) and then the database's guard.
+func (s *Service) retake(ctx context.Context, o *flashsale.Order, paymentRef string) (*flashsale.Order, error) {
+	if err := s.engine.Retake(ctx, o.SaleID, o.ID); err != nil {
+		if errors.Is(err, flashsale.ErrSoldOut) || errors.Is(err, flashsale.ErrLimitExceeded) || errors.Is(err, flashsale.ErrNotLoaded) {
+			return nil, flashsale.ErrHoldExpired
+		}
+		return nil, fmt.Errorf("retake order=%s: %w", o.ID, err)
+	}
+	paid, err := s.store.Transition(ctx, o.ID, o.Status, flashsale.OrderPaid, paymentRef, s.now())
+	if err != nil {
+		s.release(ctx, o)
+		if errors.Is(err, flashsale.ErrSoldOut) || errors.Is(err, flashsale.ErrLimitExceeded) {
+			return nil, flashsale.ErrHoldExpired
+		}
+		return nil, err
+	}
+	return paid, nil
+}

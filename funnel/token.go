@@ -1,0 +1,94 @@
+package funnel
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"strings"
+	"time"
+
+	"github.com/flashsale/flashsale"
+)
+
+// TokenTTLDefault is how long a purchase token stays valid.
+const TokenTTLDefault = 120 * time.Second
+
+// tokenClaims is what a purchase token binds: one user, one sale, one price,
+// until a moment. The nonce makes each token unique so it can be spent once.
+type tokenClaims struct {
+	SaleID  string
+	UserID  string
+	Price   int64
+	Expires time.Time
+	Nonce   string
+}
+
+// signer issues and verifies purchase tokens. A token is
+// base64url(payload) "." base64url(HMAC-SHA256(payload)); the payload is
+// binary (nonce, expiry, price) followed by "sale\x00user". The key is
+// derived from the server secret so it never doubles as the JWT key.
+type signer struct{ key []byte }
+
+func newSigner(secret []byte) signer {
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte("flashsale purchase token v1"))
+	return signer{key: m.Sum(nil)}
+}
+
+const tokenHeader = 12 + 8 + 8 // nonce, expiry (unix ms), price
+
+func (s signer) issue(c tokenClaims) (token, nonce string) {
+	payload := make([]byte, tokenHeader, tokenHeader+len(c.SaleID)+1+len(c.UserID))
+	rand.Read(payload[:12])
+	binary.BigEndian.PutUint64(payload[12:], uint64(c.Expires.UnixMilli()))
+	binary.BigEndian.PutUint64(payload[20:], uint64(c.Price))
+	payload = append(payload, c.SaleID...)
+	payload = append(payload, 0)
+	payload = append(payload, c.UserID...)
+	m := hmac.New(sha256.New, s.key)
+	m.Write(payload)
+	enc := base64.RawURLEncoding
+	return enc.EncodeToString(payload) + "." + enc.EncodeToString(m.Sum(nil)), enc.EncodeToString(payload[:12])
+}
+
+// verify checks the signature and decodes the claims. It does not check
+// binding or expiry: the caller compares them with the request.
+func (s signer) verify(token string) (tokenClaims, bool) {
+	p, sig, ok := strings.Cut(token, ".")
+	if !ok || len(token) > 512 {
+		return tokenClaims{}, false
+	}
+	enc := base64.RawURLEncoding
+	payload, err1 := enc.DecodeString(p)
+	mac, err2 := enc.DecodeString(sig)
+	if err1 != nil || err2 != nil || len(payload) < tokenHeader+1 {
+		return tokenClaims{}, false
+	}
+	m := hmac.New(sha256.New, s.key)
+	m.Write(payload)
+	if !hmac.Equal(mac, m.Sum(nil)) {
+		return tokenClaims{}, false
+	}
+	sale, user, ok := strings.Cut(string(payload[tokenHeader:]), "\x00")
+	if !ok {
+		return tokenClaims{}, false
+	}
+	return tokenClaims{
+		SaleID:  sale,
+		UserID:  user,
+		Expires: time.UnixMilli(int64(binary.BigEndian.Uint64(payload[12:]))),
+		Price:   int64(binary.BigEndian.Uint64(payload[20:])),
+		Nonce:   enc.EncodeToString(payload[:12]),
+	}, true
+}
+
+// check verifies a token for a purchase by u of sale at now.
+func (s signer) check(token string, u flashsale.User, sale *flashsale.Sale, now time.Time) (tokenClaims, error) {
+	c, ok := s.verify(token)
+	if !ok || c.SaleID != sale.ID || c.UserID != u.ID || c.Price != sale.Price || !now.Before(c.Expires) {
+		return tokenClaims{}, flashsale.ErrTokenInvalid
+	}
+	return c, nil
+}
