@@ -1,0 +1,568 @@
+// Package redis is the distributed stock engine: every reservation is one
+// Lua script on Redis (a single node or a Redis Cluster), so any number of
+// stateless instances share exact stock, per-user limits and idempotency
+// keys. It also carries the pieces the distributed order path needs around
+// the engine: a sold-out broadcast that lets each instance refuse a
+// sold-out stay without a round trip, a token spender, and an outbox of
+// reservations the queue has not confirmed yet.
+//
+// Keys of one sale share the hash tag {<sale id>} so that every script
+// touches a single Cluster slot:
+//
+//	<prefix>{<sale>}:meta         hash: starts, ends, limit, hold, nights, expire
+//	<prefix>{<sale>}:stock        hash: night index -> units left
+//	<prefix>{<sale>}:users        hash: user id -> rooms held by active reservations
+//	<prefix>{<sale>}:keys         hash: user id NUL idempotency key -> order id
+//	<prefix>{<sale>}:res          hash: order id -> reservation record (record.go)
+//	<prefix>{<sale>}:unconfirmed  sorted set: order id scored by reserve time (ms)
+//	<prefix>order:<order>         string: sale id (lets Reservation find the sale)
+//	<prefix>sales                 sorted set: sale id scored by its keys' expiry (ms)
+//	<prefix>token:<token>         string: a spent purchase token
+//	<prefix>soldout               pub/sub channel of the sold-out broadcast
+//
+// Every sale key expires at the sale's end plus its hold window plus a day.
+package redis
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/flashsale/flashsale"
+)
+
+// Defaults for Options.
+const (
+	PrefixDefault = "flashsale:"
+	// keyTTLSlack keeps a sale's keys a day past its last possible hold, so
+	// late payments and the relay still find them.
+	keyTTLSlack = 24 * time.Hour
+	// stageTTL bounds how long the staging keys of a crashed Load linger.
+	stageTTL = 10 * time.Minute
+	// loadChunk is how many hash fields one HSET of a Load carries.
+	loadChunk = 1000
+)
+
+// PoolSizeDefault sizes the connection pool for many concurrent goroutines:
+// a purchase flood parks thousands of goroutines on Reserve, and Redis reads
+// every ready socket per event-loop turn, so more connections batch better.
+var PoolSizeDefault = max(64, 32*runtime.GOMAXPROCS(0))
+
+// Options tune an Engine. The zero value is usable.
+type Options struct {
+	// Prefix starts every key and the channel name; default "flashsale:".
+	// Tests use a random prefix so they never collide.
+	Prefix string
+	// PoolSize is the connection pool size (per node on a Cluster);
+	// default PoolSizeDefault.
+	PoolSize int
+}
+
+var (
+	//go:embed reserve.lua
+	reserveLua string
+	//go:embed release.lua
+	releaseLua string
+	//go:embed retake.lua
+	retakeLua string
+	//go:embed load.lua
+	loadLua string
+
+	reserveScript = goredis.NewScript(reserveLua)
+	releaseScript = goredis.NewScript(releaseLua)
+	retakeScript  = goredis.NewScript(retakeLua)
+	loadScript    = goredis.NewScript(loadLua)
+)
+
+// Engine is the Redis stock engine. It is safe for concurrent use.
+type Engine struct {
+	client  goredis.UniversalClient
+	logger  *slog.Logger
+	prefix  string
+	channel string
+
+	keys sync.Map // sale id -> *saleKeys
+
+	flags  soldOutFlags
+	pubsub *goredis.PubSub
+	done   chan struct{} // closed when the subscriber goroutine has returned
+}
+
+var _ flashsale.StockEngine = (*Engine)(nil)
+
+// Open connects to Redis, subscribes to the sold-out broadcast and returns
+// an Engine. url is redis://[user:pass@]host:port[/db] for one node, or a
+// comma-separated seed list redis://h1:p1,h2:p2,h3:p3 for a Cluster.
+func Open(ctx context.Context, url string, opts Options, logger *slog.Logger) (*Engine, error) {
+	client, err := newClient(url, opts)
+	if err != nil {
+		return nil, fmt.Errorf("open redis: %w", err)
+	}
+	prefix := cmp.Or(opts.Prefix, PrefixDefault)
+	e := &Engine{
+		client:  client,
+		logger:  logger,
+		prefix:  prefix,
+		channel: prefix + "soldout",
+		done:    make(chan struct{}),
+	}
+	if err := client.Ping(ctx).Err(); err != nil {
+		client.Close()
+		return nil, fmt.Errorf("open redis: ping: %w", err)
+	}
+	// Wait for the subscription to be confirmed so that no broadcast sent
+	// after Open returns is missed.
+	e.pubsub = client.Subscribe(ctx, e.channel)
+	if _, err := e.pubsub.Receive(ctx); err != nil {
+		e.pubsub.Close()
+		client.Close()
+		return nil, fmt.Errorf("open redis: subscribe %s: %w", e.channel, err)
+	}
+	go e.listen(e.pubsub.ChannelWithSubscriptions(goredis.WithChannelSize(1024)))
+	return e, nil
+}
+
+// newClient picks a Client for one address and a ClusterClient for a seed list.
+func newClient(raw string, opts Options) (goredis.UniversalClient, error) {
+	poolSize := cmp.Or(opts.PoolSize, PoolSizeDefault)
+	u, err := url.Parse(raw)
+	if err != nil || !strings.Contains(u.Host, ",") {
+		o, err := goredis.ParseURL(raw)
+		if err != nil {
+			return nil, err
+		}
+		o.PoolSize = poolSize
+		return goredis.NewClient(o), nil
+	}
+	addrs := strings.Split(u.Host, ",")
+	// ParseURL understands user, password, TLS and query options: reuse it
+	// with the first seed, then hand the whole list to the Cluster client.
+	first := *u
+	first.Host = addrs[0]
+	o, err := goredis.ParseURL(first.String())
+	if err != nil {
+		return nil, err
+	}
+	if o.DB != 0 {
+		return nil, errors.New("a Redis Cluster has only database 0")
+	}
+	return goredis.NewClusterClient(&goredis.ClusterOptions{
+		Addrs:        addrs,
+		Username:     o.Username,
+		Password:     o.Password,
+		TLSConfig:    o.TLSConfig,
+		DialTimeout:  o.DialTimeout,
+		ReadTimeout:  o.ReadTimeout,
+		WriteTimeout: o.WriteTimeout,
+		PoolSize:     poolSize,
+	}), nil
+}
+
+// Close stops the subscriber and closes the connections.
+func (e *Engine) Close() error {
+	err := e.pubsub.Close()
+	<-e.done
+	return errors.Join(err, e.client.Close())
+}
+
+// Ping reports whether Redis answers, for readiness checks.
+func (e *Engine) Ping(ctx context.Context) error {
+	if err := e.client.Ping(ctx).Err(); err != nil {
+		return unavailable("ping", err)
+	}
+	return nil
+}
+
+// saleKeys are the key names of one sale, built once per sale so the hot
+// path does not concatenate strings.
+type saleKeys struct {
+	meta, stock, users, keys, res, unconfirmed string
+	reserve, release, retake                   []string
+}
+
+func (e *Engine) saleKeys(saleID string) *saleKeys {
+	if k, ok := e.keys.Load(saleID); ok {
+		return k.(*saleKeys)
+	}
+	base := e.prefix + "{" + saleID + "}:"
+	k := &saleKeys{
+		meta: base + "meta", stock: base + "stock", users: base + "users",
+		keys: base + "keys", res: base + "res", unconfirmed: base + "unconfirmed",
+	}
+	k.reserve = []string{k.meta, k.stock, k.users, k.keys, k.res, k.unconfirmed}
+	k.release = []string{k.meta, k.stock, k.users, k.res, k.unconfirmed}
+	k.retake = []string{k.meta, k.stock, k.users, k.res}
+	v, _ := e.keys.LoadOrStore(saleID, k)
+	return v.(*saleKeys)
+}
+
+func (e *Engine) orderKey(orderID string) string { return e.prefix + "order:" + orderID }
+func (e *Engine) salesKey() string               { return e.prefix + "sales" }
+
+// expireAt is when a sale's keys expire: after the last hold can end, plus
+// a day for late payments and the relay. A sale loaded after that (a replay
+// or a test with fixed dates) still keeps its keys for a day.
+func expireAt(s *flashsale.Sale) int64 {
+	return max(s.EndsAt.Add(s.HoldDuration()+keyTTLSlack).UnixMilli(), time.Now().Add(keyTTLSlack).UnixMilli())
+}
+
+// unavailable wraps a Redis failure so callers see ErrUnavailable (a 503 and
+// the circuit breaker's signal) while the cause stays in the chain.
+func unavailable(op string, err error) error {
+	return fmt.Errorf("%s: %w: %w", op, flashsale.ErrUnavailable, err)
+}
+
+// Load installs a sale's stock from a snapshot. The data is first staged
+// into temporary keys (in chunks, so a sale with many orders never builds
+// one huge command), then one script checks ErrAlreadyStarted and swaps the
+// staging in atomically; readers see the old sale or the new one, never a mix.
+func (e *Engine) Load(ctx context.Context, snap *flashsale.StockSnapshot, now time.Time) error {
+	s := snap.Sale
+	if s == nil || len(s.Nights) == 0 {
+		return flashsale.Errorf(flashsale.EInvalid, "load: snapshot has no sale or no nights")
+	}
+	k := e.saleKeys(s.ID)
+	expire := expireAt(s)
+
+	// The sale is registered before its keys exist: a crash in between
+	// leaves a harmless empty entry, never a loaded sale the relay misses.
+	nowMs := strconv.FormatInt(now.UnixMilli(), 10)
+	if _, err := e.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		p.ZRemRangeByScore(ctx, e.salesKey(), "-inf", "("+nowMs)
+		p.ZAdd(ctx, e.salesKey(), goredis.Z{Score: float64(expire), Member: s.ID})
+		return nil
+	}); err != nil {
+		return unavailable("load: sale="+s.ID, err)
+	}
+
+	var tok [8]byte
+	rand.Read(tok[:])
+	stage := e.prefix + "{" + s.ID + "}:load:" + hex.EncodeToString(tok[:]) + ":"
+	staged := [4]string{stage + "stock", stage + "users", stage + "keys", stage + "res"}
+
+	stock := make([]any, 0, 2*len(s.Nights))
+	for i, n := range s.Nights {
+		avail := n.Stock
+		if len(snap.Nights) == len(s.Nights) {
+			avail = snap.Nights[i].Available
+		}
+		stock = append(stock, i, max(avail, 0))
+	}
+	users := map[string]int{}
+	var keys, res []any
+	var rec []byte
+	for i := range snap.Reservations {
+		r := &snap.Reservations[i]
+		if r.Active {
+			users[r.UserID] += r.Rooms
+		}
+		if r.IdempotencyKey != "" {
+			keys = append(keys, keyField(r.UserID, r.IdempotencyKey), r.OrderID)
+		}
+		rec = append(rec[:0], '0')
+		if r.Active {
+			rec[0] = '1'
+		}
+		rec = appendRecord(rec, r)
+		res = append(res, r.OrderID, string(rec))
+	}
+	userArgs := make([]any, 0, 2*len(users))
+	for u, n := range users {
+		userArgs = append(userArgs, u, n)
+	}
+	if err := e.stage(ctx, staged, [4][]any{stock, userArgs, keys, res}); err != nil {
+		return unavailable("load: sale="+s.ID+": stage", err)
+	}
+
+	reply, err := loadScript.Run(ctx, e.client,
+		[]string{k.meta, k.stock, k.users, k.keys, k.res, k.unconfirmed, staged[0], staged[1], staged[2], staged[3]},
+		nowMs, s.StartsAt.UnixMilli(), s.EndsAt.UnixMilli(), s.PerUserLimit, s.HoldSeconds,
+		len(s.Nights), expire, e.channel, s.ID).Slice()
+	if err != nil {
+		return unavailable("load: sale="+s.ID, err)
+	}
+	switch code(reply) {
+	case 1:
+	case 0:
+		return fmt.Errorf("load: sale=%s: %w", s.ID, flashsale.ErrAlreadyStarted)
+	default:
+		return unavailable("load: sale="+s.ID, errors.New("staged stock expired before commit"))
+	}
+	// The broadcast clears every engine's flags; clear ours now so this
+	// engine never answers sold out from the previous load.
+	e.flags.clearSale(s.ID)
+
+	if err := e.indexOrders(ctx, s.ID, snap.Reservations, expire); err != nil {
+		// Reservation falls back to asking every known sale, so a missing
+		// index costs latency, not correctness.
+		e.logger.WarnContext(ctx, "index loaded orders", "sale_id", s.ID, "err", err)
+	}
+	e.logger.InfoContext(ctx, "sale loaded", "sale_id", s.ID, "nights", len(s.Nights),
+		"reservations", len(snap.Reservations))
+	return nil
+}
+
+// stage writes field/value pairs into the staging hashes in chunks.
+func (e *Engine) stage(ctx context.Context, keys [4]string, pairs [4][]any) error {
+	p := e.client.Pipeline()
+	queued := 0
+	for i, kv := range pairs {
+		for len(kv) > 0 {
+			n := min(len(kv), 2*loadChunk)
+			p.HSet(ctx, keys[i], kv[:n]...)
+			p.PExpire(ctx, keys[i], stageTTL)
+			kv = kv[n:]
+			if queued++; queued%16 == 0 {
+				if _, err := p.Exec(ctx); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	_, err := p.Exec(ctx)
+	if errors.Is(err, goredis.Nil) {
+		err = nil // an empty pipeline
+	}
+	return err
+}
+
+// indexOrders points each order ID at its sale so Reservation can find it.
+func (e *Engine) indexOrders(ctx context.Context, saleID string, rs []flashsale.Reservation, expire int64) error {
+	for len(rs) > 0 {
+		n := min(len(rs), loadChunk)
+		if _, err := e.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			for i := range rs[:n] {
+				p.Do(ctx, "set", e.orderKey(rs[i].OrderID), saleID, "pxat", expire)
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		rs = rs[n:]
+	}
+	return nil
+}
+
+func keyField(userID, key string) string { return userID + "\x00" + key }
+
+// code is the first element of a script reply.
+func code(reply []any) int64 {
+	if len(reply) == 0 {
+		return -1
+	}
+	n, _ := reply[0].(int64)
+	return n
+}
+
+// Reserve runs reserve.lua. A stay touching a night this engine has heard
+// is sold out is refused locally without a round trip, unless the request
+// carries an idempotency key: a retry must still find its earlier order,
+// and only Redis knows it.
+func (e *Engine) Reserve(ctx context.Context, r *flashsale.Reservation) (string, error) {
+	if r.IdempotencyKey == "" && e.flags.soldOut(r.SaleID, r.FirstNight, r.Nights) {
+		return "", flashsale.ErrSoldOut
+	}
+	k := e.saleKeys(r.SaleID)
+	var field string
+	if r.IdempotencyKey != "" {
+		field = keyField(r.UserID, r.IdempotencyKey)
+	}
+	var buf [128]byte
+	rec := appendRecord(buf[:0], r)
+	reply, err := reserveScript.Run(ctx, e.client, k.reserve,
+		r.OrderID, r.UserID, field, r.FirstNight, r.Nights, r.Rooms,
+		time.Now().UnixMilli(), rec, e.channel, r.SaleID).Slice()
+	if err != nil {
+		return "", unavailable("reserve: sale="+r.SaleID, err)
+	}
+	switch code(reply) {
+	case 1:
+	case 2:
+		existing, _ := reply[1].(string)
+		return existing, flashsale.ErrDuplicate
+	case 3:
+		return "", flashsale.ErrSoldOut
+	case 4:
+		return "", flashsale.ErrLimitExceeded
+	case 5:
+		return "", flashsale.ErrNotLoaded
+	case 6:
+		return "", flashsale.Errorf(flashsale.EInvalid, "the stay is outside the sale's nights or rooms is not positive")
+	default:
+		return "", fmt.Errorf("reserve: sale=%s: unexpected script reply %v", r.SaleID, reply)
+	}
+	// The index lives outside the sale's slot, so it cannot be written by
+	// the script. If this process dies right here, Reservation still finds
+	// the order by asking every known sale (see Reservation).
+	expire, _ := reply[1].(int64)
+	if err := e.client.Do(ctx, "set", e.orderKey(r.OrderID), r.SaleID, "pxat", expire).Err(); err != nil {
+		e.logger.WarnContext(ctx, "index order", "sale_id", r.SaleID, "order_id", r.OrderID, "err", err)
+	}
+	return "", nil
+}
+
+// Release runs release.lua. Releasing an unknown or inactive reservation
+// does nothing; a sale that is not loaded is ErrNotLoaded.
+func (e *Engine) Release(ctx context.Context, saleID, orderID string) error {
+	k := e.saleKeys(saleID)
+	reply, err := releaseScript.Run(ctx, e.client, k.release, orderID, e.channel, saleID).Slice()
+	if err != nil {
+		return unavailable("release: sale="+saleID+" order="+orderID, err)
+	}
+	switch code(reply) {
+	case 0:
+		return nil
+	case 1:
+		// Other engines clear their flags when the broadcast arrives; this
+		// one clears now so its own next Reserve sees the units at once.
+		if csv, _ := reply[1].(string); csv != "" {
+			e.flags.clearNights(saleID, csv)
+		}
+		return nil
+	case 5:
+		return flashsale.ErrNotLoaded
+	}
+	return fmt.Errorf("release: sale=%s order=%s: unexpected script reply %v", saleID, orderID, reply)
+}
+
+// Retake runs retake.lua. Retaking an active reservation does nothing.
+func (e *Engine) Retake(ctx context.Context, saleID, orderID string) error {
+	k := e.saleKeys(saleID)
+	reply, err := retakeScript.Run(ctx, e.client, k.retake, orderID, e.channel, saleID).Slice()
+	if err != nil {
+		return unavailable("retake: sale="+saleID+" order="+orderID, err)
+	}
+	switch code(reply) {
+	case 1:
+		return nil
+	case 3:
+		return flashsale.ErrSoldOut
+	case 4:
+		return flashsale.ErrLimitExceeded
+	case 5:
+		return flashsale.ErrNotLoaded
+	case 7:
+		return flashsale.ErrNotFound
+	}
+	return fmt.Errorf("retake: sale=%s order=%s: unexpected script reply %v", saleID, orderID, reply)
+}
+
+// Lookup returns the order ID bound to a user's idempotency key.
+func (e *Engine) Lookup(ctx context.Context, saleID, userID, key string) (string, error) {
+	id, err := e.client.HGet(ctx, e.saleKeys(saleID).keys, keyField(userID, key)).Result()
+	switch {
+	case errors.Is(err, goredis.Nil):
+		return "", flashsale.ErrNotFound
+	case err != nil:
+		return "", unavailable("lookup: sale="+saleID, err)
+	}
+	return id, nil
+}
+
+// Reservation returns a recorded reservation. The order index names its
+// sale; when the index is missing (the process died between the script and
+// the index write, or the order came from a Load whose index write failed)
+// it asks every sale in the sales set, in one pipelined round trip.
+func (e *Engine) Reservation(ctx context.Context, orderID string) (*flashsale.Reservation, error) {
+	saleID, err := e.client.Get(ctx, e.orderKey(orderID)).Result()
+	switch {
+	case errors.Is(err, goredis.Nil):
+		return e.findReservation(ctx, orderID)
+	case err != nil:
+		return nil, unavailable("reservation: order="+orderID, err)
+	}
+	v, err := e.client.HGet(ctx, e.saleKeys(saleID).res, orderID).Result()
+	switch {
+	case errors.Is(err, goredis.Nil):
+		return nil, flashsale.ErrNotFound
+	case err != nil:
+		return nil, unavailable("reservation: order="+orderID, err)
+	}
+	r, err := parseRecord(saleID, orderID, v)
+	if err != nil {
+		return nil, fmt.Errorf("reservation: order=%s: %w", orderID, err)
+	}
+	return r, nil
+}
+
+func (e *Engine) findReservation(ctx context.Context, orderID string) (*flashsale.Reservation, error) {
+	sales, err := e.sales(ctx)
+	if err != nil {
+		return nil, unavailable("reservation: order="+orderID, err)
+	}
+	if len(sales) == 0 {
+		return nil, flashsale.ErrNotFound
+	}
+	cmds := make([]*goredis.StringCmd, len(sales))
+	_, err = e.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for i, s := range sales {
+			cmds[i] = p.HGet(ctx, e.saleKeys(s).res, orderID)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, goredis.Nil) {
+		return nil, unavailable("reservation: order="+orderID, err)
+	}
+	for i, c := range cmds {
+		if v, err := c.Result(); err == nil {
+			r, err := parseRecord(sales[i], orderID, v)
+			if err != nil {
+				return nil, fmt.Errorf("reservation: order=%s: %w", orderID, err)
+			}
+			return r, nil
+		}
+	}
+	return nil, flashsale.ErrNotFound
+}
+
+// sales returns the IDs of the sales whose keys have not expired.
+func (e *Engine) sales(ctx context.Context) ([]string, error) {
+	return e.client.ZRangeByScore(ctx, e.salesKey(), &goredis.ZRangeBy{
+		Min: strconv.FormatInt(time.Now().UnixMilli(), 10), Max: "+inf",
+	}).Result()
+}
+
+// Available returns the units left per night.
+func (e *Engine) Available(ctx context.Context, saleID string) ([]int, error) {
+	k := e.saleKeys(saleID)
+	var nights *goredis.StringCmd
+	var stock *goredis.MapStringStringCmd
+	_, err := e.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		nights = p.HGet(ctx, k.meta, "nights")
+		stock = p.HGetAll(ctx, k.stock)
+		return nil
+	})
+	if errors.Is(err, goredis.Nil) {
+		return nil, flashsale.ErrNotLoaded
+	}
+	if err != nil {
+		return nil, unavailable("available: sale="+saleID, err)
+	}
+	n, err := nights.Int()
+	if err != nil {
+		return nil, fmt.Errorf("available: sale=%s: nights: %w", saleID, err)
+	}
+	out := make([]int, n)
+	for f, v := range stock.Val() {
+		i, err1 := strconv.Atoi(f)
+		a, err2 := strconv.Atoi(v)
+		if err1 != nil || err2 != nil || i < 0 || i >= n {
+			return nil, fmt.Errorf("available: sale=%s: bad stock field %q=%q", saleID, f, v)
+		}
+		out[i] = a
+	}
+	return out, nil
+}

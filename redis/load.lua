@@ -1,0 +1,41 @@
+-- load.lua commits a sale staged into temporary keys: it swaps them in with
+-- RENAME so a reader sees either the old sale or the whole new one. It
+-- refuses, dropping the staging, when the sale is loaded and has started at
+-- now (passed in, never read from the server clock).
+--
+-- KEYS: 1 meta, 2 stock, 3 users, 4 keys, 5 res, 6 unconfirmed,
+--       7 staged stock, 8 staged users, 9 staged keys, 10 staged res
+-- ARGV: 1 now (unix ms), 2 starts_at ms, 3 ends_at ms, 4 per-user limit,
+--       5 hold seconds, 6 nights, 7 expire_at ms, 8 sold-out channel, 9 sale id
+--
+-- Reply: {1} loaded, {0} already started, {-1} staging lost.
+local starts = redis.call('HGET', KEYS[1], 'starts')
+if starts and tonumber(ARGV[1]) >= tonumber(starts) then
+  redis.call('DEL', KEYS[7], KEYS[8], KEYS[9], KEYS[10])
+  return {0}
+end
+if redis.call('EXISTS', KEYS[7]) == 0 then
+  redis.call('DEL', KEYS[8], KEYS[9], KEYS[10])
+  return {-1}
+end
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
+for i = 2, 5 do
+  if redis.call('EXISTS', KEYS[i + 5]) == 1 then
+    redis.call('RENAME', KEYS[i + 5], KEYS[i])
+    redis.call('PEXPIREAT', KEYS[i], ARGV[7])
+  end
+end
+redis.call('HSET', KEYS[1], 'starts', ARGV[2], 'ends', ARGV[3], 'limit', ARGV[4],
+  'hold', ARGV[5], 'nights', ARGV[6], 'expire', ARGV[7])
+redis.call('PEXPIREAT', KEYS[1], ARGV[7])
+local zero = {}
+for i = 0, tonumber(ARGV[6]) - 1 do
+  if (tonumber(redis.call('HGET', KEYS[2], i)) or 0) <= 0 then
+    zero[#zero + 1] = i
+  end
+end
+redis.call('PUBLISH', ARGV[8], 'l - ' .. ARGV[9])
+if #zero > 0 then
+  redis.call('PUBLISH', ARGV[8], 'z ' .. table.concat(zero, ',') .. ' ' .. ARGV[9])
+end
+return {1}

@@ -1,0 +1,593 @@
+package redis
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	goredis "github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/testenv"
+	"github.com/flashsale/flashsale/stocktest"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// newPrefix returns a key prefix no other test uses.
+func newPrefix() string { return "fstest:" + rand.Text()[:10] + ":" }
+
+// MustOpenEngine opens an Engine on url with prefix and deletes every key
+// under the prefix when the test ends.
+func MustOpenEngine(tb testing.TB, url, prefix string) *Engine {
+	tb.Helper()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	e, err := Open(context.Background(), url, Options{Prefix: prefix}, logger)
+	if err != nil {
+		tb.Fatalf("Open(%s) = %v", url, err)
+	}
+	tb.Cleanup(func() {
+		deleteKeys(tb, e, prefix)
+		if err := e.Close(); err != nil {
+			tb.Errorf("Close() = %v", err)
+		}
+	})
+	return e
+}
+
+// deleteKeys removes every key under prefix, on every master of a Cluster.
+func deleteKeys(tb testing.TB, e *Engine, prefix string) {
+	ctx := context.Background()
+	del := func(ctx context.Context, c *goredis.Client) error {
+		iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+		for iter.Next(ctx) {
+			if err := c.Del(ctx, iter.Val()).Err(); err != nil {
+				return err
+			}
+		}
+		return iter.Err()
+	}
+	var err error
+	switch c := e.client.(type) {
+	case *goredis.ClusterClient:
+		err = c.ForEachMaster(ctx, del)
+	case *goredis.Client:
+		err = del(ctx, c)
+	}
+	if err != nil {
+		tb.Errorf("delete keys %s*: %v", prefix, err)
+	}
+}
+
+func redisURL(tb testing.TB) string {
+	tb.Helper()
+	return testenv.URL(tb, testenv.Redis)
+}
+
+func TestStockEngine(t *testing.T) {
+	url := redisURL(t)
+	stocktest.Run(t, func(tb testing.TB) flashsale.StockEngine {
+		return MustOpenEngine(tb, url, newPrefix())
+	})
+}
+
+func TestOpen(t *testing.T) {
+	t.Run("BadURL", func(t *testing.T) {
+		if _, err := Open(t.Context(), "http://x", Options{}, slog.Default()); err == nil {
+			t.Fatal("Open(http://x) succeeded")
+		}
+	})
+	t.Run("Unreachable", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		defer cancel()
+		_, err := Open(ctx, "redis://127.0.0.1:1", Options{}, slog.Default())
+		if err == nil {
+			t.Fatal("Open(port 1) succeeded")
+		}
+	})
+}
+
+// newSale returns a snapshot of a sale that started a minute ago.
+func newSale(limit int, stocks ...int) *flashsale.StockSnapshot {
+	now := time.Now()
+	s := &flashsale.Sale{
+		ID: "sale-" + rand.Text()[:12], Title: "t", Hotel: "h", RoomType: "r", Currency: "CNY",
+		StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour), PerUserLimit: limit, HoldSeconds: 30,
+	}
+	snap := &flashsale.StockSnapshot{Sale: s}
+	d := time.Date(2026, 12, 24, 0, 0, 0, 0, time.UTC)
+	for i, n := range stocks {
+		date := d.AddDate(0, 0, i).Format(flashsale.DateLayout)
+		s.Nights = append(s.Nights, flashsale.Night{Date: date, Stock: n})
+		snap.Nights = append(snap.Nights, flashsale.NightStock{Date: date, Stock: n, Available: n})
+	}
+	return snap
+}
+
+func mustLoad(tb testing.TB, e *Engine, snap *flashsale.StockSnapshot) {
+	tb.Helper()
+	if err := e.Load(tb.Context(), snap, snap.Sale.StartsAt.Add(-time.Second)); err != nil {
+		tb.Fatalf("Load(%s) = %v", snap.Sale.ID, err)
+	}
+}
+
+func newReservation(snap *flashsale.StockSnapshot, user string, first, nights, rooms int) *flashsale.Reservation {
+	return &flashsale.Reservation{
+		OrderID: "order-" + rand.Text()[:12], SaleID: snap.Sale.ID, UserID: user,
+		FirstNight: first, Nights: nights, Rooms: rooms, Amount: 100,
+		HoldExpiresAt: time.Now().Add(30 * time.Second), Active: true,
+	}
+}
+
+func mustReserve(tb testing.TB, e *Engine, r *flashsale.Reservation) {
+	tb.Helper()
+	if existing, err := e.Reserve(tb.Context(), r); err != nil {
+		tb.Fatalf("Reserve(%s) = %q, %v", r.OrderID, existing, err)
+	}
+}
+
+func TestReserve(t *testing.T) {
+	e := MustOpenEngine(t, redisURL(t), newPrefix())
+	ctx := t.Context()
+
+	t.Run("RecordRoundTrips", func(t *testing.T) {
+		snap := newSale(3, 5, 5)
+		mustLoad(t, e, snap)
+		// A user ID with the separator and a key with NUL and bars must
+		// read back byte for byte.
+		r := newReservation(snap, "u|1|", 0, 2, 2)
+		r.IdempotencyKey = "k|\x00|é"
+		r.Amount = 1 << 50
+		mustReserve(t, e, r)
+		got, err := e.Reservation(ctx, r.OrderID)
+		if err != nil {
+			t.Fatalf("Reservation() = %v", err)
+		}
+		if diff := cmp.Diff(r, got); diff != "" {
+			t.Errorf("Reservation() mismatch (-want +got):\n%s", diff)
+		}
+		if id, err := e.Lookup(ctx, snap.Sale.ID, r.UserID, r.IdempotencyKey); err != nil || id != r.OrderID {
+			t.Errorf("Lookup() = %q, %v, want %q", id, err, r.OrderID)
+		}
+	})
+
+	t.Run("ErrInvalid", func(t *testing.T) {
+		snap := newSale(3, 5, 5)
+		mustLoad(t, e, snap)
+		for _, r := range []*flashsale.Reservation{
+			newReservation(snap, "u", 1, 2, 1),
+			newReservation(snap, "u", -1, 1, 1),
+			newReservation(snap, "u", 0, 1, 0),
+		} {
+			if _, err := e.Reserve(ctx, r); flashsale.ErrorCode(err) != flashsale.EInvalid {
+				t.Errorf("Reserve(first=%d nights=%d rooms=%d) = %v, want EInvalid", r.FirstNight, r.Nights, r.Rooms, err)
+			}
+		}
+	})
+
+	t.Run("IndexLost", func(t *testing.T) {
+		// A crash between the script and the index write loses only the
+		// index: Reservation still finds the order through the sales set.
+		snap := newSale(3, 5)
+		mustLoad(t, e, snap)
+		r := newReservation(snap, "u", 0, 1, 1)
+		mustReserve(t, e, r)
+		if err := e.client.Del(ctx, e.orderKey(r.OrderID)).Err(); err != nil {
+			t.Fatal(err)
+		}
+		got, err := e.Reservation(ctx, r.OrderID)
+		if err != nil {
+			t.Fatalf("Reservation(without index) = %v", err)
+		}
+		if got.SaleID != snap.Sale.ID {
+			t.Errorf("Reservation().SaleID = %q, want %q", got.SaleID, snap.Sale.ID)
+		}
+	})
+
+	t.Run("KeysExpire", func(t *testing.T) {
+		snap := newSale(3, 5)
+		mustLoad(t, e, snap)
+		r := newReservation(snap, "u", 0, 1, 1)
+		r.IdempotencyKey = "k"
+		mustReserve(t, e, r)
+		k := e.saleKeys(snap.Sale.ID)
+		for _, key := range k.reserve {
+			if ttl := e.client.PTTL(ctx, key).Val(); ttl <= 0 {
+				t.Errorf("PTTL(%s) = %v, want an expiry", key, ttl)
+			}
+		}
+	})
+
+	t.Run("ErrUnavailable", func(t *testing.T) {
+		e := MustOpenEngine(t, redisURL(t), newPrefix())
+		snap := newSale(3, 5)
+		mustLoad(t, e, snap)
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		if _, err := e.Reserve(ctx, newReservation(snap, "u", 0, 1, 1)); !errors.Is(err, flashsale.ErrUnavailable) {
+			t.Errorf("Reserve(cancelled) = %v, want ErrUnavailable", err)
+		}
+	})
+}
+
+// checkFor polls cond until it holds or the deadline passes.
+func checkFor(tb testing.TB, within time.Duration, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("%s: not within %v", what, within)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// commandCounter counts the commands a client sends.
+type commandCounter struct{ n atomic.Int64 }
+
+func (c *commandCounter) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+func (c *commandCounter) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		c.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+func (c *commandCounter) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		c.n.Add(int64(len(cmds)))
+		return next(ctx, cmds)
+	}
+}
+
+func TestSoldOutBroadcast(t *testing.T) {
+	url, prefix := redisURL(t), newPrefix()
+	a := MustOpenEngine(t, url, prefix)
+	b := MustOpenEngine(t, url, prefix)
+	var counter commandCounter
+	b.client.AddHook(&counter)
+	ctx := t.Context()
+	const within = 100 * time.Millisecond
+
+	snap := newSale(5, 1, 3)
+	snap.Sale.StartsAt = time.Now().Add(time.Hour) // so it can be reloaded below
+	snap.Sale.EndsAt = snap.Sale.StartsAt.Add(time.Hour)
+	mustLoad(t, a, snap)
+	r := newReservation(snap, "u1", 0, 2, 1)
+	mustReserve(t, a, r) // night 0 hits zero, night 1 keeps 2
+
+	checkFor(t, within, "b hears night 0 is sold out", func() bool { return b.flags.soldOut(snap.Sale.ID, 0, 1) })
+	if b.flags.soldOut(snap.Sale.ID, 1, 1) {
+		t.Error("night 1 flagged sold out with 2 units left")
+	}
+	before := counter.n.Load()
+	if _, err := b.Reserve(ctx, newReservation(snap, "u2", 0, 2, 1)); !errors.Is(err, flashsale.ErrSoldOut) {
+		t.Fatalf("b.Reserve(stay with night 0) = %v, want ErrSoldOut", err)
+	}
+	if got := counter.n.Load() - before; got != 0 {
+		t.Errorf("b.Reserve(sold-out stay) sent %d commands, want 0", got)
+	}
+	// A request with an idempotency key still asks Redis, so a retry finds its order.
+	retry := newReservation(snap, "u1", 0, 1, 1)
+	retry.IdempotencyKey = "k"
+	if _, err := b.Reserve(ctx, retry); !errors.Is(err, flashsale.ErrSoldOut) {
+		t.Errorf("b.Reserve(keyed, sold out) = %v, want ErrSoldOut", err)
+	}
+	mustReserve(t, b, newReservation(snap, "u2", 1, 1, 1)) // night 1 alone is fine
+
+	// Release on a gives night 0 back; b must hear it.
+	if err := a.Release(ctx, snap.Sale.ID, r.OrderID); err != nil {
+		t.Fatal(err)
+	}
+	checkFor(t, within, "b hears night 0 is back", func() bool { return !b.flags.soldOut(snap.Sale.ID, 0, 1) })
+	mustReserve(t, b, newReservation(snap, "u3", 0, 1, 1))
+	checkFor(t, within, "a hears night 0 is sold out again", func() bool { return a.flags.soldOut(snap.Sale.ID, 0, 1) })
+
+	// A reload (before the start) clears every engine's flags.
+	mustLoad(t, a, snap)
+	checkFor(t, within, "b forgets the flags on load", func() bool { return !b.flags.soldOut(snap.Sale.ID, 0, 2) })
+
+	// Retake takes the last unit again and is broadcast as well.
+	r2 := newReservation(snap, "u4", 0, 1, 1)
+	mustReserve(t, b, r2)
+	checkFor(t, within, "a hears night 0 is sold out", func() bool { return a.flags.soldOut(snap.Sale.ID, 0, 1) })
+	if err := b.Release(ctx, snap.Sale.ID, r2.OrderID); err != nil {
+		t.Fatal(err)
+	}
+	checkFor(t, within, "a hears night 0 is back", func() bool { return !a.flags.soldOut(snap.Sale.ID, 0, 1) })
+	if err := a.Retake(ctx, snap.Sale.ID, r2.OrderID); err != nil {
+		t.Fatal(err)
+	}
+	checkFor(t, within, "b hears the retake sold night 0", func() bool { return b.flags.soldOut(snap.Sale.ID, 0, 1) })
+}
+
+func TestSoldOutFlags(t *testing.T) {
+	var f soldOutFlags
+	for _, m := range []string{"", "z", "z 1", "x 1 s", "z a,b s"} { // malformed: ignored
+		f.apply(m)
+	}
+	f.apply("z 0,70 s1")
+	f.apply("z 3 s 2") // a sale ID may hold spaces
+	tests := []struct {
+		sale          string
+		first, nights int
+		want          bool
+	}{
+		{"s1", 0, 1, true}, {"s1", 1, 5, false}, {"s1", 65, 10, true}, {"s1", 71, 3, false},
+		{"s2", 0, 1, false}, {"s 2", 2, 2, true}, {"s1", -1, 1, false},
+	}
+	for _, tt := range tests {
+		if got := f.soldOut(tt.sale, tt.first, tt.nights); got != tt.want {
+			t.Errorf("soldOut(%q, %d, %d) = %v, want %v", tt.sale, tt.first, tt.nights, got, tt.want)
+		}
+	}
+	f.apply("b 70 s1")
+	if f.soldOut("s1", 65, 10) {
+		t.Error("night 70 still flagged after b")
+	}
+	f.apply("l - s1")
+	if f.soldOut("s1", 0, 1) {
+		t.Error("night 0 still flagged after l")
+	}
+}
+
+func TestUnconfirmed(t *testing.T) {
+	e := MustOpenEngine(t, redisURL(t), newPrefix())
+	ctx := t.Context()
+	s1, s2 := newSale(5, 10), newSale(5, 10)
+	mustLoad(t, e, s1)
+	mustLoad(t, e, s2)
+
+	var rs []*flashsale.Reservation
+	for i := range 4 {
+		snap := s1
+		if i%2 == 1 {
+			snap = s2
+		}
+		r := newReservation(snap, "u"+strconv.Itoa(i), 0, 1, 1)
+		mustReserve(t, e, r)
+		rs = append(rs, r)
+		time.Sleep(2 * time.Millisecond) // distinct reserve times, so the order is known
+	}
+	if err := e.Confirm(ctx, rs[1].SaleID, rs[1].OrderID); err != nil {
+		t.Fatal(err)
+	}
+	// A released reservation (the publish failed) must never be republished.
+	if err := e.Release(ctx, rs[2].SaleID, rs[2].OrderID); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().Add(time.Second)
+	got, err := e.Unconfirmed(ctx, now, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []flashsale.Reservation{*rs[0], *rs[3]}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Unconfirmed() mismatch (-want +got):\n%s", diff)
+	}
+	if got, err := e.Unconfirmed(ctx, now, 1); err != nil || len(got) != 1 || got[0].OrderID != rs[0].OrderID {
+		t.Errorf("Unconfirmed(limit 1) = %+v, %v, want the oldest", got, err)
+	}
+	if got, err := e.Unconfirmed(ctx, time.Now().Add(-time.Hour), 10); err != nil || len(got) != 0 {
+		t.Errorf("Unconfirmed(an hour ago) = %+v, %v, want none", got, err)
+	}
+}
+
+func TestSpender(t *testing.T) {
+	e := MustOpenEngine(t, redisURL(t), newPrefix())
+	s := e.Spender()
+	ctx := t.Context()
+	id := rand.Text()
+	for i, want := range []bool{true, false, false} {
+		if got, err := s.Spend(ctx, id, time.Now().Add(time.Minute)); err != nil || got != want {
+			t.Errorf("Spend #%d = %v, %v, want %v", i, got, err, want)
+		}
+	}
+	if ttl := e.client.PTTL(ctx, e.prefix+"token:"+id).Val(); ttl <= 0 || ttl > time.Minute {
+		t.Errorf("token TTL = %v, want (0, 1m]", ttl)
+	}
+	// The mark lasts only until the token expires.
+	short := rand.Text()
+	if got, err := s.Spend(ctx, short, time.Now().Add(20*time.Millisecond)); err != nil || !got {
+		t.Fatalf("Spend(short) = %v, %v, want true", got, err)
+	}
+	checkFor(t, 2*time.Second, "short token forgotten", func() bool {
+		got, err := s.Spend(ctx, short, time.Now().Add(time.Minute))
+		return err == nil && got
+	})
+}
+
+// startCluster starts a three-master Redis Cluster on free ports and
+// returns its seed URL; the servers are killed when the test ends.
+func startCluster(t *testing.T) string {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("redis-server is not on PATH")
+	}
+	dir := t.TempDir()
+	var addrs []string
+	for range 3 {
+		port := freeClusterPort(t)
+		cmd := exec.Command("redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+			"--cluster-enabled", "yes", "--cluster-config-file", fmt.Sprintf("%s/nodes-%d.conf", dir, port),
+			"--save", "", "--appendonly", "no", "--dir", dir)
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("start redis-server: %v", err)
+		}
+		t.Cleanup(func() {
+			cmd.Process.Kill()
+			cmd.Wait()
+		})
+		addr := "127.0.0.1:" + strconv.Itoa(port)
+		checkFor(t, 5*time.Second, "redis-server "+addr+" listens", func() bool {
+			c, err := net.Dial("tcp", addr)
+			if err == nil {
+				c.Close()
+			}
+			return err == nil
+		})
+		addrs = append(addrs, addr)
+	}
+	args := append([]string{"--cluster", "create"}, addrs...)
+	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	if out, err := exec.Command("redis-cli", args...).CombinedOutput(); err != nil {
+		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
+	}
+	for _, addr := range addrs {
+		host, port, _ := net.SplitHostPort(addr)
+		checkFor(t, 10*time.Second, "cluster_state:ok on "+addr, func() bool {
+			out, err := exec.Command("redis-cli", "-h", host, "-p", port, "cluster", "info").Output()
+			return err == nil && strings.Contains(string(out), "cluster_state:ok")
+		})
+	}
+	return "redis://" + strings.Join(addrs, ",")
+}
+
+// freeClusterPort returns a port that is free along with its cluster bus
+// port (port + 10000).
+func freeClusterPort(t *testing.T) int {
+	t.Helper()
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if port+10000 > 65535 {
+			continue
+		}
+		bus, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port+10000))
+		if err != nil {
+			continue
+		}
+		bus.Close()
+		return port
+	}
+	t.Fatal("no free port pair for a cluster node")
+	return 0
+}
+
+func TestCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Redis Cluster")
+	}
+	if os.Getenv(testenv.Redis) == "" && os.Getenv("CI") == "" {
+		t.Skipf("set %s to run the Redis tests", testenv.Redis)
+	}
+	url := startCluster(t)
+	t.Run("Suite", func(t *testing.T) {
+		stocktest.Run(t, func(tb testing.TB) flashsale.StockEngine {
+			return MustOpenEngine(tb, url, newPrefix())
+		})
+	})
+	t.Run("Broadcast", func(t *testing.T) {
+		// Two engines most likely subscribed on different nodes than the
+		// one holding the sale: the publish must cross the cluster bus.
+		prefix := newPrefix()
+		a, b := MustOpenEngine(t, url, prefix), MustOpenEngine(t, url, prefix)
+		snap := newSale(5, 1)
+		mustLoad(t, a, snap)
+		mustReserve(t, a, newReservation(snap, "u", 0, 1, 1))
+		checkFor(t, time.Second, "b hears the sale sold out", func() bool { return b.flags.soldOut(snap.Sale.ID, 0, 1) })
+	})
+	t.Run("Unconfirmed", func(t *testing.T) {
+		e := MustOpenEngine(t, url, newPrefix())
+		var want []string
+		for range 5 {
+			snap := newSale(5, 3)
+			mustLoad(t, e, snap)
+			r := newReservation(snap, "u", 0, 1, 1)
+			mustReserve(t, e, r)
+			want = append(want, r.OrderID)
+		}
+		got, err := e.Unconfirmed(t.Context(), time.Now().Add(time.Second), 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, r := range got {
+			ids = append(ids, r.OrderID)
+		}
+		if diff := cmp.Diff(want, ids); diff != "" {
+			t.Errorf("Unconfirmed() across slots mismatch (-want +got):\n%s", diff)
+		}
+	})
+}
+
+func BenchmarkReserve(b *testing.B) {
+	e := MustOpenEngine(b, redisURL(b), newPrefix())
+	for _, par := range []int{1, 32} {
+		// Parallelism 32 is 32 goroutines per CPU: the flood shape, where
+		// throughput comes from many requests in flight on the pool.
+		b.Run("Accepted/goroutines="+strconv.Itoa(par)+"xCPU", func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetParallelism(par)
+			snap := newSale(b.N+1, flashsale.MaxStock)
+			mustLoad(b, e, snap)
+			rs := make([]*flashsale.Reservation, b.N)
+			for i := range rs {
+				rs[i] = newReservation(snap, "u", 0, 1, 1)
+			}
+			var i atomic.Int64
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, err := e.Reserve(context.Background(), rs[i.Add(1)-1]); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+	b.Run("SoldOutLocal", func(b *testing.B) {
+		b.ReportAllocs()
+		snap := newSale(5, 1)
+		mustLoad(b, e, snap)
+		mustReserve(b, e, newReservation(snap, "u", 0, 1, 1))
+		checkFor(b, time.Second, "sold-out flag", func() bool { return e.flags.soldOut(snap.Sale.ID, 0, 1) })
+		r := newReservation(snap, "v", 0, 1, 1)
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if _, err := e.Reserve(context.Background(), r); !errors.Is(err, flashsale.ErrSoldOut) {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
+	b.Run("SoldOutScript", func(b *testing.B) {
+		// The same refusal with an idempotency key: one script round trip.
+		b.ReportAllocs()
+		snap := newSale(5, 1)
+		mustLoad(b, e, snap)
+		mustReserve(b, e, newReservation(snap, "u", 0, 1, 1))
+		r := newReservation(snap, "v", 0, 1, 1)
+		r.IdempotencyKey = "k"
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if _, err := e.Reserve(context.Background(), r); !errors.Is(err, flashsale.ErrSoldOut) {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
+}

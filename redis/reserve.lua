@@ -1,0 +1,65 @@
+-- reserve.lua takes stock for one reservation in a single atomic step.
+--
+-- KEYS: 1 meta, 2 stock, 3 users, 4 keys, 5 res, 6 unconfirmed
+-- ARGV: 1 order id, 2 user id, 3 idempotency field ('' when the request has
+--       no key), 4 first night, 5 nights, 6 rooms, 7 now (unix ms),
+--       8 record without its active flag, 9 sold-out channel, 10 sale id
+--
+-- Reply: {1, expire_ms} ok, {2, order_id} existing order for the key or id,
+-- {3} sold out, {4} limit exceeded, {5} not loaded, {6} invalid stay.
+-- Nights that this reservation leaves at 0 are published on the channel
+-- from inside the script, so the broadcast is ordered with every other
+-- change to the sale's stock.
+local meta = redis.call('HMGET', KEYS[1], 'nights', 'limit', 'expire')
+if not meta[1] then
+  return {5}
+end
+if ARGV[3] ~= '' then
+  local existing = redis.call('HGET', KEYS[4], ARGV[3])
+  if existing then
+    return {2, existing}
+  end
+end
+if redis.call('HEXISTS', KEYS[5], ARGV[1]) == 1 then
+  return {2, ARGV[1]}
+end
+local n = tonumber(meta[1])
+local first = tonumber(ARGV[4])
+local nights = tonumber(ARGV[5])
+local rooms = tonumber(ARGV[6])
+if first < 0 or nights < 1 or rooms < 1 or first + nights > n then
+  return {6}
+end
+local held = tonumber(redis.call('HGET', KEYS[3], ARGV[2]) or '0')
+if held + rooms > tonumber(meta[2]) then
+  return {4}
+end
+local idx = {}
+for i = 1, nights do
+  idx[i] = first + i - 1
+end
+local avail = redis.call('HMGET', KEYS[2], unpack(idx))
+for i = 1, nights do
+  if (tonumber(avail[i]) or 0) < rooms then
+    return {3}
+  end
+end
+local zero = {}
+for i = 1, nights do
+  if redis.call('HINCRBY', KEYS[2], idx[i], -rooms) <= 0 then
+    zero[#zero + 1] = idx[i]
+  end
+end
+redis.call('HINCRBY', KEYS[3], ARGV[2], rooms)
+if ARGV[3] ~= '' then
+  redis.call('HSET', KEYS[4], ARGV[3], ARGV[1])
+end
+redis.call('HSET', KEYS[5], ARGV[1], '1' .. ARGV[8])
+redis.call('ZADD', KEYS[6], ARGV[7], ARGV[1])
+for i = 3, 6 do
+  redis.call('PEXPIREAT', KEYS[i], meta[3])
+end
+if #zero > 0 then
+  redis.call('PUBLISH', ARGV[9], 'z ' .. table.concat(zero, ',') .. ' ' .. ARGV[10])
+end
+return {1, tonumber(meta[3])}

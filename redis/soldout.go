@@ -1,0 +1,134 @@
+package redis
+
+import (
+	"strconv"
+	"strings"
+	"sync"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// The sold-out broadcast. The scripts themselves PUBLISH on <prefix>soldout
+// whenever they change whether a night is at zero, so the messages about a
+// sale leave Redis in the same order as the changes they describe (all of a
+// sale's keys live on one node, and one node's messages reach every
+// subscriber in order). Messages are "<op> <nights> <sale id>":
+//
+//	z 3,4 s1   nights 3 and 4 of s1 are now at zero
+//	b 3 s1     night 3 of s1 has units again
+//	l - s1     s1 was (re)loaded: forget everything about it
+//
+// Safety: a flag only ever makes Reserve answer sold out without asking
+// Redis; it never lets a reservation through, so a stale flag cannot
+// oversell. Flags are set only from the ordered broadcast, never from a
+// script reply (a reply can be overtaken by a later "b" from another
+// engine, which would leave a flag stuck). Clearing is always safe, so the
+// engine clears eagerly: after its own Release and Load, and for every sale
+// whenever the subscription is (re)established, since messages may have
+// been lost while it was down.
+
+// soldOutFlags is each sale's set of nights known to be at zero.
+type soldOutFlags struct {
+	mu    sync.RWMutex
+	sales map[string][]uint64 // sale id -> bitset of night indexes
+}
+
+// soldOut reports whether any night of the stay is flagged.
+func (f *soldOutFlags) soldOut(saleID string, first, nights int) bool {
+	if first < 0 || nights < 1 {
+		return false
+	}
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	bits := f.sales[saleID]
+	if bits == nil {
+		return false
+	}
+	for i := first; i < first+nights; i++ {
+		if w := i / 64; w < len(bits) && bits[w]&(1<<(i%64)) != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// apply handles one broadcast message; malformed ones are ignored.
+func (f *soldOutFlags) apply(msg string) {
+	if len(msg) < 4 || msg[1] != ' ' {
+		return
+	}
+	nights, saleID, ok := strings.Cut(msg[2:], " ")
+	if !ok {
+		return
+	}
+	switch msg[0] {
+	case 'z':
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.sales == nil {
+			f.sales = map[string][]uint64{}
+		}
+		bits := f.sales[saleID]
+		for n := range strings.SplitSeq(nights, ",") {
+			i, err := strconv.Atoi(n)
+			if err != nil || i < 0 || i >= 1<<16 {
+				continue
+			}
+			for len(bits) <= i/64 {
+				bits = append(bits, 0)
+			}
+			bits[i/64] |= 1 << (i % 64)
+		}
+		f.sales[saleID] = bits
+	case 'b':
+		f.clearNights(saleID, nights)
+	case 'l':
+		f.clearSale(saleID)
+	}
+}
+
+// clearNights clears the flags of a comma-separated list of nights.
+func (f *soldOutFlags) clearNights(saleID, nights string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	bits := f.sales[saleID]
+	if bits == nil {
+		return
+	}
+	for n := range strings.SplitSeq(nights, ",") {
+		if i, err := strconv.Atoi(n); err == nil && i >= 0 && i/64 < len(bits) {
+			bits[i/64] &^= 1 << (i % 64)
+		}
+	}
+}
+
+func (f *soldOutFlags) clearSale(saleID string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.sales, saleID)
+}
+
+func (f *soldOutFlags) clearAll() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	clear(f.sales)
+}
+
+// listen applies the broadcast until the subscription is closed. go-redis
+// reconnects and resubscribes by itself and reports each resubscription as
+// a *Subscription; anything sent while it was down is lost, so every flag
+// is dropped then.
+func (e *Engine) listen(ch <-chan any) {
+	defer close(e.done)
+	for m := range ch {
+		switch m := m.(type) {
+		case *goredis.Message:
+			e.flags.apply(m.Payload)
+		case *goredis.Subscription:
+			if m.Kind == "subscribe" {
+				e.flags.clearAll()
+				e.logger.Info("sold-out broadcast resubscribed; local flags cleared", "channel", m.Channel)
+			}
+		}
+	}
+}
