@@ -286,11 +286,17 @@ func (s *Service) Sales(ctx context.Context) ([]*flashsale.SaleView, error) {
 	return views, nil
 }
 
-// Ready reports whether the database answers.
+// Ready reports whether the database and the stock engine answer.
 func (s *Service) Ready(ctx context.Context) error {
-	if p, ok := s.store.(interface{ Ping(context.Context) error }); ok {
+	type pinger interface{ Ping(context.Context) error }
+	if p, ok := s.store.(pinger); ok {
 		if err := p.Ping(ctx); err != nil {
 			return fmt.Errorf("ready: database: %w", err)
+		}
+	}
+	if p, ok := s.engine.(pinger); ok {
+		if err := p.Ping(ctx); err != nil {
+			return fmt.Errorf("ready: stock engine: %w", err)
 		}
 	}
 	return nil

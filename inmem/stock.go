@@ -276,3 +276,10 @@ func (e *Engine) Available(ctx context.Context, saleID string) ([]int, error) {
 	defer s.mu.Unlock()
 	return append([]int(nil), s.avail...), nil
 }
+
+// SoldOut reports, without taking the sale's lock, whether every night of
+// the sale is at zero. The funnel asks before spending a purchase token.
+func (e *Engine) SoldOut(saleID string, first, nights int) bool {
+	s := e.sale(saleID)
+	return s != nil && s.soldOut.Load()
+}

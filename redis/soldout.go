@@ -132,3 +132,10 @@ func (e *Engine) listen(ch <-chan any) {
 		}
 	}
 }
+
+// SoldOut reports, from the broadcast flags and without a round trip,
+// whether a night of the stay is at zero. The funnel asks before spending a
+// purchase token.
+func (e *Engine) SoldOut(saleID string, first, nights int) bool {
+	return e.flags.soldOut(saleID, first, nights)
+}

@@ -23,6 +23,8 @@ const (
 	OrderRateDefault    = 0 // orders/s the queue consumer writes; 0 = no cap
 	ReapIntervalDefault = 100 * time.Millisecond
 	ShutdownDefault     = 10 * time.Second
+	QueueNameDefault    = "flashsale"
+	RedisPrefixDefault  = "flashsale:"
 )
 
 // Config is everything `flashsale serve` can be told: defaults, then
@@ -33,8 +35,14 @@ type Config struct {
 	DatabaseURL string // FLASHSALE_DATABASE_URL: sqlite://, mysql://, postgres://
 	RedisURL    string // FLASHSALE_REDIS_URL: selects the Redis stock engine
 	AMQPURL     string // FLASHSALE_AMQP_URL: selects the RabbitMQ order path
-	AdminToken  string // FLASHSALE_ADMIN_TOKEN
-	JWTSecret   string // FLASHSALE_JWT_SECRET
+	// RedisPrefix prefixes every Redis key, so deployments can share a
+	// Redis. FLASHSALE_REDIS_PREFIX.
+	RedisPrefix string
+	// QueueName names the RabbitMQ exchange and queues ("<name>.orders"), so
+	// deployments can share a broker. FLASHSALE_QUEUE_NAME.
+	QueueName  string
+	AdminToken string // FLASHSALE_ADMIN_TOKEN
+	JWTSecret  string // FLASHSALE_JWT_SECRET
 	// OrderRate caps the queue consumer's writes (orders/s) so the database
 	// sees a flat line; 0 means no cap. FLASHSALE_ORDER_RATE.
 	OrderRate float64
@@ -108,8 +116,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("FLASHSALE_ORDER_RATE must not be negative")
 	case c.ReapInterval <= 0:
 		return fmt.Errorf("FLASHSALE_REAP_INTERVAL must be positive")
-	case c.AMQPURL != "" && strings.HasPrefix(c.DatabaseURL, "sqlite://") && c.RedisURL != "":
-		// Allowed, but several instances cannot share one SQLite file.
+	case c.AMQPURL != "" && c.RedisURL == "":
+		return fmt.Errorf("FLASHSALE_AMQP_URL needs FLASHSALE_REDIS_URL: the queue path relies on the Redis outbox")
 	}
 	return nil
 }
@@ -125,6 +133,8 @@ func (c Config) LogValue() slog.Value {
 		slog.String("database_url", maskURL(c.DatabaseURL)),
 		slog.String("redis_url", maskURL(c.RedisURL)),
 		slog.String("amqp_url", maskURL(c.AMQPURL)),
+		slog.String("redis_prefix", c.RedisPrefix),
+		slog.String("queue_name", c.QueueName),
 		slog.Float64("order_rate", c.OrderRate),
 		slog.Duration("reap_interval", c.ReapInterval),
 		slog.Bool("demo", c.Demo),

@@ -21,13 +21,16 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/amqp"
 	"github.com/flashsale/flashsale/funnel"
 	fshttp "github.com/flashsale/flashsale/http"
 	"github.com/flashsale/flashsale/inmem"
+	"github.com/flashsale/flashsale/redis"
 )
 
 func main() {
@@ -174,13 +177,59 @@ func (m *Main) Open(ctx context.Context) error {
 	return nil
 }
 
-// openStock picks the stock engine, token spender and order writer.
+// openStock picks the stock engine and token spender (in-process, or Redis)
+// and the order path (group commit into the database, or RabbitMQ with a
+// consumer and the outbox relay in every instance).
 func (m *Main) openStock(ctx context.Context) error {
-	engine := inmem.NewEngine()
-	m.engine, m.spender = engine, inmem.NewSpender()
-	w := inmem.NewWriter(m.store, inmem.WriterConfig{}, m.log)
-	m.writer = w
-	m.closers = append(m.closers, w.Close)
+	cfg := m.Config
+	if cfg.RedisURL == "" {
+		m.engine, m.spender = inmem.NewEngine(), inmem.NewSpender()
+	} else {
+		e, err := redis.Open(ctx, cfg.RedisURL, redis.Options{Prefix: cfg.RedisPrefix}, m.log)
+		if err != nil {
+			return fmt.Errorf("open redis: %w", err)
+		}
+		m.closers = append(m.closers, e.Close)
+		m.engine, m.spender = e, e.Spender()
+	}
+	if cfg.AMQPURL == "" {
+		w := inmem.NewWriter(m.store, inmem.WriterConfig{}, m.log)
+		m.closers = append(m.closers, w.Close)
+		m.writer = w
+		return nil
+	}
+	outbox, ok := m.engine.(funnel.Outbox)
+	if !ok {
+		return fmt.Errorf("FLASHSALE_AMQP_URL needs FLASHSALE_REDIS_URL: the queue path relies on the Redis outbox")
+	}
+	released := &funnel.ReleasingStore{Store: m.store, Engine: m.engine, Logger: m.log}
+	qcfg := amqp.Config{URL: cfg.AMQPURL, Name: cfg.QueueName, RatePerSec: cfg.OrderRate, OnDead: released.Dead}
+	pub, err := amqp.NewPublisher(ctx, qcfg, m.log)
+	if err != nil {
+		return fmt.Errorf("open amqp publisher: %w", err)
+	}
+	m.closers = append(m.closers, pub.Close)
+	m.writer = &funnel.ConfirmingWriter{W: pub, Outbox: outbox, Logger: m.log}
+
+	consumer, err := amqp.NewConsumer(ctx, qcfg, released, m.log)
+	if err != nil {
+		return fmt.Errorf("open amqp consumer: %w", err)
+	}
+	relay := &funnel.Relay{Outbox: outbox, W: pub, Logger: m.log}
+	bg, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := consumer.Run(bg); err != nil && bg.Err() == nil {
+			m.log.Error("order consumer stopped", "err", err)
+		}
+	})
+	wg.Go(func() { relay.Run(bg) })
+	m.closers = append(m.closers, func() error {
+		err := consumer.Close() // finishes the batch in hand, acks after commit
+		stop()
+		wg.Wait()
+		return err
+	})
 	return nil
 }
 

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/mysql"
+	"github.com/flashsale/flashsale/postgres"
 	"github.com/flashsale/flashsale/sqlite"
 )
 
@@ -32,6 +34,10 @@ func openStore(ctx context.Context, cfg Config, logger *slog.Logger) (flashsale.
 			return nil, fmt.Errorf("create data dir: %w", err)
 		}
 		s, err = sqlite.Open(ctx, path, logger)
+	case strings.HasPrefix(cfg.DatabaseURL, "mysql://"):
+		s, err = mysql.Open(ctx, cfg.DatabaseURL, logger)
+	case strings.HasPrefix(cfg.DatabaseURL, "postgres://"), strings.HasPrefix(cfg.DatabaseURL, "postgresql://"):
+		s, err = postgres.Open(ctx, cfg.DatabaseURL, logger)
 	default:
 		return nil, fmt.Errorf("unsupported database url %s", maskURL(cfg.DatabaseURL))
 	}

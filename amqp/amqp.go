@@ -1,0 +1,242 @@
+// Package amqp is the distributed order path on RabbitMQ: a Publisher that
+// makes a reservation durable in a quorum queue before the purchase is
+// answered (flashsale.OrderWriter), and a Consumer that batch-inserts the
+// queued reservations into the database with manual acknowledgements.
+//
+// The queue is the durable log between the stock engine and the database, so
+// everything here errs on the side of "at least once": a message is acked
+// only after the database committed it, the database's unique order ID makes
+// a redelivery harmless (ErrDuplicate), and a message that cannot be written
+// is dead-lettered only after the stock engine was told to return its units.
+package amqp
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+
+	"github.com/flashsale/flashsale"
+)
+
+// Defaults for Config's zero fields.
+const (
+	NameDefault           = "flashsale"
+	MaxInFlightDefault    = 1024
+	PrefetchDefault       = 500
+	BatchSizeDefault      = 256
+	BatchWaitDefault      = 5 * time.Millisecond
+	MaxAttemptsDefault    = 5
+	ConfirmTimeoutDefault = 5 * time.Second
+)
+
+const (
+	// dialTimeout bounds the TCP and AMQP handshake of one connection attempt.
+	dialTimeout = 5 * time.Second
+	// heartbeat makes a silently dead broker or network show up as a closed
+	// connection within a few seconds instead of a TCP timeout.
+	heartbeat = 5 * time.Second
+	// backoffMin and backoffMax bound the wait between reconnection attempts.
+	backoffMin = 100 * time.Millisecond
+	backoffMax = 5 * time.Second
+)
+
+// Config names the topology and tunes both ends of the order path. The zero
+// value of every field but URL means its default.
+type Config struct {
+	// URL is the broker, such as amqp://guest:guest@127.0.0.1:5672/.
+	URL string
+	// Name prefixes the topology: exchange and queue "<name>.orders",
+	// dead-letter exchange "<name>.orders.dlx" and queue "<name>.orders.dead".
+	// Separate names let several deployments (or tests) share a broker.
+	Name string
+
+	// MaxInFlight bounds the publishes awaiting a broker confirm. When it is
+	// reached Write fails at once with ErrUnavailable: a flash sale that
+	// outruns the broker must shed load, not queue goroutines.
+	MaxInFlight int
+	// ConfirmTimeout is how long Write waits for a confirm before it gives
+	// up with ErrUnavailable (unless the caller's context ends sooner).
+	ConfirmTimeout time.Duration
+
+	// Prefetch is how many unacknowledged deliveries the broker pushes to the
+	// consumer; it must exceed BatchSize for batches to fill.
+	Prefetch int
+	// BatchSize is the most reservations written in one transaction.
+	BatchSize int
+	// BatchWait is how long a batch waits to fill once it has its first
+	// reservation: the latency paid for fewer, larger transactions.
+	BatchWait time.Duration
+	// RatePerSec caps the orders per second the consumer writes, so the
+	// database sees a flat line however steep the sale's peak; 0 means no cap.
+	RatePerSec float64
+	// MaxAttempts is how many deliveries a reservation gets whose
+	// transaction keeps failing before it is dead-lettered.
+	MaxAttempts int
+	// OnDead, if set, is called by the consumer before it dead-letters a
+	// decodable reservation the database never recorded, so the caller can
+	// return the units to the stock engine. It may be called more than once
+	// for a reservation (if the connection drops before the dead-lettering
+	// reached the broker), so it must be idempotent, as StockEngine.Release is.
+	OnDead func(ctx context.Context, r flashsale.Reservation, reason error)
+}
+
+// withDefaults returns cfg with every zero field set to its default.
+func (cfg Config) withDefaults() Config {
+	cfg.Name = cmp.Or(cfg.Name, NameDefault)
+	cfg.MaxInFlight = cmp.Or(cfg.MaxInFlight, MaxInFlightDefault)
+	cfg.ConfirmTimeout = cmp.Or(cfg.ConfirmTimeout, ConfirmTimeoutDefault)
+	cfg.Prefetch = cmp.Or(cfg.Prefetch, PrefetchDefault)
+	cfg.BatchSize = cmp.Or(cfg.BatchSize, BatchSizeDefault)
+	cfg.BatchWait = cmp.Or(cfg.BatchWait, BatchWaitDefault)
+	cfg.MaxAttempts = cmp.Or(cfg.MaxAttempts, MaxAttemptsDefault)
+	return cfg
+}
+
+// Validate reports the first field that cannot work.
+func (cfg Config) Validate() error {
+	switch {
+	case cfg.URL == "":
+		return fmt.Errorf("amqp: url is required")
+	case cfg.MaxInFlight < 0 || cfg.Prefetch < 0 || cfg.BatchSize < 0 || cfg.MaxAttempts < 0:
+		return fmt.Errorf("amqp: max in flight, prefetch, batch size and max attempts must not be negative")
+	case cfg.BatchWait < 0 || cfg.ConfirmTimeout < 0 || cfg.RatePerSec < 0:
+		return fmt.Errorf("amqp: batch wait, confirm timeout and rate must not be negative")
+	}
+	return nil
+}
+
+// The topology's names, derived from Config.Name.
+func (cfg Config) exchange() string     { return cfg.Name + ".orders" }
+func (cfg Config) queue() string        { return cfg.Name + ".orders" }
+func (cfg Config) deadExchange() string { return cfg.Name + ".orders.dlx" }
+func (cfg Config) deadQueue() string    { return cfg.Name + ".orders.dead" }
+
+// routingKey is the one key orders are published and bound with; dead
+// letters keep it, so the dead-letter binding uses it too.
+const routingKey = "order"
+
+// Declare creates the topology if it does not exist: a durable direct
+// exchange, a durable quorum queue bound to it whose rejected messages go to
+// a dead-letter exchange, and a durable queue bound to that exchange that
+// keeps them for an operator. It is idempotent; NewPublisher and NewConsumer
+// call it too, so deployment order does not matter.
+func Declare(ctx context.Context, cfg Config) error {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	conn, err := dial(ctx, cfg, "declare")
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		return fmt.Errorf("declare: open channel: %w", err)
+	}
+	defer ch.Close()
+	return declare(ch, cfg)
+}
+
+func declare(ch *amqp091.Channel, cfg Config) error {
+	if err := ch.ExchangeDeclare(cfg.deadExchange(), amqp091.ExchangeDirect, true, false, false, false, nil); err != nil {
+		return fmt.Errorf("declare exchange %s: %w", cfg.deadExchange(), err)
+	}
+	// Quorum queues replicate and fsync, and count deliveries
+	// (x-delivery-count), which is what MaxAttempts reads.
+	if _, err := ch.QueueDeclare(cfg.deadQueue(), true, false, false, false, amqp091.Table{
+		amqp091.QueueTypeArg: amqp091.QueueTypeQuorum,
+	}); err != nil {
+		return fmt.Errorf("declare queue %s: %w", cfg.deadQueue(), err)
+	}
+	if err := ch.QueueBind(cfg.deadQueue(), routingKey, cfg.deadExchange(), false, nil); err != nil {
+		return fmt.Errorf("bind queue %s: %w", cfg.deadQueue(), err)
+	}
+	if err := ch.ExchangeDeclare(cfg.exchange(), amqp091.ExchangeDirect, true, false, false, false, nil); err != nil {
+		return fmt.Errorf("declare exchange %s: %w", cfg.exchange(), err)
+	}
+	// No x-delivery-limit: the broker would dead-letter on its own without
+	// the consumer calling OnDead, and the units would never come back.
+	if _, err := ch.QueueDeclare(cfg.queue(), true, false, false, false, amqp091.Table{
+		amqp091.QueueTypeArg:     amqp091.QueueTypeQuorum,
+		"x-dead-letter-exchange": cfg.deadExchange(),
+	}); err != nil {
+		return fmt.Errorf("declare queue %s: %w", cfg.queue(), err)
+	}
+	if err := ch.QueueBind(cfg.queue(), routingKey, cfg.exchange(), false, nil); err != nil {
+		return fmt.Errorf("bind queue %s: %w", cfg.queue(), err)
+	}
+	return nil
+}
+
+// dial opens one connection named after its role, so the broker's
+// management UI tells publishers from consumers.
+func dial(ctx context.Context, cfg Config, role string) (*amqp091.Connection, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("dial %s: %w", role, err)
+	}
+	props := amqp091.NewConnectionProperties()
+	props.SetClientConnectionName(cfg.Name + "." + role)
+	conn, err := amqp091.DialConfig(cfg.URL, amqp091.Config{
+		Heartbeat:  heartbeat,
+		Locale:     "en_US",
+		Dial:       amqp091.DefaultDial(dialTimeout),
+		Properties: props,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", role, err)
+	}
+	return conn, nil
+}
+
+// sleep waits d, or less if ctx or stop ends first, and reports whether the
+// full wait elapsed.
+func sleep(ctx context.Context, stop <-chan struct{}, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	case <-stop:
+		return false
+	}
+}
+
+// nextBackoff doubles d within [backoffMin, backoffMax].
+func nextBackoff(d time.Duration) time.Duration {
+	return min(max(2*d, backoffMin), backoffMax)
+}
+
+// Stats are cumulative counters for tests and metrics. A Publisher fills the
+// publish side and a Consumer the consume side.
+type Stats struct {
+	Published uint64 // messages handed to the broker
+	Confirmed uint64 // publishes the broker confirmed (Write returned OrderPending)
+	Failed    uint64 // publishes that failed: full, nack, return, timeout, connection loss
+
+	Consumed uint64 // deliveries received
+	Batches  uint64 // transactions committed by the handler
+	Acked    uint64 // deliveries acknowledged
+	Requeued uint64 // deliveries returned to the queue after a failed transaction
+	Dead     uint64 // deliveries dead-lettered
+}
+
+// counters is Stats updated concurrently.
+type counters struct {
+	published, confirmed, failed                     atomic.Uint64
+	consumed, batches, acked, requeued, deadLettered atomic.Uint64
+}
+
+func (c *counters) snapshot() Stats {
+	return Stats{
+		Published: c.published.Load(), Confirmed: c.confirmed.Load(), Failed: c.failed.Load(),
+		Consumed: c.consumed.Load(), Batches: c.batches.Load(), Acked: c.acked.Load(),
+		Requeued: c.requeued.Load(), Dead: c.deadLettered.Load(),
+	}
+}

@@ -1,0 +1,669 @@
+package amqp
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	amqp091 "github.com/rabbitmq/amqp091-go"
+	"go.uber.org/goleak"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/testenv"
+	"github.com/flashsale/flashsale/sqlite"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// MustConfig returns a Config with a topology of its own, deleted when the
+// test ends.
+func MustConfig(tb testing.TB) Config {
+	tb.Helper()
+	cfg := Config{URL: testenv.URL(tb, testenv.AMQP), Name: "test-" + strings.ToLower(rand.Text()[:12])}
+	if err := Declare(context.Background(), cfg); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		cfg := cfg.withDefaults()
+		withChannel(tb, cfg, func(ch *amqp091.Channel) error {
+			for _, q := range []string{cfg.queue(), cfg.deadQueue()} {
+				if _, err := ch.QueueDelete(q, false, false, false); err != nil {
+					return err
+				}
+			}
+			for _, x := range []string{cfg.exchange(), cfg.deadExchange()} {
+				if err := ch.ExchangeDelete(x, false, false); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	})
+	return cfg
+}
+
+// withChannel runs fn on a channel of a connection of its own.
+func withChannel(tb testing.TB, cfg Config, fn func(ch *amqp091.Channel) error) {
+	tb.Helper()
+	conn, err := amqp091.Dial(cfg.URL)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := fn(ch); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// queueLen returns the ready messages in a queue.
+func queueLen(tb testing.TB, cfg Config, queue string) int {
+	tb.Helper()
+	var n int
+	withChannel(tb, cfg, func(ch *amqp091.Channel) error {
+		q, err := ch.QueueDeclarePassive(queue, true, false, false, false, amqp091.Table{
+			amqp091.QueueTypeArg: amqp091.QueueTypeQuorum,
+		})
+		n = q.Messages
+		return err
+	})
+	return n
+}
+
+func testLogger(tb testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tb.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+func MustPublisher(tb testing.TB, cfg Config) *Publisher {
+	tb.Helper()
+	p, err := NewPublisher(context.Background(), cfg, testLogger(tb))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { p.Close() })
+	return p
+}
+
+// StartConsumer runs a consumer until the test ends (or the caller closes it).
+func StartConsumer(tb testing.TB, cfg Config, h Handler) *Consumer {
+	tb.Helper()
+	c := NewTestConsumer(tb, cfg, h)
+	go c.Run(context.Background())
+	return c
+}
+
+func NewTestConsumer(tb testing.TB, cfg Config, h Handler) *Consumer {
+	tb.Helper()
+	c, err := NewConsumer(context.Background(), cfg, h, testLogger(tb))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	c.retryMin = 10 * time.Millisecond
+	tb.Cleanup(func() { c.Close() })
+	return c
+}
+
+// checkFor polls cond until it holds or d passes.
+func checkFor(tb testing.TB, d time.Duration, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// reservation makes a distinct valid reservation.
+func reservation(saleID string, i int) *flashsale.Reservation {
+	return &flashsale.Reservation{
+		OrderID: fmt.Sprintf("order-%06d", i), SaleID: saleID, UserID: fmt.Sprintf("user-%06d", i),
+		IdempotencyKey: fmt.Sprintf("key-%d", i), FirstNight: 0, Nights: 1, Rooms: 1, Amount: 100,
+		HoldExpiresAt: time.Now().Add(time.Minute).UTC(), Active: true,
+	}
+}
+
+// publishAll writes n reservations from workers goroutines and fails the
+// test on any error.
+func publishAll(tb testing.TB, p *Publisher, saleID string, n, workers int) []*flashsale.Reservation {
+	tb.Helper()
+	rs := make([]*flashsale.Reservation, n)
+	for i := range rs {
+		rs[i] = reservation(saleID, i)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < n; i += workers {
+				status, err := p.Write(context.Background(), rs[i])
+				if err != nil {
+					errs <- err
+				} else if status != flashsale.OrderPending {
+					errs <- fmt.Errorf("status %q, want pending", status)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		tb.Fatal(err)
+	}
+	return rs
+}
+
+// memStore is a Handler that records orders like a database would: each
+// order ID once, ErrDuplicate after that.
+type memStore struct {
+	mu      sync.Mutex
+	orders  map[string]flashsale.Reservation
+	inserts map[string]int // successful inserts per order, must stay 1
+	dups    int
+	batches []int // sizes, in order
+	times   []time.Time
+	// fail, if set, makes a transaction containing a matching reservation fail.
+	fail func(r flashsale.Reservation) bool
+	// after, if set, runs after a committed batch.
+	after func()
+}
+
+func newMemStore() *memStore {
+	return &memStore{orders: map[string]flashsale.Reservation{}, inserts: map[string]int{}}
+}
+
+func (s *memStore) PlaceOrders(ctx context.Context, rs []flashsale.Reservation) ([]error, error) {
+	s.mu.Lock()
+	if s.fail != nil {
+		for _, r := range rs {
+			if s.fail(r) {
+				s.mu.Unlock()
+				return nil, fmt.Errorf("place orders: %w", errTx)
+			}
+		}
+	}
+	errs := make([]error, len(rs))
+	for i, r := range rs {
+		if _, ok := s.orders[r.OrderID]; ok {
+			errs[i] = flashsale.ErrDuplicate
+			s.dups++
+			continue
+		}
+		s.orders[r.OrderID] = r
+		s.inserts[r.OrderID]++
+	}
+	s.batches = append(s.batches, len(rs))
+	s.times = append(s.times, time.Now())
+	after := s.after
+	s.mu.Unlock()
+	if after != nil {
+		after()
+	}
+	return errs, nil
+}
+
+var errTx = errors.New("transaction failed")
+
+func (s *memStore) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.orders)
+}
+
+// checkExactlyOnce verifies every reservation was recorded once and as sent.
+func (s *memStore) checkExactlyOnce(tb testing.TB, rs []*flashsale.Reservation) {
+	tb.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if got, want := len(s.orders), len(rs); got != want {
+		tb.Errorf("orders = %d, want %d", got, want)
+	}
+	for _, r := range rs {
+		got, ok := s.orders[r.OrderID]
+		if !ok {
+			tb.Errorf("order %s missing", r.OrderID)
+			continue
+		}
+		if n := s.inserts[r.OrderID]; n != 1 {
+			tb.Errorf("order %s inserted %d times", r.OrderID, n)
+		}
+		if got.UserID != r.UserID || got.IdempotencyKey != r.IdempotencyKey || !got.HoldExpiresAt.Equal(r.HoldExpiresAt) {
+			tb.Errorf("order %s = %+v, want %+v", r.OrderID, got, *r)
+		}
+	}
+}
+
+// TestPublishConsume publishes 5 000 reservations from 500 goroutines with
+// pipelined confirms and checks the consumer hands each to the handler
+// exactly once.
+func TestPublishConsume(t *testing.T) {
+	cfg := MustConfig(t)
+	p := MustPublisher(t, cfg)
+	store := newMemStore()
+	c := StartConsumer(t, cfg, store)
+
+	const n = 5000
+	rs := publishAll(t, p, "sale-1", n, 500)
+	checkFor(t, 30*time.Second, "all orders consumed", func() bool { return store.count() == n })
+	checkFor(t, 5*time.Second, "all acks", func() bool { return c.Stats().Acked == n })
+	store.checkExactlyOnce(t, rs)
+
+	if got := p.Stats(); got.Published != n || got.Confirmed != n || got.Failed != 0 {
+		t.Errorf("publisher stats = %+v, want %d published and confirmed", got, n)
+	}
+	if got := c.Stats(); got.Consumed != n || got.Dead != 0 || got.Requeued != 0 {
+		t.Errorf("consumer stats = %+v, want %d consumed", got, n)
+	}
+	store.mu.Lock()
+	t.Logf("%d batches for %d orders, largest %d", len(store.batches), n, maxOf(store.batches))
+	store.mu.Unlock()
+}
+
+// TestEndToEndSQLite is the order path into a real store: reservations
+// published from 500 goroutines, consumed in batches into SQLite. The sale
+// has rooms for 80% of them, so the rest are recorded as failed
+// (ErrSoldOut), which is acked like success.
+func TestEndToEndSQLite(t *testing.T) {
+	n := 5000
+	if raceEnabled {
+		n = 1000
+	}
+	stock := n * 4 / 5
+	cfg := MustConfig(t)
+	cfg.OnDead = func(ctx context.Context, r flashsale.Reservation, reason error) {
+		t.Errorf("OnDead(%s): %v", r.OrderID, reason)
+	}
+	p := MustPublisher(t, cfg)
+	db, path := MustOpenSQLite(t)
+	sale := mustCreateSale(t, db, stock)
+	c := StartConsumer(t, cfg, db)
+
+	rs := publishAll(t, p, sale.ID, n, 500)
+	checkFor(t, 60*time.Second, "all orders acked", func() bool { return c.Stats().Acked == uint64(n) })
+
+	checkRows(t, db, path, rs, map[flashsale.OrderStatus]int{flashsale.OrderHeld: stock, flashsale.OrderFailed: n - stock})
+	nights, err := db.NightStocks(t.Context(), sale.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]flashsale.NightStock{{Date: sale.Nights[0].Date, Stock: stock, Held: stock}}, nights); diff != "" {
+		t.Errorf("night stocks (-want +got):\n%s", diff)
+	}
+	if got := c.Stats(); got.Consumed != uint64(n) || got.Dead != 0 || got.Requeued != 0 {
+		t.Errorf("consumer stats = %+v, want %d consumed", got, n)
+	}
+	t.Logf("%d transactions for %d orders", c.Stats().Batches, n)
+	if got := queueLen(t, cfg, cfg.withDefaults().deadQueue()); got != 0 {
+		t.Errorf("dead letters = %d, want 0", got)
+	}
+}
+
+func maxOf(xs []int) int {
+	m := 0
+	for _, x := range xs {
+		m = max(m, x)
+	}
+	return m
+}
+
+func TestPublishErrors(t *testing.T) {
+	t.Run("Unroutable", func(t *testing.T) {
+		cfg := MustConfig(t)
+		p := MustPublisher(t, cfg)
+		withChannel(t, cfg, func(ch *amqp091.Channel) error {
+			_, err := ch.QueueDelete(cfg.withDefaults().queue(), false, false, false)
+			return err
+		})
+		_, err := p.Write(context.Background(), reservation("sale-1", 1))
+		if !errors.Is(err, flashsale.ErrUnavailable) || !errors.Is(err, errReturned) {
+			t.Fatalf("Write error = %v, want ErrUnavailable (returned)", err)
+		}
+		if got := p.Stats(); got.Failed != 1 || got.Confirmed != 0 {
+			t.Errorf("stats = %+v, want one failure", got)
+		}
+	})
+	t.Run("Full", func(t *testing.T) {
+		cfg := MustConfig(t)
+		cfg.MaxInFlight = 2
+		p := MustPublisher(t, cfg)
+		p.slots <- struct{}{} // two publishes stuck awaiting confirms
+		p.slots <- struct{}{}
+		_, err := p.Write(context.Background(), reservation("sale-1", 1))
+		if !errors.Is(err, flashsale.ErrUnavailable) || !errors.Is(err, errFull) {
+			t.Fatalf("Write error = %v, want ErrUnavailable (full)", err)
+		}
+		<-p.slots
+		<-p.slots
+		if _, err := p.Write(context.Background(), reservation("sale-1", 2)); err != nil {
+			t.Fatalf("Write after slots freed: %v", err)
+		}
+	})
+	t.Run("Invalid", func(t *testing.T) {
+		cfg := MustConfig(t)
+		p := MustPublisher(t, cfg)
+		r := reservation("sale-1", 1)
+		r.Rooms = 0
+		if _, err := p.Write(context.Background(), r); !errors.Is(err, flashsale.ErrUnavailable) {
+			t.Fatalf("Write error = %v, want ErrUnavailable", err)
+		}
+	})
+	t.Run("Closed", func(t *testing.T) {
+		cfg := MustConfig(t)
+		p := MustPublisher(t, cfg)
+		p.Close()
+		if _, err := p.Write(context.Background(), reservation("sale-1", 1)); !errors.Is(err, flashsale.ErrUnavailable) || !errors.Is(err, errClosed) {
+			t.Fatalf("Write error = %v, want ErrUnavailable", err)
+		}
+	})
+}
+
+// TestPublisherReconnect drops the publisher's connection: publishes fail
+// with ErrUnavailable while it is down and succeed again once it is back.
+func TestPublisherReconnect(t *testing.T) {
+	cfg := MustConfig(t)
+	p := MustPublisher(t, cfg)
+	if _, err := p.Write(context.Background(), reservation("sale-1", 0)); err != nil {
+		t.Fatal(err)
+	}
+	p.pubMu.Lock()
+	p.sess.conn.Close()
+	p.pubMu.Unlock()
+	i := 1
+	checkFor(t, 10*time.Second, "a publish after reconnecting", func() bool {
+		_, err := p.Write(context.Background(), reservation("sale-1", i))
+		i++
+		if err != nil && !errors.Is(err, flashsale.ErrUnavailable) {
+			t.Fatalf("Write error = %v, want ErrUnavailable", err)
+		}
+		return err == nil
+	})
+}
+
+// TestConsumerKilled closes the consumer's connection after a batch
+// committed in SQLite but before it was acked: the reconnected consumer gets
+// the batch again, the store says ErrDuplicate, and every order still has
+// exactly one row.
+func TestConsumerKilled(t *testing.T) {
+	cfg := MustConfig(t)
+	cfg.BatchSize = 50
+	p := MustPublisher(t, cfg)
+	db, path := MustOpenSQLite(t)
+	const n = 500
+	sale := mustCreateSale(t, db, n)
+	rs := publishAll(t, p, sale.ID, n, 50)
+
+	h := &hooked{Handler: db}
+	c := NewTestConsumer(t, cfg, h)
+	var first atomic.Int64
+	h.after = func(errs []error) {
+		if first.CompareAndSwap(0, int64(len(errs))) {
+			c.killConnection()
+		}
+	}
+	go c.Run(context.Background())
+
+	checkFor(t, 30*time.Second, "all orders acked", func() bool { return c.Stats().Acked == n })
+	checkRows(t, db, path, rs, map[flashsale.OrderStatus]int{flashsale.OrderHeld: n})
+	if got, want := h.dups.Load(), first.Load(); got < want {
+		t.Errorf("duplicates = %d, want at least the killed batch of %d", got, want)
+	}
+	if got := queueLen(t, cfg, cfg.withDefaults().queue()); got != 0 {
+		t.Errorf("queue length = %d, want 0", got)
+	}
+}
+
+// hooked wraps a Handler, counting ErrDuplicate results and running after
+// each committed batch.
+type hooked struct {
+	Handler
+	dups  atomic.Int64
+	after func(errs []error)
+}
+
+func (h *hooked) PlaceOrders(ctx context.Context, rs []flashsale.Reservation) ([]error, error) {
+	errs, err := h.Handler.PlaceOrders(ctx, rs)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range errs {
+		if errors.Is(e, flashsale.ErrDuplicate) {
+			h.dups.Add(1)
+		}
+	}
+	if h.after != nil {
+		h.after(errs)
+	}
+	return errs, nil
+}
+
+// MustOpenSQLite opens a migrated SQLite store in the test's directory.
+func MustOpenSQLite(tb testing.TB) (*sqlite.Store, string) {
+	tb.Helper()
+	path := filepath.Join(tb.TempDir(), "flashsale.db")
+	s, err := sqlite.Open(tb.Context(), path, slog.New(slog.DiscardHandler))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { s.Close() })
+	if err := s.Migrate(tb.Context()); err != nil {
+		tb.Fatal(err)
+	}
+	return s, path
+}
+
+// mustCreateSale creates an open one-night sale of stock rooms, one per user.
+func mustCreateSale(tb testing.TB, db flashsale.Store, stock int) *flashsale.Sale {
+	tb.Helper()
+	now := time.Now()
+	sale := &flashsale.Sale{
+		ID: "sale-" + strings.ToLower(rand.Text()[:8]), Title: "Winter flash", Hotel: "Grand Hotel", RoomType: "Deluxe King",
+		Nights: []flashsale.Night{{Date: "2026-12-24", Stock: stock}}, Price: 100, OriginalPrice: 200, Currency: "CNY",
+		StartsAt: now.Add(-time.Hour), EndsAt: now.Add(time.Hour), PerUserLimit: 1, HoldSeconds: 60, CreatedAt: now,
+	}
+	if err := db.CreateSale(tb.Context(), sale); err != nil {
+		tb.Fatal(err)
+	}
+	return sale
+}
+
+// checkRows checks, storetest-style, that every reservation has exactly one
+// order row with its fields, and counts the rows by status.
+func checkRows(tb testing.TB, db flashsale.Store, path string, rs []*flashsale.Reservation, want map[flashsale.OrderStatus]int) {
+	tb.Helper()
+	got := map[flashsale.OrderStatus]int{}
+	for _, r := range rs {
+		o, err := db.Order(tb.Context(), r.OrderID)
+		if err != nil {
+			tb.Fatalf("Order(%s): %v", r.OrderID, err)
+		}
+		got[o.Status]++
+		if o.UserID != r.UserID || o.SaleID != r.SaleID || o.Rooms != r.Rooms || o.Amount != r.Amount ||
+			o.HoldExpiresAt.Sub(r.HoldExpiresAt).Abs() >= time.Millisecond {
+			tb.Errorf("order %s = %+v, want the fields of %+v", r.OrderID, o, *r)
+		}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		tb.Errorf("orders by status (-want +got):\n%s", diff)
+	}
+	raw, err := sql.Open("sqlite", path+"?_pragma=query_only(1)")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer raw.Close()
+	var rows, ids int
+	if err := raw.QueryRowContext(tb.Context(), "SELECT count(*), count(DISTINCT id) FROM orders").Scan(&rows, &ids); err != nil {
+		tb.Fatal(err)
+	}
+	if rows != len(rs) || ids != len(rs) {
+		tb.Errorf("order rows = %d with %d distinct IDs, want %d", rows, ids, len(rs))
+	}
+}
+
+// TestConsumerClose stops a consumer while batches are in progress: what it
+// wrote is acked, the rest stays queued, and a second consumer finishes.
+func TestConsumerClose(t *testing.T) {
+	cfg := MustConfig(t)
+	cfg.BatchSize = 20
+	cfg.Prefetch = 40
+	p := MustPublisher(t, cfg)
+	const n = 400
+	rs := publishAll(t, p, "sale-1", n, 20)
+
+	store := newMemStore()
+	c1 := NewTestConsumer(t, cfg, store)
+	// Stop the consumer (what Close does first) while its first batch is
+	// in hand, before that batch is acked.
+	store.after = func() { c1.stopOnce.Do(func() { close(c1.stop) }) }
+	go c1.Run(context.Background())
+	select {
+	case <-c1.stop:
+	case <-time.After(10 * time.Second):
+		t.Fatal("timed out waiting for the first batch")
+	}
+	c1.Close()
+	s1 := c1.Stats()
+	if s1.Acked == 0 || s1.Acked >= n {
+		t.Fatalf("first consumer acked %d, want some but not all", s1.Acked)
+	}
+	if got := uint64(store.count()); got != s1.Acked {
+		t.Errorf("first consumer wrote %d and acked %d, want equal (no batch abandoned)", got, s1.Acked)
+	}
+
+	store.mu.Lock()
+	store.after = nil
+	store.mu.Unlock()
+	StartConsumer(t, cfg, store)
+	checkFor(t, 30*time.Second, "all orders written", func() bool { return store.count() == n })
+	store.checkExactlyOnce(t, rs)
+}
+
+// TestPoison makes one reservation's transaction fail every time: the rest
+// of its batch is written one by one, and the poison is dead-lettered after
+// MaxAttempts with OnDead called once.
+func TestPoison(t *testing.T) {
+	cfg := MustConfig(t)
+	cfg.MaxAttempts = 3
+	var mu sync.Mutex
+	var dead []flashsale.Reservation
+	cfg.OnDead = func(ctx context.Context, r flashsale.Reservation, reason error) {
+		if !errors.Is(reason, errTx) {
+			t.Errorf("OnDead reason = %v, want the transaction error", reason)
+		}
+		mu.Lock()
+		dead = append(dead, r)
+		mu.Unlock()
+	}
+	p := MustPublisher(t, cfg)
+	const n = 20
+	rs := publishAll(t, p, "sale-1", n, 5)
+	poison := reservation("sale-1", n)
+	if _, err := p.Write(context.Background(), poison); err != nil {
+		t.Fatal(err)
+	}
+
+	store := newMemStore()
+	store.fail = func(r flashsale.Reservation) bool { return r.OrderID == poison.OrderID }
+	c := StartConsumer(t, cfg, store)
+	checkFor(t, 30*time.Second, "poison dead-lettered", func() bool { return c.Stats().Dead == 1 })
+	checkFor(t, 10*time.Second, "dead letter queued", func() bool {
+		return queueLen(t, cfg, cfg.withDefaults().deadQueue()) == 1
+	})
+	store.checkExactlyOnce(t, rs)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(dead) != 1 || dead[0].OrderID != poison.OrderID {
+		t.Errorf("OnDead calls = %+v, want one for %s", dead, poison.OrderID)
+	}
+	if got := c.Stats(); got.Requeued != uint64(cfg.MaxAttempts-1) {
+		t.Errorf("requeued = %d, want %d", got.Requeued, cfg.MaxAttempts-1)
+	}
+}
+
+// TestUndecodable publishes a body that is not a reservation: it is
+// dead-lettered at once, without OnDead.
+func TestUndecodable(t *testing.T) {
+	cfg := MustConfig(t)
+	var called atomic.Bool
+	cfg.OnDead = func(context.Context, flashsale.Reservation, error) { called.Store(true) }
+	withChannel(t, cfg, func(ch *amqp091.Channel) error {
+		return ch.Publish(cfg.withDefaults().exchange(), routingKey, true, false, amqp091.Publishing{Body: []byte(`{"order_id":"x"}`)})
+	})
+	c := StartConsumer(t, cfg, newMemStore())
+	checkFor(t, 10*time.Second, "dead letter", func() bool { return c.Stats().Dead == 1 })
+	checkFor(t, 10*time.Second, "dead letter queued", func() bool {
+		return queueLen(t, cfg, cfg.withDefaults().deadQueue()) == 1
+	})
+	if called.Load() {
+		t.Error("OnDead was called for an undecodable message")
+	}
+}
+
+// TestRateCap queues 2 000 orders and consumes them at 500/s. The cap is a
+// lower bound on the time taken, so asserting it cannot flake on a slow
+// machine; the per-100 ms write counts go to the log to show the flat line.
+func TestRateCap(t *testing.T) {
+	cfg := MustConfig(t)
+	cfg.RatePerSec = 500
+	p := MustPublisher(t, cfg)
+	const n = 2000
+	rs := publishAll(t, p, "sale-1", n, 100)
+
+	store := newMemStore()
+	start := time.Now()
+	StartConsumer(t, cfg, store)
+	checkFor(t, 30*time.Second, "all orders written", func() bool { return store.count() == n })
+	elapsed := time.Since(start)
+	store.checkExactlyOnce(t, rs)
+	if min := 3500 * time.Millisecond; elapsed < min {
+		t.Errorf("took %s, want at least %s at 500/s", elapsed, min)
+	}
+
+	store.mu.Lock()
+	defer store.mu.Unlock()
+	buckets := make([]int, int(elapsed/(100*time.Millisecond))+1)
+	for i, at := range store.times {
+		buckets[int(at.Sub(start)/(100*time.Millisecond))] += store.batches[i]
+	}
+	t.Logf("took %s; orders written per 100 ms: %v", elapsed.Round(time.Millisecond), buckets)
+}
+
+// BenchmarkPublish measures Write including the broker's confirm. Serial
+// is the confirm latency; the parallel runs show what pipelining buys when
+// many purchases share one channel.
+func BenchmarkPublish(b *testing.B) {
+	cfg := MustConfig(b)
+	p := MustPublisher(b, cfg)
+	for _, perCPU := range []int{1, 8, 128} {
+		b.Run(fmt.Sprintf("Writers%d", perCPU*runtime.GOMAXPROCS(0)), func(b *testing.B) {
+			var id atomic.Int64
+			b.SetParallelism(perCPU)
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				r := reservation("sale-1", int(id.Add(1)))
+				for pb.Next() {
+					if _, err := p.Write(context.Background(), r); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}

@@ -1,0 +1,454 @@
+package amqp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+	"golang.org/x/time/rate"
+
+	"github.com/flashsale/flashsale"
+)
+
+// Handler writes a batch of reservations in one transaction, with the
+// contract of flashsale.Store.PlaceOrders: one error per reservation, or a
+// transaction error and nothing changed. flashsale.Store satisfies it; a
+// wrapper can return the stock engine's units for orders the database failed.
+type Handler interface {
+	PlaceOrders(ctx context.Context, rs []flashsale.Reservation) ([]error, error)
+}
+
+var _ Handler = flashsale.Store(nil)
+
+const (
+	// writeTimeout bounds one batch's rate wait and transaction. The batch
+	// is written with a context detached from Run's, so a stop never
+	// abandons a transaction halfway and the batch in hand is finished.
+	writeTimeout = 30 * time.Second
+	// retryMinDefault and retryMax bound the pause after a failed
+	// transaction, so a database outage is not met with a tight
+	// redelivery loop that burns every message's attempts in milliseconds.
+	retryMinDefault = 250 * time.Millisecond
+	retryMax        = 10 * time.Second
+	// rateSlices is how many batches a second a rate-capped consumer aims
+	// for: the cap also bounds a batch to a tenth of a second's writes, so
+	// the database sees a steady stream of small commits, not a burst of
+	// BatchSize every few seconds.
+	rateSlices = 10
+)
+
+// consumerSeq makes consumer tags unique within the process.
+var consumerSeq atomic.Uint64
+
+// Consumer moves reservations from the queue into the database in batches.
+// Each delivery is acknowledged only after the transaction that recorded it
+// committed, so a crash at any point redelivers instead of losing; the
+// database's unique order ID turns the redelivery into ErrDuplicate, which
+// is acknowledged as done.
+type Consumer struct {
+	cfg       Config
+	store     Handler
+	log       *slog.Logger
+	limiter   *rate.Limiter // nil when RatePerSec is 0
+	batchSize int
+	retryMin  time.Duration // tests shorten it
+	retry     time.Duration // the current pause after failures; Run's goroutine only
+
+	stop     chan struct{}
+	stopOnce sync.Once
+	running  atomic.Bool
+	done     chan struct{} // closed when Run returns
+
+	mu   sync.Mutex
+	conn *amqp091.Connection // current connection, for killConnection
+
+	stats counters
+}
+
+// NewConsumer checks that the broker is reachable and declares the
+// topology. Consuming starts with Run.
+func NewConsumer(ctx context.Context, cfg Config, store Handler, logger *slog.Logger) (*Consumer, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := Declare(ctx, cfg); err != nil {
+		return nil, fmt.Errorf("new consumer: %w", err)
+	}
+	c := &Consumer{
+		cfg:       cfg,
+		store:     store,
+		log:       logger.With("component", "amqp.consumer", "queue", cfg.queue()),
+		batchSize: cfg.BatchSize,
+		retryMin:  retryMinDefault,
+		stop:      make(chan struct{}),
+		done:      make(chan struct{}),
+	}
+	if cfg.RatePerSec > 0 {
+		c.batchSize = min(cfg.BatchSize, max(1, int(cfg.RatePerSec/rateSlices)))
+		c.limiter = rate.NewLimiter(rate.Limit(cfg.RatePerSec), c.batchSize)
+		// Start with an empty bucket: a full one would let the first batch
+		// through free, a spike the cap exists to prevent.
+		c.limiter.AllowN(time.Now(), c.batchSize)
+	}
+	return c, nil
+}
+
+// Run consumes until ctx ends or Close is called, reconnecting with backoff
+// whenever the connection is lost. Either way of stopping stops taking
+// deliveries, writes and acknowledges the batch in hand, and returns nil;
+// unacknowledged prefetched deliveries go back to the queue.
+func (c *Consumer) Run(ctx context.Context) error {
+	if !c.running.CompareAndSwap(false, true) {
+		return errors.New("amqp: consumer is already running")
+	}
+	defer close(c.done)
+	select {
+	case <-c.stop:
+		return nil // closed before it ran
+	default:
+	}
+	var backoff time.Duration
+	for {
+		connected, err := c.session(ctx)
+		if err == nil {
+			return nil
+		}
+		if connected {
+			backoff = 0
+		}
+		backoff = nextBackoff(backoff)
+		c.log.Warn("consumer connection lost, reconnecting", "err", err, "retry_in", backoff)
+		if !sleep(ctx, c.stop, backoff) {
+			return nil
+		}
+	}
+}
+
+// Close stops the consumer gracefully (see Run) and waits for Run to return.
+func (c *Consumer) Close() error {
+	c.stopOnce.Do(func() { close(c.stop) })
+	if c.running.Load() {
+		<-c.done
+	}
+	return nil
+}
+
+// Stats returns the consume counters.
+func (c *Consumer) Stats() Stats { return c.stats.snapshot() }
+
+// item is one decoded delivery in a batch.
+type item struct {
+	tag   uint64
+	count int64 // earlier deliveries of this message (x-delivery-count)
+	r     flashsale.Reservation
+}
+
+// gatherState says why gather returned.
+type gatherState int
+
+const (
+	gatherFull    gatherState = iota // batch full or BatchWait passed
+	gatherStopped                    // ctx ended or Close was called
+	gatherLost                       // the deliveries channel closed
+)
+
+// session consumes on one connection. It returns nil after a graceful stop
+// and the cause otherwise; connected reports whether consuming began.
+func (c *Consumer) session(ctx context.Context) (connected bool, err error) {
+	conn, err := dial(ctx, c.cfg, "consumer")
+	if err != nil {
+		return false, err
+	}
+	defer conn.Close()
+	c.mu.Lock()
+	c.conn = conn
+	c.mu.Unlock()
+	ch, err := conn.Channel()
+	if err != nil {
+		return false, fmt.Errorf("open channel: %w", err)
+	}
+	// Declaring on every connection heals a broker that lost its
+	// definitions; Consume would otherwise fail until someone redeclares.
+	if err := declare(ch, c.cfg); err != nil {
+		return false, err
+	}
+	if err := ch.Qos(c.cfg.Prefetch, 0, false); err != nil {
+		return false, fmt.Errorf("qos: %w", err)
+	}
+	tag := c.cfg.Name + "-" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatUint(consumerSeq.Add(1), 10)
+	deliveries, err := ch.Consume(c.cfg.queue(), tag, false, false, false, false, nil)
+	if err != nil {
+		return false, fmt.Errorf("consume %s: %w", c.cfg.queue(), err)
+	}
+	c.log.Info("consuming", "consumer_tag", tag, "batch_size", c.batchSize, "rate_per_sec", c.cfg.RatePerSec)
+
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	batch := make([]item, 0, c.batchSize)
+	for {
+		var state gatherState
+		batch, state = c.gather(ctx, deliveries, timer, batch[:0])
+		if state == gatherLost {
+			// Acks could not reach the broker: leave the batch unwritten,
+			// it will be redelivered.
+			return true, errors.New("deliveries channel closed")
+		}
+		if len(batch) > 0 {
+			if err := c.process(ctx, ch, batch); err != nil {
+				return true, err
+			}
+		}
+		if state == gatherStopped {
+			// Stop the broker sending more; closing the connection then
+			// requeues whatever was prefetched but not in the batch.
+			if err := ch.Cancel(tag, false); err != nil {
+				c.log.Warn("cancel consumer", "err", err)
+			}
+			c.log.Info("consumer stopped")
+			return true, nil
+		}
+	}
+}
+
+// gather collects up to batchSize decoded deliveries: it waits for the
+// first, then at most BatchWait for the rest.
+func (c *Consumer) gather(ctx context.Context, deliveries <-chan amqp091.Delivery, timer *time.Timer, batch []item) ([]item, gatherState) {
+	for len(batch) == 0 {
+		select {
+		case d, ok := <-deliveries:
+			if !ok {
+				return batch, gatherLost
+			}
+			batch = c.add(batch, d)
+		case <-ctx.Done():
+			return batch, gatherStopped
+		case <-c.stop:
+			return batch, gatherStopped
+		}
+	}
+	timer.Reset(c.cfg.BatchWait)
+	defer timer.Stop()
+	for len(batch) < c.batchSize {
+		select {
+		case d, ok := <-deliveries:
+			if !ok {
+				return batch, gatherLost
+			}
+			batch = c.add(batch, d)
+		case <-timer.C:
+			return batch, gatherFull
+		case <-ctx.Done():
+			return batch, gatherStopped
+		case <-c.stop:
+			return batch, gatherStopped
+		}
+	}
+	return batch, gatherFull
+}
+
+// add decodes d into the batch. A body that is not a reservation can never
+// be written, so it is dead-lettered at once; with no reservation there are
+// no units to return and OnDead is not called.
+func (c *Consumer) add(batch []item, d amqp091.Delivery) []item {
+	c.stats.consumed.Add(1)
+	r, err := decodeReservation(d.Body)
+	if err != nil {
+		c.log.Error("dead-lettering undecodable message", "message_id", d.MessageId, "bytes", len(d.Body), "err", err)
+		if err := d.Nack(false, false); err != nil {
+			c.log.Warn("nack undecodable message", "err", err)
+		} else {
+			c.stats.deadLettered.Add(1)
+		}
+		return batch
+	}
+	return append(batch, item{tag: d.DeliveryTag, count: deliveryCount(d.Headers), r: r})
+}
+
+// deliveryCount reads the quorum queue's count of earlier deliveries.
+func deliveryCount(h amqp091.Table) int64 {
+	switch v := h["x-delivery-count"].(type) {
+	case int64:
+		return v
+	case int32:
+		return int64(v)
+	case int:
+		return int64(v)
+	case int16:
+		return int64(v)
+	case int8:
+		return int64(v)
+	case uint8:
+		return int64(v)
+	case uint16:
+		return int64(v)
+	case uint32:
+		return int64(v)
+	}
+	return 0
+}
+
+// verdict is what happens to one delivery after its batch was written.
+type verdict int
+
+const (
+	verdictAck     verdict = iota // recorded (or already recorded)
+	verdictRequeue                // the transaction failed; try again later
+	verdictDead                   // give up: return the units and dead-letter
+)
+
+// process writes a batch under the rate cap and settles its deliveries. An
+// error means the channel failed; unsettled deliveries will be redelivered.
+func (c *Consumer) process(ctx context.Context, ch *amqp091.Channel, batch []item) error {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+	defer cancel()
+	if c.limiter != nil {
+		if err := c.limiter.WaitN(wctx, len(batch)); err != nil {
+			return fmt.Errorf("rate wait: %w", err)
+		}
+	}
+	rs := make([]flashsale.Reservation, len(batch))
+	for i := range batch {
+		rs[i] = batch[i].r
+	}
+	results := make([]error, len(batch)) // per reservation, as PlaceOrders says
+	txErrs := make([]error, len(batch))  // non-nil where its transaction failed
+	failed := false
+	if err := c.place(wctx, rs, results); err != nil {
+		if len(rs) == 1 {
+			txErrs[0], failed = err, true
+		} else {
+			// One bad reservation must not fail its neighbours until they
+			// all run out of attempts: retry each alone, so only the
+			// culprit is requeued.
+			c.log.Warn("batch transaction failed, writing one by one", "batch", len(rs), "err", err)
+			for i := range rs {
+				if err := c.place(wctx, rs[i:i+1], results[i:i+1]); err != nil {
+					txErrs[i], failed = err, true
+				}
+			}
+		}
+	}
+
+	if err := c.settle(wctx, ch, batch, results, txErrs); err != nil {
+		return err
+	}
+	if failed {
+		c.pause(ctx)
+	} else {
+		c.retry = 0
+	}
+	return nil
+}
+
+// place calls the handler once, checking it kept the one-result-per-input
+// contract.
+func (c *Consumer) place(ctx context.Context, rs []flashsale.Reservation, results []error) error {
+	errs, err := c.store.PlaceOrders(ctx, rs)
+	if err == nil && len(errs) != len(rs) {
+		err = fmt.Errorf("place orders: %d results for %d reservations", len(errs), len(rs))
+	}
+	if err != nil {
+		return err
+	}
+	copy(results, errs)
+	c.stats.batches.Add(1)
+	return nil
+}
+
+// judge decides one delivery's fate from its result and transaction error.
+func (c *Consumer) judge(it *item, result, txErr error) (verdict, error) {
+	if txErr != nil {
+		if it.count+1 >= int64(c.cfg.MaxAttempts) {
+			return verdictDead, fmt.Errorf("transaction failed on attempt %d of %d: %w", it.count+1, c.cfg.MaxAttempts, txErr)
+		}
+		return verdictRequeue, txErr
+	}
+	switch {
+	case result == nil,
+		errors.Is(result, flashsale.ErrDuplicate),
+		errors.Is(result, flashsale.ErrSoldOut),
+		errors.Is(result, flashsale.ErrLimitExceeded),
+		errors.Is(result, flashsale.ErrKeyConflict):
+		// Recorded: held, already there, or inserted as failed (the
+		// handler's wrapper returns the units of failed orders).
+		return verdictAck, nil
+	}
+	// Any other per-order error (unknown sale, invalid reservation) comes
+	// from the data, not the moment: retrying cannot help.
+	return verdictDead, fmt.Errorf("order refused: %w", result)
+}
+
+// settle acknowledges the batch: runs of successes with one multiple=true
+// ack each, failures one by one. Deliveries arrive in tag order and every
+// earlier delivery on the channel is already settled, so a multiple ack
+// covers exactly the run.
+func (c *Consumer) settle(ctx context.Context, ch *amqp091.Channel, batch []item, results, txErrs []error) error {
+	run := 0 // successes since the last settled delivery
+	flush := func(i int) error {
+		if run == 0 {
+			return nil
+		}
+		if err := ch.Ack(batch[i].tag, true); err != nil {
+			return fmt.Errorf("ack: %w", err)
+		}
+		c.stats.acked.Add(uint64(run))
+		run = 0
+		return nil
+	}
+	for i := range batch {
+		it := &batch[i]
+		v, reason := c.judge(it, results[i], txErrs[i])
+		if v == verdictAck {
+			run++
+			continue
+		}
+		if err := flush(i - 1); err != nil {
+			return err
+		}
+		switch v {
+		case verdictRequeue:
+			c.log.Warn("requeueing order", "order_id", it.r.OrderID, "attempt", it.count+1, "err", reason)
+			if err := ch.Nack(it.tag, false, true); err != nil {
+				return fmt.Errorf("nack: %w", err)
+			}
+			c.stats.requeued.Add(1)
+		case verdictDead:
+			c.log.Error("dead-lettering order", "order_id", it.r.OrderID, "sale_id", it.r.SaleID, "attempt", it.count+1, "err", reason)
+			if c.cfg.OnDead != nil {
+				c.cfg.OnDead(ctx, it.r, reason)
+			}
+			if err := ch.Nack(it.tag, false, false); err != nil {
+				return fmt.Errorf("nack: %w", err)
+			}
+			c.stats.deadLettered.Add(1)
+		}
+	}
+	return flush(len(batch) - 1)
+}
+
+// pause waits after a batch with failed transactions, doubling the wait on
+// each consecutive failure, so that MaxAttempts spans seconds of database
+// trouble rather than milliseconds. A stop cuts it short.
+func (c *Consumer) pause(ctx context.Context) {
+	c.retry = min(max(2*c.retry, c.retryMin), retryMax)
+	sleep(ctx, c.stop, c.retry)
+}
+
+// killConnection closes the current connection without settling anything,
+// as a crash would; tests use it.
+func (c *Consumer) killConnection() {
+	c.mu.Lock()
+	conn := c.conn
+	c.mu.Unlock()
+	if conn != nil {
+		conn.Close()
+	}
+}

@@ -1,0 +1,134 @@
+package funnel
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/flashsale/flashsale"
+)
+
+// Outbox is implemented by a stock engine that records reservations as
+// unconfirmed until the order path has them (the Redis engine). It closes
+// the gap between "Redis took the units" and "RabbitMQ confirmed the
+// message": a crash in between leaves the reservation unconfirmed, and the
+// Relay republishes it.
+type Outbox interface {
+	Confirm(ctx context.Context, saleID, orderID string) error
+	Unconfirmed(ctx context.Context, olderThan time.Time, limit int) ([]flashsale.Reservation, error)
+}
+
+// ConfirmingWriter writes through w and marks each reservation confirmed in
+// the outbox once w accepted it.
+type ConfirmingWriter struct {
+	W      flashsale.OrderWriter
+	Outbox Outbox
+	Logger *slog.Logger
+}
+
+// Write implements flashsale.OrderWriter.
+func (c *ConfirmingWriter) Write(ctx context.Context, r *flashsale.Reservation) (flashsale.OrderStatus, error) {
+	status, err := c.W.Write(ctx, r)
+	if err == nil {
+		if cerr := c.Outbox.Confirm(ctx, r.SaleID, r.OrderID); cerr != nil {
+			// Harmless: the relay republishes it and the consumer sees a duplicate.
+			c.Logger.Warn("confirm outbox", "sale_id", r.SaleID, "order_id", r.OrderID, "err", cerr)
+		}
+	}
+	return status, err
+}
+
+// Relay republishes reservations the engine recorded but the order path
+// never confirmed. Publishing twice is harmless: the order id is the
+// database's primary key.
+type Relay struct {
+	Outbox Outbox
+	W      flashsale.OrderWriter
+	// Age is how old an unconfirmed reservation must be before it is
+	// republished: longer than a normal publish takes (default 2 s).
+	Age      time.Duration
+	Interval time.Duration // default 1 s
+	Logger   *slog.Logger
+	Now      func() time.Time
+}
+
+// Run republishes until ctx ends.
+func (r *Relay) Run(ctx context.Context) {
+	age, every := r.Age, r.Interval
+	if age == 0 {
+		age = 2 * time.Second
+	}
+	if every == 0 {
+		every = time.Second
+	}
+	now := r.Now
+	if now == nil {
+		now = time.Now
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		rs, err := r.Outbox.Unconfirmed(ctx, now().Add(-age), 512)
+		if err != nil {
+			r.Logger.Error("relay: list unconfirmed", "err", err)
+			continue
+		}
+		for i := range rs {
+			res := &rs[i]
+			if _, err := r.W.Write(ctx, res); err != nil {
+				r.Logger.Error("relay: republish", "sale_id", res.SaleID, "order_id", res.OrderID, "err", err)
+				continue
+			}
+			if err := r.Outbox.Confirm(ctx, res.SaleID, res.OrderID); err != nil {
+				r.Logger.Warn("relay: confirm", "order_id", res.OrderID, "err", err)
+			}
+			r.Logger.Info("relay: republished", "sale_id", res.SaleID, "order_id", res.OrderID)
+		}
+	}
+}
+
+// ReleasingStore wraps the store a queue consumer writes through: when the
+// database refuses an order (it is recorded as failed), the units the
+// engine took for it go back. Release is idempotent, so a redelivered
+// failed order releases nothing twice.
+type ReleasingStore struct {
+	Store  flashsale.Store
+	Engine flashsale.StockEngine
+	Logger *slog.Logger
+}
+
+// PlaceOrders implements the consumer's handler.
+func (s *ReleasingStore) PlaceOrders(ctx context.Context, rs []flashsale.Reservation) ([]error, error) {
+	results, err := s.Store.PlaceOrders(ctx, rs)
+	if err != nil {
+		return nil, err
+	}
+	for i, res := range results {
+		failed := errors.Is(res, flashsale.ErrSoldOut) || errors.Is(res, flashsale.ErrLimitExceeded) || errors.Is(res, flashsale.ErrKeyConflict)
+		if errors.Is(res, flashsale.ErrDuplicate) {
+			// Written before, perhaps by a consumer that died before releasing.
+			o, oerr := s.Store.Order(ctx, rs[i].OrderID)
+			failed = oerr == nil && o.Status == flashsale.OrderFailed
+		}
+		if failed {
+			s.Dead(ctx, rs[i], res)
+		}
+	}
+	return results, nil
+}
+
+// Dead returns the units of an order that will never be written (refused
+// by the database or dead-lettered).
+func (s *ReleasingStore) Dead(ctx context.Context, r flashsale.Reservation, reason error) {
+	if err := s.Engine.Release(ctx, r.SaleID, r.OrderID); err != nil {
+		s.Logger.Error("release refused order", "sale_id", r.SaleID, "order_id", r.OrderID, "err", err)
+		return
+	}
+	s.Logger.Warn("order refused, units released", "sale_id", r.SaleID, "order_id", r.OrderID, "reason", reason)
+}
