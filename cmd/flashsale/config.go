@@ -60,6 +60,8 @@ func parseConfig(fset *flag.FlagSet, args []string, getenv func(string) string) 
 		DatabaseURL:  getenv("FLASHSALE_DATABASE_URL"),
 		RedisURL:     getenv("FLASHSALE_REDIS_URL"),
 		AMQPURL:      getenv("FLASHSALE_AMQP_URL"),
+		QueueName:    cmp.Or(getenv("FLASHSALE_QUEUE_NAME"), QueueNameDefault),
+		RedisPrefix:  cmp.Or(getenv("FLASHSALE_REDIS_PREFIX"), RedisPrefixDefault),
 		AdminToken:   getenv("FLASHSALE_ADMIN_TOKEN"),
 		JWTSecret:    getenv("FLASHSALE_JWT_SECRET"),
 		OrderRate:    OrderRateDefault,

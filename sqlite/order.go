@@ -1,0 +1,429 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/flashsale/flashsale"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// The statements of the order path. Every counter change is a conditional
+// update whose rows-affected count is checked: the database decides, never
+// a value read earlier in Go.
+const (
+	insertOrderSQL = `INSERT INTO orders (id, sale_id, user_id, idempotency_key, status, first_night, nights,
+		rooms, amount, currency, hold_expires_at_ms, created_at_ms, updated_at_ms)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	// takeUserRoomsSQL adds rooms to a user's count unless that would pass
+	// the limit (the insert case, rooms > limit, is checked before).
+	takeUserRoomsSQL = `INSERT INTO user_rooms (sale_id, user_id, rooms) VALUES (?, ?, ?)
+		ON CONFLICT (sale_id, user_id) DO UPDATE SET rooms = user_rooms.rooms + excluded.rooms
+		WHERE user_rooms.rooms + excluded.rooms <= ?`
+	releaseUserRoomsSQL = `UPDATE user_rooms SET rooms = rooms - ? WHERE sale_id = ? AND user_id = ?`
+	// holdNightsSQL must change exactly `nights` rows, or a night lacked stock.
+	holdNightsSQL = `UPDATE nights SET held = held + ?
+		WHERE sale_id = ? AND idx >= ? AND idx < ? AND stock - held - sold >= ?`
+	sellNightsSQL = `UPDATE nights SET sold = sold + ?
+		WHERE sale_id = ? AND idx >= ? AND idx < ? AND stock - held - sold >= ?`
+	payNightsSQL     = `UPDATE nights SET held = held - ?, sold = sold + ? WHERE sale_id = ? AND idx >= ? AND idx < ?`
+	releaseNightsSQL = `UPDATE nights SET held = held - ? WHERE sale_id = ? AND idx >= ? AND idx < ?`
+
+	selectOrderSQL = `SELECT o.id, o.sale_id, o.user_id, coalesce(o.idempotency_key, ''), o.status, o.first_night,
+		coalesce(n.date, ''), o.nights, o.rooms, o.amount, o.currency, o.hold_expires_at_ms, o.payment_ref,
+		o.created_at_ms, o.updated_at_ms
+		FROM orders o LEFT JOIN nights n ON n.sale_id = o.sale_id AND n.idx = o.first_night `
+)
+
+// saleTerms is what the order path needs to know about a sale. Sales do
+// not change after creation, so reading them inside the transaction is safe.
+type saleTerms struct {
+	limit    int
+	currency string
+}
+
+// PlaceOrders writes a batch of reservations in one transaction; see
+// flashsale.Store. Each reservation runs under its own SAVEPOINT, so one
+// that fails a guard is rolled back alone and inserted as failed while the
+// rest of the batch commits. Besides the documented results, a reservation
+// for an unknown sale gets ErrNotFound and one with no rooms or nights
+// ErrInvalid; neither writes a row.
+func (s *Store) PlaceOrders(ctx context.Context, rs []flashsale.Reservation) ([]error, error) {
+	results := make([]error, len(rs))
+	if len(rs) == 0 {
+		return results, nil
+	}
+	st, err := s.prepared(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("place orders: %w", err)
+	}
+	tx, err := s.write.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("place orders: %w", err)
+	}
+	defer tx.Rollback()
+	p := placer{tx: tx, now: time.Now().UnixMilli(), sales: make(map[string]*saleTerms)}
+	// The writer has one connection, so these reuse the statements prepared
+	// on it instead of parsing the SQL again for every reservation.
+	p.savepoint, p.rollbackTo, p.release = tx.StmtContext(ctx, st.savepoint), tx.StmtContext(ctx, st.rollbackTo), tx.StmtContext(ctx, st.release)
+	p.insertOrder, p.takeUserRooms, p.holdNights = tx.StmtContext(ctx, st.insertOrder), tx.StmtContext(ctx, st.takeUserRooms), tx.StmtContext(ctx, st.holdNights)
+	for i := range rs {
+		if results[i], err = p.place(ctx, &rs[i]); err != nil {
+			return nil, fmt.Errorf("place orders: order=%s: %w", rs[i].OrderID, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("place orders: commit: %w", err)
+	}
+	return results, nil
+}
+
+// placer carries one PlaceOrders transaction.
+type placer struct {
+	tx    *sql.Tx
+	now   int64
+	sales map[string]*saleTerms
+
+	savepoint, rollbackTo, release         *sql.Stmt
+	insertOrder, takeUserRooms, holdNights *sql.Stmt
+}
+
+// place writes one reservation. The first return is its result; the second
+// is a failure of the whole transaction.
+func (p *placer) place(ctx context.Context, r *flashsale.Reservation) (error, error) {
+	if r.Rooms < 1 || r.Nights < 1 || r.FirstNight < 0 {
+		return flashsale.ErrInvalid, nil
+	}
+	terms, err := p.terms(ctx, r.SaleID)
+	if err != nil {
+		return nil, err
+	}
+	if terms == nil {
+		return flashsale.ErrNotFound, nil
+	}
+
+	if _, err := p.savepoint.ExecContext(ctx); err != nil {
+		return nil, err
+	}
+	result, err := p.take(ctx, r, terms)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case result == nil, errors.Is(result, flashsale.ErrDuplicate), errors.Is(result, flashsale.ErrKeyConflict):
+		// Done: inserted as held, nothing written, or inserted as failed.
+	default:
+		// A guard refused: undo the order row and any counter taken, then
+		// record the order as failed, keeping its key.
+		if _, err := p.rollbackTo.ExecContext(ctx); err != nil {
+			return nil, err
+		}
+		if err := p.insert(ctx, r, terms, flashsale.OrderFailed, r.IdempotencyKey); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := p.release.ExecContext(ctx); err != nil {
+		return nil, err
+	}
+	return result, nil
+}
+
+// take inserts the order as held and takes the user's rooms and the
+// nights' stock. ErrSoldOut and ErrLimitExceeded leave work for the caller
+// to roll back.
+func (p *placer) take(ctx context.Context, r *flashsale.Reservation, terms *saleTerms) (error, error) {
+	err := p.insert(ctx, r, terms, flashsale.OrderHeld, r.IdempotencyKey)
+	switch constraint(err) {
+	case 0:
+		if err != nil {
+			return nil, err
+		}
+	case sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
+		return flashsale.ErrDuplicate, nil
+	case sqlite3.SQLITE_CONSTRAINT_UNIQUE:
+		// Another order holds the key. This one is recorded as failed
+		// without it, unless it turns out to be a redelivery after all.
+		err := p.insert(ctx, r, terms, flashsale.OrderFailed, "")
+		if constraint(err) == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY {
+			return flashsale.ErrDuplicate, nil
+		} else if err != nil {
+			return nil, err
+		}
+		return flashsale.ErrKeyConflict, nil
+	default:
+		return nil, err
+	}
+
+	if r.Rooms > terms.limit {
+		return flashsale.ErrLimitExceeded, nil
+	}
+	res, err := p.takeUserRooms.ExecContext(ctx, r.SaleID, r.UserID, r.Rooms, terms.limit)
+	if err != nil {
+		return nil, err
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return nil, err
+	} else if n != 1 {
+		return flashsale.ErrLimitExceeded, nil
+	}
+
+	res, err = p.holdNights.ExecContext(ctx, r.Rooms, r.SaleID, r.FirstNight, r.FirstNight+r.Nights, r.Rooms)
+	if err != nil {
+		return nil, err
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return nil, err
+	} else if n != int64(r.Nights) {
+		return flashsale.ErrSoldOut, nil
+	}
+	return nil, nil
+}
+
+// insert writes the order row in status st with key (none if empty).
+func (p *placer) insert(ctx context.Context, r *flashsale.Reservation, terms *saleTerms, st flashsale.OrderStatus, key string) error {
+	_, err := p.insertOrder.ExecContext(ctx,
+		r.OrderID, r.SaleID, r.UserID, sql.NullString{String: key, Valid: key != ""}, string(st),
+		r.FirstNight, r.Nights, r.Rooms, r.Amount, terms.currency, ms(r.HoldExpiresAt), p.now, p.now)
+	return err
+}
+
+// terms returns a sale's terms, cached for the batch, or nil if the sale
+// does not exist.
+func (p *placer) terms(ctx context.Context, saleID string) (*saleTerms, error) {
+	if t, ok := p.sales[saleID]; ok {
+		return t, nil
+	}
+	t, err := readTerms(ctx, p.tx, saleID)
+	if errors.Is(err, flashsale.ErrNotFound) {
+		t, err = nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	p.sales[saleID] = t
+	return t, nil
+}
+
+func readTerms(ctx context.Context, q queryer, saleID string) (*saleTerms, error) {
+	var t saleTerms
+	err := q.QueryRowContext(ctx, `SELECT per_user_limit, currency FROM sales WHERE id = ?`, saleID).Scan(&t.limit, &t.currency)
+	if err != nil {
+		return nil, errNoRows(err)
+	}
+	return &t, nil
+}
+
+// Order returns one order, or ErrNotFound.
+func (s *Store) Order(ctx context.Context, id string) (*flashsale.Order, error) {
+	o, err := scanOrder(s.read.QueryRowContext(ctx, selectOrderSQL+`WHERE o.id = ?`, id))
+	if err != nil {
+		return nil, fmt.Errorf("order: order=%s: %w", id, err)
+	}
+	return o, nil
+}
+
+// OrderByKey returns the order a user placed with an idempotency key, or ErrNotFound.
+func (s *Store) OrderByKey(ctx context.Context, saleID, userID, key string) (*flashsale.Order, error) {
+	o, err := scanOrder(s.read.QueryRowContext(ctx,
+		selectOrderSQL+`WHERE o.sale_id = ? AND o.user_id = ? AND o.idempotency_key = ?`, saleID, userID, key))
+	if err != nil {
+		return nil, fmt.Errorf("order by key: sale=%s user=%s: %w", saleID, userID, err)
+	}
+	return o, nil
+}
+
+// Transition moves an order between statuses with its counters, in one
+// transaction; see flashsale.Store.
+func (s *Store) Transition(ctx context.Context, id string, from, to flashsale.OrderStatus, paymentRef string, now time.Time) (*flashsale.Order, error) {
+	if !legal(from, to) {
+		return nil, flashsale.ErrInvalid
+	}
+	o, err := s.transition(ctx, id, from, to, paymentRef, now)
+	if err != nil {
+		return nil, fmt.Errorf("transition: order=%s %s->%s: %w", id, from, to, err)
+	}
+	return o, nil
+}
+
+func (s *Store) transition(ctx context.Context, id string, from, to flashsale.OrderStatus, paymentRef string, now time.Time) (*flashsale.Order, error) {
+	tx, err := s.write.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+
+	var (
+		saleID, userID       string
+		first, nights, rooms int
+	)
+	err = tx.QueryRowContext(ctx, `UPDATE orders
+		SET status = ?, payment_ref = CASE WHEN ? <> '' THEN ? ELSE payment_ref END, updated_at_ms = ?
+		WHERE id = ? AND status = ?
+		RETURNING sale_id, user_id, first_night, nights, rooms`,
+		string(to), paymentRef, paymentRef, ms(now), id, string(from)).Scan(&saleID, &userID, &first, &nights, &rooms)
+	if errors.Is(err, sql.ErrNoRows) {
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM orders WHERE id = ?`, id).Scan(&n); err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			return nil, flashsale.ErrNotFound
+		}
+		return nil, flashsale.ErrStale
+	} else if err != nil {
+		return nil, err
+	}
+
+	// exec runs a counter update that must change exactly want rows;
+	// otherwise the transaction fails with refused (nil: the books disagree).
+	exec := func(want int, refused error, query string, args ...any) error {
+		res, err := tx.ExecContext(ctx, query, args...)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if n != int64(want) {
+			if refused != nil {
+				return refused
+			}
+			return fmt.Errorf("counter update changed %d rows, want %d", n, want)
+		}
+		return nil
+	}
+	last := first + nights
+	switch {
+	case from == flashsale.OrderHeld && to == flashsale.OrderPaid:
+		err = exec(nights, nil, payNightsSQL, rooms, rooms, saleID, first, last)
+	case from == flashsale.OrderHeld:
+		err = exec(nights, nil, releaseNightsSQL, rooms, saleID, first, last)
+		if err == nil {
+			err = exec(1, nil, releaseUserRoomsSQL, rooms, saleID, userID)
+		}
+	default: // expired | cancelled -> paid: the retake, guarded like a purchase
+		var terms *saleTerms
+		if terms, err = readTerms(ctx, tx, saleID); err != nil {
+			return nil, err
+		}
+		if rooms > terms.limit {
+			return nil, flashsale.ErrLimitExceeded
+		}
+		err = exec(1, flashsale.ErrLimitExceeded, takeUserRoomsSQL, saleID, userID, rooms, terms.limit)
+		if err == nil {
+			err = exec(nights, flashsale.ErrSoldOut, sellNightsSQL, rooms, saleID, first, last, rooms)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+
+	o, err := scanOrder(tx.QueryRowContext(ctx, selectOrderSQL+`WHERE o.id = ?`, id))
+	if err != nil {
+		return nil, err
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// legal reports whether Transition accepts the pair.
+func legal(from, to flashsale.OrderStatus) bool {
+	switch from {
+	case flashsale.OrderHeld:
+		return to == flashsale.OrderPaid || to == flashsale.OrderExpired || to == flashsale.OrderCancelled
+	case flashsale.OrderExpired, flashsale.OrderCancelled:
+		return to == flashsale.OrderPaid
+	}
+	return false
+}
+
+// ExpiredHolds returns up to limit held orders whose hold ended at or
+// before now, oldest first. The (status, hold_expires_at_ms) index serves it.
+func (s *Store) ExpiredHolds(ctx context.Context, now time.Time, limit int) ([]*flashsale.Order, error) {
+	rows, err := s.read.QueryContext(ctx, selectOrderSQL+`WHERE o.status = ? AND o.hold_expires_at_ms <= ?
+		ORDER BY o.hold_expires_at_ms, o.id LIMIT ?`, string(flashsale.OrderHeld), ms(now), limit)
+	if err != nil {
+		return nil, fmt.Errorf("expired holds: %w", err)
+	}
+	defer rows.Close()
+	var orders []*flashsale.Order
+	for rows.Next() {
+		o, err := scanOrder(rows)
+		if err != nil {
+			return nil, fmt.Errorf("expired holds: %w", err)
+		}
+		orders = append(orders, o)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("expired holds: %w", err)
+	}
+	return orders, nil
+}
+
+// Snapshot returns a sale, its counters and all of its orders, read in one
+// transaction so the counters and the orders agree.
+func (s *Store) Snapshot(ctx context.Context, saleID string) (*flashsale.StockSnapshot, error) {
+	snap, err := s.snapshot(ctx, saleID)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: sale=%s: %w", saleID, err)
+	}
+	return snap, nil
+}
+
+func (s *Store) snapshot(ctx context.Context, saleID string) (*flashsale.StockSnapshot, error) {
+	tx, err := s.read.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+	snap := &flashsale.StockSnapshot{}
+	if snap.Sale, err = findSale(ctx, tx, saleID); err != nil {
+		return nil, err
+	}
+	if snap.Nights, err = nightStocks(ctx, tx, saleID); err != nil {
+		return nil, err
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT id, user_id, coalesce(idempotency_key, ''), status, first_night,
+		nights, rooms, amount, hold_expires_at_ms FROM orders WHERE sale_id = ? ORDER BY id`, saleID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		r := flashsale.Reservation{SaleID: saleID}
+		var st string
+		var hold int64
+		if err := rows.Scan(&r.OrderID, &r.UserID, &r.IdempotencyKey, &st, &r.FirstNight, &r.Nights, &r.Rooms,
+			&r.Amount, &hold); err != nil {
+			return nil, err
+		}
+		r.HoldExpiresAt = fromMS(hold)
+		r.Active = flashsale.OrderStatus(st).Active()
+		snap.Reservations = append(snap.Reservations, r)
+	}
+	return snap, rows.Err()
+}
+
+// scanner is a *sql.Row or *sql.Rows.
+type scanner interface{ Scan(dest ...any) error }
+
+func scanOrder(row scanner) (*flashsale.Order, error) {
+	var (
+		o                          flashsale.Order
+		st                         string
+		hold, createdAt, updatedAt int64
+	)
+	if err := row.Scan(&o.ID, &o.SaleID, &o.UserID, &o.IdempotencyKey, &st, &o.FirstNight, &o.CheckIn, &o.Nights,
+		&o.Rooms, &o.Amount, &o.Currency, &hold, &o.PaymentRef, &createdAt, &updatedAt); err != nil {
+		return nil, errNoRows(err)
+	}
+	o.Status = flashsale.OrderStatus(st)
+	o.HoldExpiresAt, o.CreatedAt, o.UpdatedAt = fromMS(hold), fromMS(createdAt), fromMS(updatedAt)
+	return &o, nil
+}

@@ -1,0 +1,193 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/flashsale/flashsale"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// CreateSale inserts a sale and its nights in one transaction. A sale ID
+// that exists already is an EConflict error.
+func (s *Store) CreateSale(ctx context.Context, sale *flashsale.Sale) error {
+	tx, err := s.write.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("create sale: %w", err)
+	}
+	defer tx.Rollback()
+	_, err = tx.ExecContext(ctx, `INSERT INTO sales (id, title, hotel, room_type, price, original_price, currency,
+		starts_at_ms, ends_at_ms, per_user_limit, hold_seconds, purchase_token, min_tier, created_at_ms)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		sale.ID, sale.Title, sale.Hotel, sale.RoomType, sale.Price, sale.OriginalPrice, sale.Currency,
+		ms(sale.StartsAt), ms(sale.EndsAt), sale.PerUserLimit, sale.HoldSeconds, sale.PurchaseToken,
+		string(sale.Eligibility.MinTier), ms(sale.CreatedAt))
+	if constraint(err) == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY {
+		return flashsale.Errorf(flashsale.EConflict, "sale %s already exists", sale.ID)
+	} else if err != nil {
+		return fmt.Errorf("create sale: sale=%s: %w", sale.ID, err)
+	}
+	for i, n := range sale.Nights {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO nights (sale_id, idx, date, stock) VALUES (?, ?, ?, ?)`,
+			sale.ID, i, n.Date, n.Stock); err != nil {
+			return fmt.Errorf("create sale: sale=%s night=%d: %w", sale.ID, i, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("create sale: sale=%s: %w", sale.ID, err)
+	}
+	return nil
+}
+
+// Sale returns one sale with its nights, or ErrNotFound.
+func (s *Store) Sale(ctx context.Context, id string) (*flashsale.Sale, error) {
+	tx, err := s.read.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("sale: %w", err)
+	}
+	defer tx.Rollback()
+	sale, err := findSale(ctx, tx, id)
+	if err != nil {
+		return nil, fmt.Errorf("sale: sale=%s: %w", id, err)
+	}
+	return sale, nil
+}
+
+// Sales returns the sales that end after now, by start time (then ID, so
+// the order is stable).
+func (s *Store) Sales(ctx context.Context, now time.Time) ([]*flashsale.Sale, error) {
+	// One read transaction, so a sale created meanwhile is seen with all
+	// of its nights or not at all.
+	tx, err := s.read.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("sales: %w", err)
+	}
+	defer tx.Rollback()
+	sales, err := scanSales(ctx, tx, `WHERE ends_at_ms > ? ORDER BY starts_at_ms, id`, ms(now))
+	if err != nil {
+		return nil, fmt.Errorf("sales: %w", err)
+	}
+	byID := make(map[string]*flashsale.Sale, len(sales))
+	for _, sale := range sales {
+		byID[sale.ID] = sale
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT n.sale_id, n.date, n.stock FROM nights n
+		JOIN sales s ON s.id = n.sale_id WHERE s.ends_at_ms > ? ORDER BY n.sale_id, n.idx`, ms(now))
+	if err != nil {
+		return nil, fmt.Errorf("sales: nights: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var n flashsale.Night
+		if err := rows.Scan(&id, &n.Date, &n.Stock); err != nil {
+			return nil, fmt.Errorf("sales: nights: %w", err)
+		}
+		if sale := byID[id]; sale != nil {
+			sale.Nights = append(sale.Nights, n)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sales: nights: %w", err)
+	}
+	return sales, nil
+}
+
+// NightStocks returns a sale's counters in night order, or ErrNotFound (a
+// sale always has at least one night).
+func (s *Store) NightStocks(ctx context.Context, saleID string) ([]flashsale.NightStock, error) {
+	nights, err := nightStocks(ctx, s.read, saleID)
+	if err != nil {
+		return nil, fmt.Errorf("night stocks: sale=%s: %w", saleID, err)
+	}
+	return nights, nil
+}
+
+func nightStocks(ctx context.Context, q queryer, saleID string) ([]flashsale.NightStock, error) {
+	rows, err := q.QueryContext(ctx, `SELECT date, stock, held, sold FROM nights WHERE sale_id = ? ORDER BY idx`, saleID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var nights []flashsale.NightStock
+	for rows.Next() {
+		var n flashsale.NightStock
+		if err := rows.Scan(&n.Date, &n.Stock, &n.Held, &n.Sold); err != nil {
+			return nil, err
+		}
+		n.Available = n.Stock - n.Held - n.Sold
+		nights = append(nights, n)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if len(nights) == 0 {
+		return nil, flashsale.ErrNotFound
+	}
+	return nights, nil
+}
+
+// findSale reads one sale and its nights.
+func findSale(ctx context.Context, q queryer, id string) (*flashsale.Sale, error) {
+	sales, err := scanSales(ctx, q, `WHERE id = ?`, id)
+	if err != nil {
+		return nil, err
+	}
+	if len(sales) == 0 {
+		return nil, flashsale.ErrNotFound
+	}
+	sale := sales[0]
+	rows, err := q.QueryContext(ctx, `SELECT date, stock FROM nights WHERE sale_id = ? ORDER BY idx`, id)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var n flashsale.Night
+		if err := rows.Scan(&n.Date, &n.Stock); err != nil {
+			return nil, err
+		}
+		sale.Nights = append(sale.Nights, n)
+	}
+	return sale, rows.Err()
+}
+
+// scanSales runs a query over sales with the given WHERE/ORDER tail.
+func scanSales(ctx context.Context, q queryer, tail string, args ...any) ([]*flashsale.Sale, error) {
+	rows, err := q.QueryContext(ctx, `SELECT id, title, hotel, room_type, price, original_price, currency,
+		starts_at_ms, ends_at_ms, per_user_limit, hold_seconds, purchase_token, min_tier, created_at_ms
+		FROM sales `+tail, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var sales []*flashsale.Sale
+	for rows.Next() {
+		var (
+			sale                        flashsale.Sale
+			startsAt, endsAt, createdAt int64
+			token                       int64
+			tier                        string
+		)
+		if err := rows.Scan(&sale.ID, &sale.Title, &sale.Hotel, &sale.RoomType, &sale.Price, &sale.OriginalPrice,
+			&sale.Currency, &startsAt, &endsAt, &sale.PerUserLimit, &sale.HoldSeconds, &token, &tier, &createdAt); err != nil {
+			return nil, err
+		}
+		sale.StartsAt, sale.EndsAt, sale.CreatedAt = fromMS(startsAt), fromMS(endsAt), fromMS(createdAt)
+		sale.PurchaseToken = token != 0
+		sale.Eligibility.MinTier = flashsale.Tier(tier)
+		sales = append(sales, &sale)
+	}
+	return sales, rows.Err()
+}
+
+// errNoRows maps sql.ErrNoRows to ErrNotFound.
+func errNoRows(err error) error {
+	if errors.Is(err, sql.ErrNoRows) {
+		return flashsale.ErrNotFound
+	}
+	return err
+}

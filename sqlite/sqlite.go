@@ -1,0 +1,241 @@
+// Package sqlite implements flashsale.Store over a SQLite file, the
+// database of the embedded shape. It uses modernc.org/sqlite (pure Go, no
+// cgo) so the single binary stays self-contained.
+//
+// Writes go through one connection (a *sql.DB capped at one open
+// connection, every transaction BEGIN IMMEDIATE): SQLite allows one writer
+// at a time anyway, and serialising in Go means the group-commit writer
+// never waits on a busy lock. Reads use a separate pool; in WAL mode they
+// see the last commit and never block the writer.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net/url"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/flashsale/flashsale"
+	msqlite "modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// BusyTimeout is how long a connection waits for another process's lock
+// (a migration, a backup) before failing.
+const BusyTimeout = 10 * time.Second
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+var _ flashsale.Store = (*Store)(nil)
+
+// Store is the SQLite flashsale.Store.
+type Store struct {
+	write  *sql.DB // exactly one connection: the single writer
+	read   *sql.DB // readers; WAL lets them run beside the writer
+	logger *slog.Logger
+
+	mu    sync.Mutex
+	stmts *statements // prepared on the writer once the schema exists
+}
+
+// statements are the writer's prepared statements for the PlaceOrders hot path.
+type statements struct {
+	savepoint, rollbackTo, release         *sql.Stmt
+	insertOrder, takeUserRooms, holdNights *sql.Stmt
+}
+
+// prepared returns the writer's statements, preparing them on first use
+// (after Migrate: they need the tables).
+func (s *Store) prepared(ctx context.Context) (*statements, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stmts != nil {
+		return s.stmts, nil
+	}
+	var st statements
+	for _, p := range []struct {
+		stmt **sql.Stmt
+		sql  string
+	}{
+		{&st.savepoint, `SAVEPOINT reservation`},
+		{&st.rollbackTo, `ROLLBACK TO reservation`},
+		{&st.release, `RELEASE reservation`},
+		{&st.insertOrder, insertOrderSQL},
+		{&st.takeUserRooms, takeUserRoomsSQL},
+		{&st.holdNights, holdNightsSQL},
+	} {
+		stmt, err := s.write.PrepareContext(ctx, p.sql)
+		if err != nil {
+			st.close()
+			return nil, fmt.Errorf("prepare: %w", err)
+		}
+		*p.stmt = stmt
+	}
+	s.stmts = &st
+	return s.stmts, nil
+}
+
+func (st *statements) close() error {
+	var errs []error
+	for _, stmt := range []*sql.Stmt{st.savepoint, st.rollbackTo, st.release, st.insertOrder, st.takeUserRooms, st.holdNights} {
+		if stmt != nil {
+			errs = append(errs, stmt.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Open opens (creating if needed) the database file at path; a sqlite://
+// prefix is accepted so the same URL style works for every engine. Call
+// Migrate before use.
+//
+// Every connection runs in WAL mode with synchronous=FULL: a committed
+// PlaceOrders batch is on disk before the caller answers 202.
+func Open(ctx context.Context, path string, logger *slog.Logger) (*Store, error) {
+	path = strings.TrimPrefix(path, "sqlite://")
+	if path == "" || strings.ContainsRune(path, '?') {
+		return nil, fmt.Errorf("open sqlite: invalid path %q", path)
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	pragmas := func(extra ...string) string {
+		q := url.Values{}
+		q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", BusyTimeout.Milliseconds()))
+		q.Add("_pragma", "foreign_keys(1)")
+		for _, p := range extra {
+			k, v, _ := strings.Cut(p, "=")
+			q.Add(k, v)
+		}
+		return path + "?" + q.Encode()
+	}
+
+	write, err := sql.Open("sqlite", pragmas("_pragma=journal_mode(WAL)", "_pragma=synchronous(FULL)", "_txlock=immediate"))
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite: %w", err)
+	}
+	write.SetMaxOpenConns(1)
+	write.SetMaxIdleConns(1)
+	write.SetConnMaxLifetime(0)
+	write.SetConnMaxIdleTime(0)
+	// Opening the writer first switches the file to WAL before any reader
+	// connects.
+	if err := write.PingContext(ctx); err != nil {
+		write.Close()
+		return nil, fmt.Errorf("open sqlite: %s: %w", path, err)
+	}
+
+	read, err := sql.Open("sqlite", pragmas("_pragma=query_only(1)"))
+	if err != nil {
+		write.Close()
+		return nil, fmt.Errorf("open sqlite: %w", err)
+	}
+	n := max(4, runtime.GOMAXPROCS(0))
+	read.SetMaxOpenConns(n)
+	read.SetMaxIdleConns(n)
+	if err := read.PingContext(ctx); err != nil {
+		write.Close()
+		read.Close()
+		return nil, fmt.Errorf("open sqlite: %s: %w", path, err)
+	}
+	return &Store{write: write, read: read, logger: logger}, nil
+}
+
+// Close closes both pools.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	var err error
+	if s.stmts != nil {
+		err = s.stmts.close()
+	}
+	s.mu.Unlock()
+	return errors.Join(err, s.read.Close(), s.write.Close())
+}
+
+// Migrate applies the embedded migrations that are not yet recorded in
+// schema_migrations, each in its own transaction, in file-name order. It is
+// idempotent and safe to run from two processes at once (BEGIN IMMEDIATE
+// serialises them; each re-checks inside its transaction).
+func (s *Store) Migrate(ctx context.Context) error {
+	if _, err := s.write.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version       TEXT    NOT NULL PRIMARY KEY,
+		applied_at_ms INTEGER NOT NULL
+	) STRICT`); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	names, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		if err := s.migrate(ctx, name); err != nil {
+			return fmt.Errorf("migrate: %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+func (s *Store) migrate(ctx context.Context, name string) error {
+	version := strings.TrimSuffix(strings.TrimPrefix(name, "migrations/"), ".sql")
+	body, err := migrations.ReadFile(name)
+	if err != nil {
+		return err
+	}
+	tx, err := s.write.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM schema_migrations WHERE version = ?`, version).Scan(&n); err != nil {
+		return err
+	}
+	if n > 0 {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, string(body)); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, applied_at_ms) VALUES (?, ?)`,
+		version, time.Now().UnixMilli()); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	s.logger.Info("sqlite migration applied", "version", version)
+	return nil
+}
+
+// constraint returns the extended SQLite result code of a constraint
+// violation in err's chain, or 0.
+func constraint(err error) int {
+	if e, ok := errors.AsType[*msqlite.Error](err); ok && e.Code()&0xff == sqlite3.SQLITE_CONSTRAINT {
+		return e.Code()
+	}
+	return 0
+}
+
+// ms converts a time to the unix milliseconds the schema stores.
+func ms(t time.Time) int64 { return t.UnixMilli() }
+
+// fromMS converts stored unix milliseconds back to a UTC time.
+func fromMS(v int64) time.Time { return time.UnixMilli(v).UTC() }
+
+// queryer is what both *sql.DB and *sql.Tx offer, so reads can run alone
+// or inside a transaction.
+type queryer interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}

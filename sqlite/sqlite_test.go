@@ -1,0 +1,177 @@
+package sqlite_test
+
+import (
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/sqlite"
+	"github.com/flashsale/flashsale/storetest"
+	"github.com/google/go-cmp/cmp"
+	"go.uber.org/goleak"
+)
+
+// TestMain checks that closing a store leaves no goroutine behind.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// MustOpenStore opens a migrated store in a fresh file under tb.TempDir()
+// and closes it when the test ends.
+func MustOpenStore(tb testing.TB) *sqlite.Store {
+	tb.Helper()
+	return mustOpenPath(tb, filepath.Join(tb.TempDir(), "flashsale.db"))
+}
+
+func mustOpenPath(tb testing.TB, path string) *sqlite.Store {
+	tb.Helper()
+	s, err := sqlite.Open(tb.Context(), path, slog.New(slog.DiscardHandler))
+	if err != nil {
+		tb.Fatalf("Open: %v", err)
+	}
+	tb.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			tb.Errorf("Close: %v", err)
+		}
+	})
+	if err := s.Migrate(tb.Context()); err != nil {
+		tb.Fatalf("Migrate: %v", err)
+	}
+	return s
+}
+
+func TestStore(t *testing.T) {
+	storetest.Run(t, func(tb testing.TB) flashsale.Store { return MustOpenStore(tb) })
+}
+
+func testSale(id string) *flashsale.Sale {
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	return &flashsale.Sale{
+		ID: id, Title: "Winter", Hotel: "Grand", RoomType: "King", Price: 100, OriginalPrice: 200, Currency: "CNY",
+		StartsAt: now.Add(-time.Hour), EndsAt: now.Add(time.Hour), PerUserLimit: 1, HoldSeconds: 30, CreatedAt: now,
+		Nights: []flashsale.Night{{Date: "2026-12-24", Stock: 1_000_000}},
+	}
+}
+
+// TestReopen checks that committed data survives Close and a fresh Open,
+// and that Migrate is idempotent on an existing database.
+func TestReopen(t *testing.T) {
+	path := "sqlite://" + filepath.Join(t.TempDir(), "flashsale.db")
+	sale := testSale("s1")
+	r := flashsale.Reservation{OrderID: "o1", SaleID: "s1", UserID: "u1", IdempotencyKey: "k1", FirstNight: 0,
+		Nights: 1, Rooms: 1, Amount: 100, HoldExpiresAt: time.Now().Add(time.Minute)}
+
+	s, err := sqlite.Open(t.Context(), path, nil)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	if err := s.Migrate(t.Context()); err != nil {
+		t.Fatalf("Migrate: %v", err)
+	}
+	if err := s.CreateSale(t.Context(), sale); err != nil {
+		t.Fatalf("CreateSale: %v", err)
+	}
+	if errs, err := s.PlaceOrders(t.Context(), []flashsale.Reservation{r}); err != nil || errs[0] != nil {
+		t.Fatalf("PlaceOrders = %v, %v", errs, err)
+	}
+	want, err := s.Order(t.Context(), "o1")
+	if err != nil {
+		t.Fatalf("Order: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+
+	s2 := mustOpenPath(t, path) // migrates again: must be a no-op
+	got, err := s2.Order(t.Context(), "o1")
+	if err != nil {
+		t.Fatalf("Order after reopen: %v", err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("order after reopen mismatch (-want +got):\n%s", diff)
+	}
+	gotSale, err := s2.Sale(t.Context(), "s1")
+	if err != nil {
+		t.Fatalf("Sale after reopen: %v", err)
+	}
+	if diff := cmp.Diff(sale, gotSale); diff != "" {
+		t.Errorf("sale after reopen mismatch (-want +got):\n%s", diff)
+	}
+	nights, err := s2.NightStocks(t.Context(), "s1")
+	if err != nil {
+		t.Fatalf("NightStocks: %v", err)
+	}
+	if got, want := nights[0].Held, 1; got != want {
+		t.Errorf("held after reopen = %d, want %d", got, want)
+	}
+	// The key is still bound after reopen.
+	errs, err := s2.PlaceOrders(t.Context(), []flashsale.Reservation{r})
+	if err != nil || len(errs) != 1 || errs[0] != flashsale.ErrDuplicate {
+		t.Errorf("redelivery after reopen = %v, %v; want ErrDuplicate", errs, err)
+	}
+}
+
+func TestCreateSaleConflict(t *testing.T) {
+	s := MustOpenStore(t)
+	if err := s.CreateSale(t.Context(), testSale("s1")); err != nil {
+		t.Fatalf("CreateSale: %v", err)
+	}
+	err := s.CreateSale(t.Context(), testSale("s1"))
+	if got, want := flashsale.ErrorCode(err), flashsale.EConflict; got != want {
+		t.Errorf("CreateSale twice = %v (code %q), want code %q", err, got, want)
+	}
+}
+
+func TestOpenInvalidPath(t *testing.T) {
+	for _, path := range []string{"", "sqlite://", "a.db?mode=ro"} {
+		if s, err := sqlite.Open(t.Context(), path, nil); err == nil {
+			s.Close()
+			t.Errorf("Open(%q) succeeded, want an error", path)
+		}
+	}
+}
+
+// BenchmarkPlaceOrders measures one reservation's cost when PlaceOrders
+// commits batches of the given size: every commit is an fsync, so batching
+// (group commit) divides that cost among the batch.
+func BenchmarkPlaceOrders(b *testing.B) {
+	for _, size := range []int{1, 64, 512} {
+		b.Run(fmt.Sprintf("batch=%d", size), func(b *testing.B) {
+			s := MustOpenStore(b)
+			const perSale = 512 * 1000 // a multiple of every batch size, below MaxStock
+			hold := time.Now().Add(time.Hour)
+			batch := make([]flashsale.Reservation, 0, size)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i += size {
+				if i%perSale < size { // a new sale before the stock runs out
+					b.StopTimer()
+					if err := s.CreateSale(b.Context(), testSale(fmt.Sprintf("s%d", i/perSale))); err != nil {
+						b.Fatalf("CreateSale: %v", err)
+					}
+					b.StartTimer()
+				}
+				batch = batch[:0]
+				for j := i; j < min(i+size, b.N); j++ {
+					batch = append(batch, flashsale.Reservation{
+						OrderID: fmt.Sprintf("o%09d", j), SaleID: fmt.Sprintf("s%d", i/perSale), UserID: fmt.Sprintf("u%09d", j),
+						Nights: 1, Rooms: 1, Amount: 100, HoldExpiresAt: hold,
+					})
+				}
+				errs, err := s.PlaceOrders(b.Context(), batch)
+				if err != nil {
+					b.Fatalf("PlaceOrders: %v", err)
+				}
+				for _, err := range errs {
+					if err != nil {
+						b.Fatalf("PlaceOrders result: %v", err)
+					}
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "orders/s")
+		})
+	}
+}
