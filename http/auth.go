@@ -1,0 +1,241 @@
+package http
+
+import (
+	"crypto/subtle"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/flashsale/flashsale"
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// Authentication errors. They are sentinels so a flood of bad tokens
+// allocates no error values.
+var (
+	errUnauthenticated = &flashsale.Error{Code: flashsale.EUnauthenticated, Message: "a valid bearer token is required"}
+	errForbidden       = &flashsale.Error{Code: flashsale.EForbidden, Message: "this route needs the admin token"}
+)
+
+// MaxSubject bounds a user ID (the JWT sub claim).
+const MaxSubject = 64
+
+// userClaims is the part of a user JWT the API reads. A small struct rather
+// than jwt.MapClaims: the JWT is parsed on every purchase.
+type userClaims struct {
+	Subject   string           `json:"sub"`
+	Tier      string           `json:"tier,omitempty"`
+	ExpiresAt *jwt.NumericDate `json:"exp"`
+	NotBefore *jwt.NumericDate `json:"nbf,omitempty"`
+	IssuedAt  *jwt.NumericDate `json:"iat,omitempty"`
+}
+
+var _ jwt.Claims = (*userClaims)(nil)
+
+func (c *userClaims) GetExpirationTime() (*jwt.NumericDate, error) { return c.ExpiresAt, nil }
+func (c *userClaims) GetNotBefore() (*jwt.NumericDate, error)      { return c.NotBefore, nil }
+func (c *userClaims) GetIssuedAt() (*jwt.NumericDate, error)       { return c.IssuedAt, nil }
+func (c *userClaims) GetIssuer() (string, error)                   { return "", nil }
+func (c *userClaims) GetSubject() (string, error)                  { return c.Subject, nil }
+func (c *userClaims) GetAudience() (jwt.ClaimStrings, error)       { return nil, nil }
+
+// validSubject reports whether sub is a usable user ID: 1 to 64 characters
+// of [A-Za-z0-9._@:-], so it is safe in keys, logs and URLs.
+func validSubject(sub string) bool {
+	if sub == "" || len(sub) > MaxSubject {
+		return false
+	}
+	for i := 0; i < len(sub); i++ {
+		c := sub[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case c == '.', c == '_', c == '@', c == ':', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// bearer returns the token of an "Authorization: Bearer <token>" header.
+func bearer(r *http.Request) (string, bool) {
+	v := r.Header.Get("Authorization")
+	const prefix = "Bearer "
+	if len(v) <= len(prefix) || !strings.EqualFold(v[:len(prefix)], prefix) {
+		return "", false
+	}
+	tok := strings.TrimSpace(v[len(prefix):])
+	return tok, tok != ""
+}
+
+// authenticate returns the user of a request's bearer JWT, or errUnauthenticated.
+func (s *Server) authenticate(r *http.Request) (flashsale.User, error) {
+	tok, ok := bearer(r)
+	if !ok {
+		return flashsale.User{}, errUnauthenticated
+	}
+	return s.verifyUser(tok)
+}
+
+// verifyUser checks a user JWT: HS256 only, exp required and in the future,
+// a well-formed sub. Verified tokens are cached until their exp (see
+// userCache), so a guest retrying a purchase pays for one HMAC and one JSON
+// parse per token rather than per request.
+func (s *Server) verifyUser(tok string) (flashsale.User, error) {
+	if len(s.secret) == 0 || len(tok) > maxTokenLen {
+		return flashsale.User{}, errUnauthenticated
+	}
+	now := s.now()
+	if u, ok := s.users.get(tok, now); ok {
+		return u, nil
+	}
+	var c userClaims
+	if _, err := s.parser.ParseWithClaims(tok, &c, s.key); err != nil {
+		return flashsale.User{}, errUnauthenticated
+	}
+	if !validSubject(c.Subject) {
+		return flashsale.User{}, errUnauthenticated
+	}
+	u := flashsale.User{ID: c.Subject, Tier: flashsale.Tier(c.Tier)}
+	s.users.put(tok, u, c.ExpiresAt.Time)
+	return u, nil
+}
+
+// maxTokenLen bounds the JWT parsed; a legitimate token is a few hundred bytes.
+const maxTokenLen = 4096
+
+func (s *Server) key(*jwt.Token) (any, error) { return s.secret, nil }
+
+// isAdmin reports whether the request carries the admin token. The
+// comparison is constant-time so response timing does not reveal it.
+func (s *Server) isAdmin(r *http.Request) bool {
+	tok, ok := bearer(r)
+	if !ok || len(s.admin) == 0 {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(tok), s.admin) == 1
+}
+
+// requireAdmin lets only the admin token through. A valid user JWT is
+// answered 403 (authenticated, not allowed); anything else 401.
+func (s *Server) requireAdmin(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if s.isAdmin(r) {
+			h(w, r)
+			return
+		}
+		if _, err := s.authenticate(r); err == nil {
+			s.writeError(w, r, errForbidden)
+			return
+		}
+		s.writeError(w, r, errUnauthenticated)
+	}
+}
+
+// userCacheSize bounds the verified-token cache. Only tokens that passed
+// verification enter it, so its size is bounded by what holders of the
+// secret issue; when full it is emptied, not grown.
+const userCacheSize = 1 << 16
+
+// userCache remembers verified user JWTs until their expiry. The key is the
+// exact token string, so a hit is a token already verified byte for byte.
+type userCache struct {
+	mu  sync.RWMutex
+	max int
+	m   map[string]cachedUser
+}
+
+type cachedUser struct {
+	user flashsale.User
+	exp  time.Time
+}
+
+func newUserCache(max int) *userCache {
+	return &userCache{max: max, m: make(map[string]cachedUser)}
+}
+
+func (c *userCache) get(tok string, now time.Time) (flashsale.User, bool) {
+	c.mu.RLock()
+	e, ok := c.m[tok]
+	c.mu.RUnlock()
+	if !ok || !now.Before(e.exp) {
+		return flashsale.User{}, false
+	}
+	return e.user, true
+}
+
+func (c *userCache) put(tok string, u flashsale.User, exp time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.m) >= c.max {
+		clear(c.m)
+	}
+	c.m[tok] = cachedUser{user: u, exp: exp}
+}
+
+// handleDemoLogin hands out a 24-hour user JWT for any well-formed user ID.
+// It is registered only in demo mode.
+func (s *Server) handleDemoLogin(w http.ResponseWriter, r *http.Request) {
+	body, err := decodeLogin(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	tok, exp, err := s.signUser(body.UserID, flashsale.Tier(body.Tier), 24*time.Hour)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, loginJSON{Token: tok, ExpiresAt: exp})
+}
+
+// loginJSON answers a demo login.
+type loginJSON struct {
+	Token     string    `json:"token"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// signUser issues a user JWT valid for ttl.
+func (s *Server) signUser(userID string, tier flashsale.Tier, ttl time.Duration) (string, time.Time, error) {
+	if len(s.secret) == 0 {
+		return "", time.Time{}, flashsale.Errorf(flashsale.EUnavailable, "no JWT secret is configured")
+	}
+	now := s.now()
+	exp := now.Add(ttl).Truncate(time.Second)
+	c := &userClaims{
+		Subject:   userID,
+		Tier:      string(tier),
+		ExpiresAt: jwt.NewNumericDate(exp),
+		IssuedAt:  jwt.NewNumericDate(now),
+	}
+	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString(s.secret)
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	return tok, exp, nil
+}
+
+// loginBody is the demo login request.
+type loginBody struct {
+	UserID string `json:"user_id"`
+	Tier   string `json:"tier"`
+}
+
+// decodeLogin decodes a demo login: a user ID that is a valid sub claim and
+// an optional known tier.
+func decodeLogin(r io.Reader) (loginBody, error) {
+	var b loginBody
+	if err := decodeBody(r, &b, false); err != nil {
+		return loginBody{}, err
+	}
+	if !validSubject(b.UserID) {
+		return loginBody{}, flashsale.Errorf(flashsale.EInvalid,
+			"user_id must be 1 to %d characters of letters, digits and . _ @ : -", MaxSubject)
+	}
+	if b.Tier != "" && flashsale.Tier(b.Tier).Rank() == 0 {
+		return loginBody{}, flashsale.Errorf(flashsale.EInvalid, "tier must be one of basic, silver, gold, platinum")
+	}
+	return b, nil
+}

@@ -1,0 +1,269 @@
+package http
+
+import (
+	"io"
+	"net/http"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/flashsale/flashsale"
+)
+
+// Bounds on a purchase request. They reject nonsense before the service
+// sees it; the sale's own limits are the service's to enforce.
+const (
+	// MaxRooms matches funnel.MaxRooms and the largest per_user_limit.
+	MaxRooms = 1000
+	// MaxPurchaseToken bounds the purchase token string.
+	MaxPurchaseToken = 512
+	// MaxIdempotencyKey bounds the Idempotency-Key header.
+	MaxIdempotencyKey = 128
+	// MaxPaymentRef bounds a payment reference.
+	MaxPaymentRef = 128
+)
+
+// purchaseWire is the wire form of a purchase. Nights and Rooms are
+// pointers to tell an absent field (the default, 1) from a present 0.
+type purchaseWire struct {
+	Token   string `json:"token"`
+	CheckIn string `json:"check_in"`
+	Nights  *int   `json:"nights"`
+	Rooms   *int   `json:"rooms"`
+}
+
+// purchaseBody is a decoded purchase. Zero values mean "absent": the
+// service applies the defaults (first night, 1 night, 1 room).
+type purchaseBody struct {
+	Token   string
+	CheckIn string
+	Nights  int
+	Rooms   int
+}
+
+// decodePurchase decodes a purchase body from untrusted input. Every field
+// is optional and an empty body is the all-defaults purchase; a present
+// nights or rooms must be at least 1. Errors are *flashsale.Error with
+// EInvalid or ETooLarge.
+func decodePurchase(r io.Reader) (purchaseBody, error) {
+	var w purchaseWire
+	if err := decodeBody(r, &w, true); err != nil {
+		return purchaseBody{}, err
+	}
+	b := purchaseBody{Token: w.Token, CheckIn: w.CheckIn}
+	if len(w.Token) > MaxPurchaseToken {
+		return purchaseBody{}, flashsale.Errorf(flashsale.EInvalid, "token is longer than %d bytes", MaxPurchaseToken)
+	}
+	if w.CheckIn != "" {
+		if _, err := time.Parse(flashsale.DateLayout, w.CheckIn); err != nil {
+			return purchaseBody{}, flashsale.Errorf(flashsale.EInvalid, "check_in must be a date like 2026-12-24")
+		}
+	}
+	if w.Nights != nil {
+		if *w.Nights < 1 || *w.Nights > flashsale.MaxNights {
+			return purchaseBody{}, flashsale.Errorf(flashsale.EInvalid, "nights must be between 1 and %d", flashsale.MaxNights)
+		}
+		b.Nights = *w.Nights
+	}
+	if w.Rooms != nil {
+		if *w.Rooms < 1 || *w.Rooms > MaxRooms {
+			return purchaseBody{}, flashsale.Errorf(flashsale.EInvalid, "rooms must be between 1 and %d", MaxRooms)
+		}
+		b.Rooms = *w.Rooms
+	}
+	return b, nil
+}
+
+// idempotencyKey returns the optional Idempotency-Key header: absent is "",
+// present must be a single value of 1 to 128 printable ASCII characters.
+func idempotencyKey(r *http.Request) (string, error) {
+	vs, ok := r.Header["Idempotency-Key"]
+	if !ok {
+		return "", nil
+	}
+	if len(vs) != 1 || !printableASCII(vs[0], MaxIdempotencyKey) {
+		return "", errBadIdempotencyKey
+	}
+	return vs[0], nil
+}
+
+var errBadIdempotencyKey = flashsale.Errorf(flashsale.EInvalid,
+	"Idempotency-Key must be one value of 1 to %d printable ASCII characters", MaxIdempotencyKey)
+
+// paidBody is the payment platform's confirmation.
+type paidBody struct {
+	PaymentRef string `json:"payment_ref"`
+}
+
+// decodePaid decodes a payment confirmation: payment_ref is required, 1 to
+// 128 characters of valid UTF-8 without control characters.
+func decodePaid(r io.Reader) (paidBody, error) {
+	var b paidBody
+	if err := decodeBody(r, &b, false); err != nil {
+		return paidBody{}, err
+	}
+	if !validText(b.PaymentRef, MaxPaymentRef) {
+		return paidBody{}, flashsale.Errorf(flashsale.EInvalid,
+			"payment_ref is required: 1 to %d characters, no control characters", MaxPaymentRef)
+	}
+	return b, nil
+}
+
+// validText reports whether s is 1 to max runes of valid UTF-8 with no
+// control characters.
+func validText(s string, max int) bool {
+	if s == "" || !utf8.ValidString(s) || utf8.RuneCountInString(s) > max {
+		return false
+	}
+	for _, c := range s {
+		if unicode.IsControl(c) {
+			return false
+		}
+	}
+	return true
+}
+
+// orderJSON is an order as its owner (and the payment platform) sees it.
+type orderJSON struct {
+	ID            string                `json:"order_id"`
+	SaleID        string                `json:"sale_id"`
+	UserID        string                `json:"user_id"`
+	Status        flashsale.OrderStatus `json:"status"`
+	CheckIn       string                `json:"check_in"`
+	Nights        int                   `json:"nights"`
+	Rooms         int                   `json:"rooms"`
+	Amount        int64                 `json:"amount"`
+	Currency      string                `json:"currency"`
+	HoldExpiresAt time.Time             `json:"hold_expires_at"`
+	PaymentRef    string                `json:"payment_ref,omitempty"`
+}
+
+func orderView(o *flashsale.Order) orderJSON {
+	return orderJSON{
+		ID: o.ID, SaleID: o.SaleID, UserID: o.UserID, Status: o.Status, CheckIn: o.CheckIn,
+		Nights: o.Nights, Rooms: o.Rooms, Amount: o.Amount, Currency: o.Currency,
+		HoldExpiresAt: o.HoldExpiresAt, PaymentRef: o.PaymentRef,
+	}
+}
+
+// acceptedJSON answers a purchase: enough to pay for it or poll it.
+type acceptedJSON struct {
+	OrderID       string                `json:"order_id"`
+	Status        flashsale.OrderStatus `json:"status"`
+	HoldExpiresAt time.Time             `json:"hold_expires_at"`
+	Amount        int64                 `json:"amount"`
+	Currency      string                `json:"currency"`
+}
+
+func (s *Server) handleIssueToken(w http.ResponseWriter, r *http.Request) {
+	u, err := s.authenticate(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	id, err := pathID(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	t, err := s.svc.IssueToken(r.Context(), u, id)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, t)
+}
+
+// handlePurchase is the hot path. It authenticates first (cheapest
+// rejection of anonymous floods), then validates everything it can before
+// the service spends any I/O.
+func (s *Server) handlePurchase(w http.ResponseWriter, r *http.Request) {
+	u, err := s.authenticate(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	id, err := pathID(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	key, err := idempotencyKey(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	b, err := decodePurchase(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	o, err := s.svc.Purchase(r.Context(), u, flashsale.PurchaseRequest{
+		SaleID: id, IdempotencyKey: key, Token: b.Token,
+		CheckIn: b.CheckIn, Nights: b.Nights, Rooms: b.Rooms,
+	})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, acceptedJSON{
+		OrderID: o.ID, Status: o.Status, HoldExpiresAt: o.HoldExpiresAt, Amount: o.Amount, Currency: o.Currency,
+	})
+}
+
+func (s *Server) handleOrder(w http.ResponseWriter, r *http.Request) {
+	u, err := s.authenticate(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	id, err := pathID(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	o, err := s.svc.Order(r.Context(), u, id)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, orderView(o))
+}
+
+func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
+	u, err := s.authenticate(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	id, err := pathID(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	o, err := s.svc.Cancel(r.Context(), u, id)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, orderView(o))
+}
+
+func (s *Server) handlePaid(w http.ResponseWriter, r *http.Request) {
+	id, err := pathID(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	b, err := decodePaid(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	o, err := s.svc.MarkPaid(r.Context(), id, b.PaymentRef)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, orderView(o))
+}

@@ -1,0 +1,264 @@
+package http
+
+import (
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/flashsale/flashsale"
+)
+
+// saleBody is the wire form of a new sale. Optional fields are pointers so
+// an absent field takes its default while a present zero stays zero (and
+// fails validation). Times are strings so a bad one is reported by name.
+type saleBody struct {
+	Title         string            `json:"title"`
+	Hotel         string            `json:"hotel"`
+	RoomType      string            `json:"room_type"`
+	Nights        []flashsale.Night `json:"nights"`
+	Price         int64             `json:"price"`
+	OriginalPrice int64             `json:"original_price"`
+	Currency      string            `json:"currency"`
+	StartsAt      string            `json:"starts_at"`
+	EndsAt        string            `json:"ends_at"`
+	PerUserLimit  *int              `json:"per_user_limit"`
+	HoldSeconds   *int              `json:"hold_seconds"`
+	PurchaseToken *bool             `json:"purchase_token"`
+	Eligibility   struct {
+		MinTier flashsale.Tier `json:"min_tier"`
+	} `json:"eligibility"`
+}
+
+// decodeSale decodes and validates a new sale from untrusted input. Errors
+// are *flashsale.Error with EInvalid or ETooLarge.
+func decodeSale(r io.Reader) (*flashsale.Sale, error) {
+	var b saleBody
+	if err := decodeBody(r, &b, false); err != nil {
+		return nil, err
+	}
+	s := &flashsale.Sale{
+		Title:         b.Title,
+		Hotel:         b.Hotel,
+		RoomType:      b.RoomType,
+		Nights:        b.Nights,
+		Price:         b.Price,
+		OriginalPrice: b.OriginalPrice,
+		Currency:      b.Currency,
+		PerUserLimit:  flashsale.PerUserLimitDefault,
+		HoldSeconds:   flashsale.HoldSecondsDefault,
+		PurchaseToken: true,
+		Eligibility:   flashsale.Eligibility{MinTier: b.Eligibility.MinTier},
+	}
+	if b.PerUserLimit != nil {
+		s.PerUserLimit = *b.PerUserLimit
+	}
+	if b.HoldSeconds != nil {
+		s.HoldSeconds = *b.HoldSeconds
+	}
+	if b.PurchaseToken != nil {
+		s.PurchaseToken = *b.PurchaseToken
+	}
+	var err error
+	if s.StartsAt, err = parseTime("starts_at", b.StartsAt); err != nil {
+		return nil, err
+	}
+	if s.EndsAt, err = parseTime("ends_at", b.EndsAt); err != nil {
+		return nil, err
+	}
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func parseTime(field, v string) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, flashsale.Errorf(flashsale.EInvalid, "%s is required", field)
+	}
+	t, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		return time.Time{}, flashsale.Errorf(flashsale.EInvalid, "%s must be an RFC 3339 time like 2026-12-24T20:00:00+08:00", field)
+	}
+	return t, nil
+}
+
+// saleJSON is a sale as the admin sees it: every field plus the database's
+// counters per night.
+type saleJSON struct {
+	ID            string                 `json:"id"`
+	Title         string                 `json:"title"`
+	Hotel         string                 `json:"hotel"`
+	RoomType      string                 `json:"room_type"`
+	Price         int64                  `json:"price"`
+	OriginalPrice int64                  `json:"original_price"`
+	Currency      string                 `json:"currency"`
+	StartsAt      time.Time              `json:"starts_at"`
+	EndsAt        time.Time              `json:"ends_at"`
+	PerUserLimit  int                    `json:"per_user_limit"`
+	HoldSeconds   int                    `json:"hold_seconds"`
+	PurchaseToken bool                   `json:"purchase_token"`
+	Eligibility   flashsale.Eligibility  `json:"eligibility"`
+	CreatedAt     time.Time              `json:"created_at"`
+	Status        flashsale.SaleStatus   `json:"status"`
+	ServerTime    time.Time              `json:"server_time"`
+	Nights        []flashsale.NightStock `json:"nights"`
+}
+
+func adminView(v *flashsale.SaleView) saleJSON {
+	s := v.Sale
+	nights := v.Nights
+	if nights == nil {
+		nights = []flashsale.NightStock{}
+	}
+	return saleJSON{
+		ID: s.ID, Title: s.Title, Hotel: s.Hotel, RoomType: s.RoomType,
+		Price: s.Price, OriginalPrice: s.OriginalPrice, Currency: s.Currency,
+		StartsAt: s.StartsAt, EndsAt: s.EndsAt, PerUserLimit: s.PerUserLimit,
+		HoldSeconds: s.HoldSeconds, PurchaseToken: s.PurchaseToken, Eligibility: s.Eligibility,
+		CreatedAt: s.CreatedAt, Status: v.Status, ServerTime: v.ServerTime, Nights: nights,
+	}
+}
+
+// publicSaleJSON is a sale as a guest sees it: no hold length, no counters
+// beyond what is left to buy.
+type publicSaleJSON struct {
+	ID            string                `json:"id"`
+	Title         string                `json:"title"`
+	Hotel         string                `json:"hotel"`
+	RoomType      string                `json:"room_type"`
+	Price         int64                 `json:"price"`
+	OriginalPrice int64                 `json:"original_price"`
+	Currency      string                `json:"currency"`
+	StartsAt      time.Time             `json:"starts_at"`
+	EndsAt        time.Time             `json:"ends_at"`
+	PerUserLimit  int                   `json:"per_user_limit"`
+	PurchaseToken bool                  `json:"purchase_token"`
+	Eligibility   flashsale.Eligibility `json:"eligibility"`
+	ServerTime    time.Time             `json:"server_time"`
+	Status        flashsale.SaleStatus  `json:"status"`
+	Nights        []publicNightJSON     `json:"nights"`
+}
+
+type publicNightJSON struct {
+	Date      string `json:"date"`
+	Available int    `json:"available"`
+}
+
+func publicView(v *flashsale.SaleView) publicSaleJSON {
+	s := v.Sale
+	nights := make([]publicNightJSON, len(v.Nights))
+	for i, n := range v.Nights {
+		nights[i] = publicNightJSON{Date: n.Date, Available: n.Available}
+	}
+	return publicSaleJSON{
+		ID: s.ID, Title: s.Title, Hotel: s.Hotel, RoomType: s.RoomType,
+		Price: s.Price, OriginalPrice: s.OriginalPrice, Currency: s.Currency,
+		StartsAt: s.StartsAt, EndsAt: s.EndsAt, PerUserLimit: s.PerUserLimit,
+		PurchaseToken: s.PurchaseToken, Eligibility: s.Eligibility,
+		ServerTime: v.ServerTime, Status: v.Status, Nights: nights,
+	}
+}
+
+// createdSaleJSON is the answer to a sale creation: the sale as stored.
+type createdSaleJSON struct {
+	ID            string                `json:"id"`
+	Title         string                `json:"title"`
+	Hotel         string                `json:"hotel"`
+	RoomType      string                `json:"room_type"`
+	Nights        []flashsale.Night     `json:"nights"`
+	Price         int64                 `json:"price"`
+	OriginalPrice int64                 `json:"original_price"`
+	Currency      string                `json:"currency"`
+	StartsAt      time.Time             `json:"starts_at"`
+	EndsAt        time.Time             `json:"ends_at"`
+	PerUserLimit  int                   `json:"per_user_limit"`
+	HoldSeconds   int                   `json:"hold_seconds"`
+	PurchaseToken bool                  `json:"purchase_token"`
+	Eligibility   flashsale.Eligibility `json:"eligibility"`
+	CreatedAt     time.Time             `json:"created_at"`
+}
+
+func (s *Server) handleCreateSale(w http.ResponseWriter, r *http.Request) {
+	sale, err := decodeSale(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	created, err := s.svc.CreateSale(r.Context(), sale)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	// The sale type is the contract for this answer; copying it into a
+	// wire struct keeps a future field on flashsale.Sale from leaking out
+	// unreviewed.
+	writeJSON(w, http.StatusCreated, createdSaleJSON{
+		ID: created.ID, Title: created.Title, Hotel: created.Hotel, RoomType: created.RoomType,
+		Nights: created.Nights, Price: created.Price, OriginalPrice: created.OriginalPrice,
+		Currency: created.Currency, StartsAt: created.StartsAt, EndsAt: created.EndsAt,
+		PerUserLimit: created.PerUserLimit, HoldSeconds: created.HoldSeconds,
+		PurchaseToken: created.PurchaseToken, Eligibility: created.Eligibility, CreatedAt: created.CreatedAt,
+	})
+}
+
+func (s *Server) handleAdminSale(w http.ResponseWriter, r *http.Request) {
+	id, err := pathID(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	v, err := s.svc.AdminSale(r.Context(), id)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, adminView(v))
+}
+
+func (s *Server) handlePreheat(w http.ResponseWriter, r *http.Request) {
+	id, err := pathID(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if err := s.svc.Preheat(r.Context(), id); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, statusBody{Status: "preheated"})
+}
+
+// publicCache lets a CDN or browser absorb the countdown's refreshes: a
+// second-old view is fine, the purchase itself is the check.
+var publicCache = []string{"public, max-age=1"}
+
+func (s *Server) handleSales(w http.ResponseWriter, r *http.Request) {
+	vs, err := s.svc.Sales(r.Context())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := struct {
+		Sales []publicSaleJSON `json:"sales"`
+	}{Sales: make([]publicSaleJSON, len(vs))}
+	for i, v := range vs {
+		out.Sales[i] = publicView(v)
+	}
+	w.Header()["Cache-Control"] = publicCache
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) handlePublicSale(w http.ResponseWriter, r *http.Request) {
+	id, err := pathID(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	v, err := s.svc.PublicSale(r.Context(), id)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.Header()["Cache-Control"] = publicCache
+	writeJSON(w, http.StatusOK, publicView(v))
+}

@@ -1,0 +1,186 @@
+// Package http is the JSON API over flashsale.Service: routing, user and
+// admin authentication, decoding of untrusted input and the one map from
+// error codes to statuses. It holds no business rules; every decision about
+// stock, limits and tokens is the service's.
+package http
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/api"
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// Config configures a Server.
+type Config struct {
+	// JWTSecret verifies (and, in demo mode, signs) user tokens with HS256.
+	// When empty every user request is unauthenticated: the server fails closed.
+	JWTSecret []byte
+	// AdminToken is the bearer token of the admin routes and of the payment
+	// callback. When empty the admin routes reject every request.
+	AdminToken string
+	// Demo registers POST /api/demo/login, which hands out user tokens to
+	// anyone. Never enable it in production.
+	Demo bool
+	// Now is the clock for token expiry; time.Now when nil.
+	Now func() time.Time
+	// Logger receives internal errors; discarded when nil.
+	Logger *slog.Logger
+}
+
+// Server serves the API. It is safe for concurrent use.
+type Server struct {
+	svc     flashsale.Service
+	admin   []byte
+	secret  []byte
+	demo    bool
+	now     func() time.Time
+	log     *slog.Logger
+	parser  *jwt.Parser
+	users   *userCache
+	mux     *http.ServeMux
+	handler http.Handler
+}
+
+// NewServer returns a Server over svc.
+func NewServer(svc flashsale.Service, cfg Config) *Server {
+	s := &Server{
+		svc:    svc,
+		admin:  []byte(cfg.AdminToken),
+		secret: cfg.JWTSecret,
+		demo:   cfg.Demo,
+		now:    cfg.Now,
+		log:    cfg.Logger,
+		users:  newUserCache(userCacheSize),
+		mux:    http.NewServeMux(),
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.parser = jwt.NewParser(
+		jwt.WithValidMethods([]string{"HS256"}),
+		jwt.WithExpirationRequired(),
+		jwt.WithTimeFunc(s.now),
+	)
+	for _, rt := range s.routes() {
+		s.mux.HandleFunc(rt.pattern, rt.handler)
+	}
+	s.mux.HandleFunc("/", s.handleNoRoute)
+	s.handler = http.HandlerFunc(s.serveHTTP)
+	return s
+}
+
+// Handler returns the API's root handler.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// route is one line of the routing table.
+type route struct {
+	pattern string
+	handler http.HandlerFunc
+}
+
+// routes is the single routing table. Admin routes are wrapped in
+// requireAdmin here, so a route cannot be added without deciding who may
+// call it; user routes authenticate inside the handler because they need
+// the user.
+func (s *Server) routes() []route {
+	rs := []route{
+		{"POST /api/admin/sales", s.requireAdmin(s.handleCreateSale)},
+		{"GET /api/admin/sales/{id}", s.requireAdmin(s.handleAdminSale)},
+		{"POST /api/admin/sales/{id}/preheat", s.requireAdmin(s.handlePreheat)},
+
+		{"GET /api/sales", s.handleSales},
+		{"GET /api/sales/{id}", s.handlePublicSale},
+		{"POST /api/sales/{id}/token", s.handleIssueToken},
+		{"POST /api/sales/{id}/purchase", s.handlePurchase},
+
+		{"GET /api/orders/{id}", s.handleOrder},
+		{"POST /api/orders/{id}/cancel", s.handleCancel},
+		{"POST /api/orders/{id}/paid", s.requireAdmin(s.handlePaid)},
+
+		{"GET /healthz", s.handleHealthz},
+		{"GET /readyz", s.handleReadyz},
+		{"GET /api/openapi.yaml", s.handleOpenAPI},
+	}
+	if s.demo {
+		rs = append(rs, route{"POST /api/demo/login", s.handleDemoLogin})
+	}
+	return rs
+}
+
+// serveHTTP recovers from handler panics with a JSON 500.
+func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	defer func() {
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			s.writeError(w, r, fmt.Errorf("panic: %v", v))
+		}
+	}()
+	s.mux.ServeHTTP(w, r)
+}
+
+// probeMethods are the methods tried when a path matched no route.
+var probeMethods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"}
+
+// handleNoRoute answers what no route matched, registered as "/" so the
+// mux's plain-text 404 and 405 never reach a client. It tells 404 from 405
+// by asking the mux which other methods the path has; only unmatched
+// requests pay for that, the routed ones pay nothing.
+func (s *Server) handleNoRoute(w http.ResponseWriter, r *http.Request) {
+	var allow []string
+	for _, m := range probeMethods {
+		if m == r.Method {
+			continue
+		}
+		probe := r.WithContext(r.Context())
+		probe.Method = m
+		if _, pattern := s.mux.Handler(probe); pattern != "/" && pattern != "" {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) == 0 {
+		s.writeError(w, r, flashsale.Errorf(flashsale.ENotFound, "no route for %s %s", r.Method, r.URL.Path))
+		return
+	}
+	w.Header().Set("Allow", strings.Join(allow, ", "))
+	s.writeError(w, r, errMethodNotAllowed)
+}
+
+func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, statusBody{Status: "ok"})
+}
+
+func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
+	if err := s.svc.Ready(r.Context()); err != nil {
+		// Not ready is an expected state, not an internal error: log the
+		// cause and answer 503 so the load balancer stops sending traffic.
+		s.log.WarnContext(r.Context(), "not ready", "err", err)
+		s.writeError(w, r, flashsale.ErrUnavailable)
+		return
+	}
+	writeJSON(w, http.StatusOK, statusBody{Status: "ok"})
+}
+
+func (s *Server) handleOpenAPI(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/yaml")
+	w.WriteHeader(http.StatusOK)
+	w.Write(api.OpenAPI)
+}
+
+type statusBody struct {
+	Status string `json:"status"`
+}
+
+// errMethodNotAllowed is the one error whose code is not a flashsale code:
+// 405 is about the route table, not the domain.
+var errMethodNotAllowed = &flashsale.Error{Code: EMethodNotAllowed, Message: "method not allowed for this route"}

@@ -1,0 +1,302 @@
+// Package mysql is the flashsale.Store for MySQL 8 and MariaDB 10.11, the
+// database of the distributed shape. Every counter change is a conditional
+// UPDATE whose rows-affected count is checked, inside the same transaction
+// as the order row it belongs to, so the database refuses an oversell even
+// if the stock engine in front of it were wrong.
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"math/rand/v2"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	gomysql "github.com/go-sql-driver/mysql"
+
+	"github.com/flashsale/flashsale"
+)
+
+// MySQL and MariaDB error numbers the store branches on.
+const (
+	errDupEntry     = 1062 // ER_DUP_ENTRY: a unique key refused the row
+	errLockDeadlock = 1213 // ER_LOCK_DEADLOCK: InnoDB chose this transaction as the victim
+)
+
+// Tunables with their defaults.
+const (
+	// MaxRetriesDefault is how many times a transaction that lost a deadlock
+	// is run again before the error is returned.
+	MaxRetriesDefault = 10
+	// MigrateLockTimeoutDefault bounds the wait for another instance's migration.
+	MigrateLockTimeoutDefault = 60 * time.Second
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// Store is a flashsale.Store backed by MySQL or MariaDB.
+type Store struct {
+	db     *sql.DB
+	logger *slog.Logger
+}
+
+var _ flashsale.Store = (*Store)(nil)
+
+// Open connects to the database named by a URL of the form
+// mysql://user:pass@host:port/db?params. Query parameters are passed to the
+// driver, except the few the store depends on, which it sets itself:
+// parseTime on, multiStatements off, clientFoundRows off (so an upsert that
+// changed nothing reports 0 rows) and interpolateParams on (one round trip per
+// statement instead of prepare, execute and close). It pings the server, so
+// a wrong URL fails here rather than on the first purchase.
+func Open(ctx context.Context, rawURL string, logger *slog.Logger) (*Store, error) {
+	cfg, err := parseURL(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("open mysql: %w", err)
+	}
+	conn, err := gomysql.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open mysql: %w", err)
+	}
+	db := sql.OpenDB(conn)
+	// The batch writer and the reaper hold connections only briefly; keep
+	// enough idle ones that a burst does not reconnect for every statement.
+	db.SetMaxIdleConns(16)
+	db.SetConnMaxLifetime(30 * time.Minute)
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open mysql: ping %s: %w", cfg.Addr, err)
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Store{db: db, logger: logger}, nil
+}
+
+// parseURL turns the URL into a driver configuration.
+func parseURL(rawURL string) (*gomysql.Config, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("parse url: %w", err)
+	}
+	if u.Scheme != "mysql" {
+		return nil, fmt.Errorf("parse url: scheme %q is not mysql", u.Scheme)
+	}
+	cfg := gomysql.NewConfig()
+	if u.RawQuery != "" {
+		// ParseDSN understands every driver parameter; only the query part
+		// goes through it so that passwords with odd characters are safe.
+		if cfg, err = gomysql.ParseDSN("/?" + u.RawQuery); err != nil {
+			return nil, fmt.Errorf("parse url parameters: %w", err)
+		}
+	}
+	cfg.Net = "tcp"
+	cfg.Addr = u.Host
+	if u.Port() == "" {
+		cfg.Addr = u.Hostname() + ":3306"
+	}
+	cfg.User = u.User.Username()
+	cfg.Passwd, _ = u.User.Password()
+	cfg.DBName = strings.TrimPrefix(u.Path, "/")
+	if cfg.DBName == "" {
+		return nil, errors.New("parse url: database name is missing")
+	}
+	cfg.ParseTime = true
+	cfg.MultiStatements = false
+	cfg.ClientFoundRows = false
+	cfg.InterpolateParams = true
+	cfg.Loc = time.UTC
+	return cfg, nil
+}
+
+// Close closes the connection pool.
+func (s *Store) Close() error { return s.db.Close() }
+
+// DB returns the underlying pool, for tests and the audit command.
+func (s *Store) DB() *sql.DB { return s.db }
+
+// Migrate applies the embedded migrations that are not yet recorded in
+// schema_migrations. Many instances may start at once, so it first takes a
+// named lock (GET_LOCK, named after this database, whose name is hashed
+// to fit MySQL 8's 64-character limit) on one connection and holds
+// it until done; the others wait, then find nothing left to do. MySQL commits
+// DDL implicitly, so every statement is written to be safe to run again
+// (IF NOT EXISTS) should a migration be interrupted half way.
+func (s *Store) Migrate(ctx context.Context) error {
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	defer conn.Close()
+
+	var got sql.NullInt64
+	err = conn.QueryRowContext(ctx, "SELECT GET_LOCK(CONCAT('flashsale_migrate.', MD5(DATABASE())), ?)",
+		int(MigrateLockTimeoutDefault/time.Second)).Scan(&got)
+	if err != nil {
+		return fmt.Errorf("migrate: lock: %w", err)
+	}
+	if got.Int64 != 1 {
+		return fmt.Errorf("migrate: lock: another instance held the migration lock for %s", MigrateLockTimeoutDefault)
+	}
+	defer func() {
+		// A fresh context: the lock must be released even if ctx is done.
+		// Closing the connection would release it too, but it goes back to
+		// the pool, so release it explicitly.
+		if _, err := conn.ExecContext(context.WithoutCancel(ctx),
+			"SELECT RELEASE_LOCK(CONCAT('flashsale_migrate.', MD5(DATABASE())))"); err != nil {
+			s.logger.Warn("release migration lock", "err", err)
+		}
+	}()
+
+	if _, err := conn.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version       INT          NOT NULL PRIMARY KEY,
+		name          VARCHAR(200) NOT NULL,
+		applied_at_ms BIGINT       NOT NULL
+	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`); err != nil {
+		return fmt.Errorf("migrate: create schema_migrations: %w", err)
+	}
+	applied := map[int]bool{}
+	rows, err := conn.QueryContext(ctx, "SELECT version FROM schema_migrations")
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	for rows.Next() {
+		var v int
+		if err := rows.Scan(&v); err != nil {
+			rows.Close()
+			return fmt.Errorf("migrate: %w", err)
+		}
+		applied[v] = true
+	}
+	if err := rows.Close(); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+
+	files, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	slices.Sort(files)
+	for _, file := range files {
+		name := strings.TrimPrefix(file, "migrations/")
+		version, err := strconv.Atoi(strings.SplitN(name, "_", 2)[0])
+		if err != nil {
+			return fmt.Errorf("migrate: %s: name must start with a version number: %w", name, err)
+		}
+		if applied[version] {
+			continue
+		}
+		body, err := migrations.ReadFile(file)
+		if err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+		// multiStatements is off, so each statement goes on its own.
+		for _, stmt := range splitStatements(string(body)) {
+			if _, err := conn.ExecContext(ctx, stmt); err != nil {
+				return fmt.Errorf("migrate: %s: %w", name, err)
+			}
+		}
+		if _, err := conn.ExecContext(ctx,
+			"INSERT INTO schema_migrations (version, name, applied_at_ms) VALUES (?, ?, ?)",
+			version, name, time.Now().UnixMilli()); err != nil {
+			return fmt.Errorf("migrate: %s: record: %w", name, err)
+		}
+		s.logger.Info("migration applied", "engine", "mysql", "migration", name)
+	}
+	return nil
+}
+
+// splitStatements splits a migration file at semicolons that end a line.
+// Comment-only chunks are dropped. The migrations are ours, so no statement
+// contains such a semicolon inside a string.
+func splitStatements(body string) []string {
+	var stmts []string
+	for chunk := range strings.SplitSeq(body, ";\n") {
+		var b strings.Builder
+		for line := range strings.SplitSeq(chunk, "\n") {
+			if t := strings.TrimSpace(line); t == "" || strings.HasPrefix(t, "--") {
+				continue
+			}
+			b.WriteString(line)
+			b.WriteByte('\n')
+		}
+		if stmt := strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(b.String()), ";")); stmt != "" {
+			stmts = append(stmts, stmt)
+		}
+	}
+	return stmts
+}
+
+// inTx runs fn in a READ COMMITTED transaction, running it again from the
+// start when InnoDB picks it as a deadlock victim. Concurrent batches touch
+// nights and user rows in reservation order, which no single order can make
+// consistent across batches, so deadlocks are possible and expected to be
+// rare; InnoDB rolls the victim back entirely, so a rerun is always safe. READ
+// COMMITTED keeps InnoDB from taking gap locks on the night ranges, which
+// would only add more of them.
+func (s *Store) inTx(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
+	for attempt := 1; ; attempt++ {
+		err := s.tx(ctx, fn)
+		if err == nil {
+			return nil
+		}
+		if me, ok := errors.AsType[*gomysql.MySQLError](err); !ok || me.Number != errLockDeadlock || attempt >= MaxRetriesDefault {
+			return err
+		}
+		s.logger.Warn("deadlock, retrying transaction", "op", op, "attempt", attempt)
+		// Back off a little, with jitter, so the survivors of the deadlock
+		// do not collide again in lockstep.
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Duration(attempt) * time.Duration(1+rand.IntN(5)) * time.Millisecond):
+		}
+	}
+}
+
+func (s *Store) tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// isDuplicate reports whether err is a unique key violation.
+func isDuplicate(err error) bool {
+	me, ok := errors.AsType[*gomysql.MySQLError](err)
+	return ok && me.Number == errDupEntry
+}
+
+// ms stores a time as unix milliseconds; the zero time is stored as 0 so it
+// reads back as the zero time.
+func ms(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+// fromMS is the inverse of ms. Times come back in UTC.
+func fromMS(v int64) time.Time {
+	if v == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(v).UTC()
+}
+
+// nullKey stores an empty idempotency key as NULL, which the unique key ignores.
+func nullKey(k string) sql.NullString { return sql.NullString{String: k, Valid: k != ""} }

@@ -1,0 +1,495 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/flashsale/flashsale"
+)
+
+// orderColumns reads an order with its check-in date (the date of its first
+// night; empty if the sale is unknown, which only a failed order can name).
+const orderColumns = `o.id, o.sale_id, o.user_id, o.idempotency_key, o.status, o.first_night, o.nights,
+	o.rooms, o.amount, o.currency, o.hold_expires_at_ms, o.payment_ref, o.created_at_ms, o.updated_at_ms,
+	COALESCE(to_char(n.date, 'YYYY-MM-DD'), '')
+	FROM orders o LEFT JOIN nights n ON n.sale_id = o.sale_id AND n.idx = o.first_night `
+
+func scanOrder(row pgx.Row) (*flashsale.Order, error) {
+	var (
+		o                             flashsale.Order
+		key                           *string
+		status                        string
+		holdExpires, created, updated int64
+	)
+	if err := row.Scan(&o.ID, &o.SaleID, &o.UserID, &key, &status, &o.FirstNight, &o.Nights,
+		&o.Rooms, &o.Amount, &o.Currency, &holdExpires, &o.PaymentRef, &created, &updated, &o.CheckIn); err != nil {
+		return nil, err
+	}
+	if key != nil {
+		o.IdempotencyKey = *key
+	}
+	o.Status = flashsale.OrderStatus(status)
+	o.HoldExpiresAt, o.CreatedAt, o.UpdatedAt = fromMS(holdExpires), fromMS(created), fromMS(updated)
+	return &o, nil
+}
+
+func queryOrder(ctx context.Context, q querier, where string, args ...any) (*flashsale.Order, error) {
+	o, err := scanOrder(q.QueryRow(ctx, `SELECT `+orderColumns+where, args...))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, flashsale.ErrNotFound
+	}
+	return o, err
+}
+
+func queryOrders(ctx context.Context, q querier, where string, args ...any) ([]*flashsale.Order, error) {
+	rows, err := q.Query(ctx, `SELECT `+orderColumns+where, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	orders := []*flashsale.Order{}
+	for rows.Next() {
+		o, err := scanOrder(rows)
+		if err != nil {
+			return nil, err
+		}
+		orders = append(orders, o)
+	}
+	return orders, rows.Err()
+}
+
+// Order returns one order, or ErrNotFound.
+func (s *Store) Order(ctx context.Context, id string) (*flashsale.Order, error) {
+	o, err := queryOrder(ctx, s.pool, `WHERE o.id = $1`, id)
+	if err != nil {
+		return nil, fmt.Errorf("order: order=%s: %w", id, err)
+	}
+	return o, nil
+}
+
+// OrderByKey returns the order a user placed with an idempotency key, or
+// ErrNotFound. The empty key names no order.
+func (s *Store) OrderByKey(ctx context.Context, saleID, userID, key string) (*flashsale.Order, error) {
+	if key == "" {
+		return nil, fmt.Errorf("order by key: sale=%s: %w", saleID, flashsale.ErrNotFound)
+	}
+	o, err := queryOrder(ctx, s.pool, `WHERE o.sale_id = $1 AND o.user_id = $2 AND o.idempotency_key = $3`, saleID, userID, key)
+	if err != nil {
+		return nil, fmt.Errorf("order by key: sale=%s: %w", saleID, err)
+	}
+	return o, nil
+}
+
+// ExpiredHolds returns up to limit held orders whose hold ended at or before
+// now, oldest first. The (status, hold_expires_at_ms) index serves it.
+func (s *Store) ExpiredHolds(ctx context.Context, now time.Time, limit int) ([]*flashsale.Order, error) {
+	if limit <= 0 {
+		return []*flashsale.Order{}, nil
+	}
+	orders, err := queryOrders(ctx, s.pool, `WHERE o.status = 'held' AND o.hold_expires_at_ms <= $1
+		ORDER BY o.hold_expires_at_ms, o.id LIMIT $2`, now.UnixMilli(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("expired holds: %w", err)
+	}
+	return orders, nil
+}
+
+// saleTerms is what PlaceOrders needs to know about a sale.
+type saleTerms struct {
+	known    bool
+	limit    int
+	currency string
+}
+
+// The statements of one reservation. Each either changes its row(s) or
+// reports zero rows; none raises an error in the normal course, because an
+// error would abort the rest of the pipeline.
+const (
+	sqlInsertHeld = `INSERT INTO orders (id, sale_id, user_id, idempotency_key, status, first_night,
+		nights, rooms, amount, currency, hold_expires_at_ms, payment_ref, created_at_ms, updated_at_ms)
+		VALUES ($1, $2, $3, $4, 'held', $5, $6, $7, $8, $9, $10, '', $11, $11)
+		ON CONFLICT DO NOTHING`
+	sqlAddUserRooms = `INSERT INTO user_rooms (sale_id, user_id, rooms) SELECT $1::text, $2::text, $3::int WHERE $3::int <= $4::int
+		ON CONFLICT (sale_id, user_id) DO UPDATE SET rooms = user_rooms.rooms + EXCLUDED.rooms
+		WHERE user_rooms.rooms + EXCLUDED.rooms <= $4::int`
+	sqlHoldNights = `UPDATE nights SET held = held + $1
+		WHERE sale_id = $2 AND idx >= $3 AND idx < $4 AND stock - held - sold >= $1`
+	// sqlInsertFailed writes a refused order. Without a key it cannot clash
+	// on the key, so zero rows means the ID exists: a redelivery.
+	sqlInsertFailed = `INSERT INTO orders (id, sale_id, user_id, idempotency_key, status, first_night,
+		nights, rooms, amount, currency, hold_expires_at_ms, payment_ref, created_at_ms, updated_at_ms)
+		VALUES ($1, $2, $3, $4, 'failed', $5, $6, $7, $8, $9, $10, '', $11, $11)
+		ON CONFLICT (id) DO NOTHING`
+)
+
+// head is what a batch must do first about the previous window.
+type head int
+
+const (
+	headNone    head = iota
+	headRelease      // the window stood: release its savepoint
+	headDiscard      // the window is undone: roll back to its savepoint
+	headRefuse       // the window's first reservation was refused: roll back and write it as failed
+)
+
+// PlaceOrders writes a batch of reservations in one transaction, pipelined.
+// Each reservation is three statements that report rows rather than raise
+// errors:
+//
+//  1. insert the order as held, ON CONFLICT DO NOTHING: no row means the ID
+//     (ErrDuplicate) or the idempotency key (ErrKeyConflict) is taken;
+//  2. add the rooms to the user's count with a conditional upsert: no row
+//     means ErrLimitExceeded;
+//  3. take the rooms from every night with a conditional update: fewer rows
+//     than nights means ErrSoldOut (an unknown sale has no nights).
+//
+// The reservations go out in windows, each behind one savepoint, all in one
+// round trip. If every reservation in the window succeeded, the window
+// stands. If one was refused, the window rolls back to its savepoint and the
+// reservations before the refused one are sent again as a window of their
+// own; a refused reservation at the head of a window is then written as
+// failed (keeping its key, so a retry finds it; a key clash goes in without
+// the key) at the start of the next batch. Windows double after a success
+// and shrink to the good prefix after a refusal, so a batch that all goes
+// through costs one round trip, and a sold-out tail costs one per
+// reservation. One savepoint per window rather than per reservation keeps
+// the transaction's subtransactions few: past 64, every snapshot taken on
+// the server while it runs has to consult pg_subtrans.
+//
+// A reservation with no rooms or no nights, which the stock engine never
+// produces, is ErrInvalid and writes nothing, so one bad message cannot fail
+// the batch.
+//
+// Lock order: the batch first locks every night of its sales, sorted by
+// (sale_id, idx), then orders and user_rooms rows as it goes. Transition
+// locks one order, then its nights in idx order, then the user's row. So two
+// batches on a sale run one after the other instead of deadlocking on the
+// nights they share in different orders, and a batch never waits for a night
+// while holding a user row that a Transition waits for. What remains (say a
+// redelivered order that a Transition holds) is rare, and inTx reruns the
+// transaction.
+func (s *Store) PlaceOrders(ctx context.Context, rs []flashsale.Reservation) ([]error, error) {
+	results := make([]error, len(rs))
+	if len(rs) == 0 {
+		return results, nil
+	}
+	err := s.inTx(ctx, "place_orders", func(tx pgx.Tx) error {
+		clear(results)
+		terms, err := lockSales(ctx, tx, rs)
+		if err != nil {
+			return err
+		}
+		p := placer{tx: tx, rs: rs, results: results, terms: terms, nowMS: time.Now().UnixMilli()}
+		return p.run(ctx)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("place orders: %w", err)
+	}
+	return results, nil
+}
+
+// lockSales locks the nights of every sale in the batch, in primary key
+// order, and reads each sale's limit and currency, in one round trip.
+func lockSales(ctx context.Context, tx pgx.Tx, rs []flashsale.Reservation) (map[string]saleTerms, error) {
+	terms := make(map[string]saleTerms, 1)
+	var ids []string
+	for _, r := range rs {
+		if _, ok := terms[r.SaleID]; !ok {
+			terms[r.SaleID] = saleTerms{}
+			ids = append(ids, r.SaleID)
+		}
+	}
+	b := &pgx.Batch{}
+	b.Queue(`SELECT count(*) FROM (SELECT 1 FROM nights WHERE sale_id = ANY($1)
+		ORDER BY sale_id, idx FOR UPDATE) AS locked`, ids)
+	b.Queue(`SELECT id, per_user_limit, currency FROM sales WHERE id = ANY($1)`, ids)
+	br := tx.SendBatch(ctx, b)
+	defer br.Close()
+	var n int64
+	if err := br.QueryRow().Scan(&n); err != nil {
+		return nil, err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		t := saleTerms{known: true}
+		if err := rows.Scan(&id, &t.limit, &t.currency); err != nil {
+			return nil, err
+		}
+		terms[id] = t
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return terms, br.Close()
+}
+
+// placer carries one PlaceOrders transaction through its windows.
+type placer struct {
+	tx      pgx.Tx
+	rs      []flashsale.Reservation
+	results []error
+	terms   map[string]saleTerms
+	nowMS   int64
+}
+
+func (p *placer) run(ctx context.Context) error {
+	var (
+		pos     = 0         // the first reservation not yet settled
+		window  = len(p.rs) // how many to send next
+		todo    = headNone  // what the next batch starts with
+		refused int         // the reservation headRefuse writes
+		reason  error       // and why: ErrSoldOut, ErrLimitExceeded, or nil for a unique clash
+	)
+	for pos < len(p.rs) || todo == headRefuse {
+		for pos < len(p.rs) && invalid(&p.rs[pos]) {
+			p.results[pos] = flashsale.ErrInvalid
+			pos++
+		}
+		end := pos
+		for end < min(pos+window, len(p.rs)) && !invalid(&p.rs[end]) {
+			end++
+		}
+
+		b := &pgx.Batch{}
+		switch todo {
+		case headRelease:
+			b.Queue("RELEASE SAVEPOINT w")
+		case headDiscard:
+			b.Queue("ROLLBACK TO SAVEPOINT w")
+			b.Queue("RELEASE SAVEPOINT w")
+		case headRefuse:
+			r := &p.rs[refused]
+			key := r.IdempotencyKey
+			if reason == nil {
+				key = ""
+			}
+			b.Queue("ROLLBACK TO SAVEPOINT w")
+			b.Queue(sqlInsertFailed, r.OrderID, r.SaleID, r.UserID, nullKey(key), r.FirstNight, r.Nights,
+				r.Rooms, r.Amount, p.terms[r.SaleID].currency, ms(r.HoldExpiresAt), p.nowMS)
+			b.Queue("RELEASE SAVEPOINT w")
+		}
+		if end > pos {
+			b.Queue("SAVEPOINT w")
+			for i := pos; i < end; i++ {
+				r := &p.rs[i]
+				t := p.terms[r.SaleID]
+				b.Queue(sqlInsertHeld, r.OrderID, r.SaleID, r.UserID, nullKey(r.IdempotencyKey), r.FirstNight,
+					r.Nights, r.Rooms, r.Amount, t.currency, ms(r.HoldExpiresAt), p.nowMS)
+				b.Queue(sqlAddUserRooms, r.SaleID, r.UserID, r.Rooms, t.limit)
+				b.Queue(sqlHoldNights, r.Rooms, r.SaleID, r.FirstNight, r.FirstNight+r.Nights)
+			}
+		}
+		if b.Len() == 0 {
+			continue
+		}
+
+		br := p.tx.SendBatch(ctx, b)
+		err := p.readHead(br, todo, refused, reason)
+		todo = headNone
+		if err == nil && end > pos {
+			var failed int
+			failed, reason, err = p.readWindow(br, pos, end)
+			switch {
+			case err != nil:
+			case failed < 0: // the whole window stands
+				pos, window, todo = end, 2*(end-pos), headRelease
+			case failed == pos: // its first was refused
+				pos, window, todo, refused = failed+1, 1, headRefuse, failed
+			default: // undo it and send the good prefix again on its own
+				window, todo = failed-pos, headDiscard
+			}
+		}
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readHead reads the results of the statements a batch started with.
+func (p *placer) readHead(br pgx.BatchResults, todo head, refused int, reason error) error {
+	switch todo {
+	case headRelease:
+		_, err := br.Exec()
+		return err
+	case headDiscard:
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+		_, err := br.Exec()
+		return err
+	case headRefuse:
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+		tag, err := br.Exec()
+		if err != nil {
+			return fmt.Errorf("order=%s: %w", p.rs[refused].OrderID, err)
+		}
+		switch {
+		case reason != nil && tag.RowsAffected() == 0:
+			return fmt.Errorf("order=%s: the order appeared while being refused", p.rs[refused].OrderID)
+		case reason != nil:
+			p.results[refused] = reason
+		case tag.RowsAffected() == 0:
+			p.results[refused] = flashsale.ErrDuplicate
+		default:
+			p.results[refused] = flashsale.ErrKeyConflict
+		}
+		_, err = br.Exec()
+		return err
+	}
+	return nil
+}
+
+// readWindow reads a window's results. It returns the index of the first
+// refused reservation and why (nil for a unique clash), or -1 if none was.
+func (p *placer) readWindow(br pgx.BatchResults, pos, end int) (int, error, error) {
+	if _, err := br.Exec(); err != nil { // SAVEPOINT
+		return 0, nil, err
+	}
+	for i := pos; i < end; i++ {
+		r := &p.rs[i]
+		var rows [3]int64
+		for k := range rows {
+			tag, err := br.Exec()
+			if err != nil {
+				return 0, nil, fmt.Errorf("order=%s: %w", r.OrderID, err)
+			}
+			rows[k] = tag.RowsAffected()
+		}
+		switch {
+		case rows[0] == 0:
+			return i, nil, nil
+		case !p.terms[r.SaleID].known:
+			return i, flashsale.ErrSoldOut, nil
+		case rows[1] == 0:
+			return i, flashsale.ErrLimitExceeded, nil
+		case rows[2] != int64(r.Nights):
+			return i, flashsale.ErrSoldOut, nil
+		}
+		p.results[i] = nil
+	}
+	return -1, nil, nil
+}
+
+// invalid reports a reservation the stock engine would never produce.
+// Refusing it with ErrInvalid keeps one bad message from failing the batch.
+func invalid(r *flashsale.Reservation) bool {
+	return r.Rooms < 1 || r.Nights < 1 || r.FirstNight < 0
+}
+
+// Transition moves an order from one status to another if it is still in
+// from, adjusting the night and user counters in the same transaction. The
+// status change is itself the guard (UPDATE ... WHERE status = from), so of
+// many racing callers exactly one proceeds.
+func (s *Store) Transition(ctx context.Context, id string, from, to flashsale.OrderStatus, paymentRef string, now time.Time) (*flashsale.Order, error) {
+	if !validTransition(from, to) {
+		return nil, fmt.Errorf("transition: order=%s %s->%s: %w", id, from, to, flashsale.ErrInvalid)
+	}
+	var order *flashsale.Order
+	err := s.inTx(ctx, "transition", func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE orders SET status = $1::text, updated_at_ms = $2,
+			payment_ref = CASE WHEN $1::text = 'paid' THEN $3 ELSE payment_ref END
+			WHERE id = $4 AND status = $5`,
+			string(to), now.UnixMilli(), paymentRef, id, string(from))
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			var exists bool
+			if err := tx.QueryRow(ctx, "SELECT EXISTS(SELECT 1 FROM orders WHERE id = $1)", id).Scan(&exists); err != nil {
+				return err
+			}
+			if !exists {
+				return flashsale.ErrNotFound
+			}
+			return flashsale.ErrStale
+		}
+		if order, err = queryOrder(ctx, tx, `WHERE o.id = $1`, id); err != nil {
+			return err
+		}
+		return moveCounters(ctx, tx, order, from, to)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("transition: order=%s %s->%s: %w", id, from, to, err)
+	}
+	return order, nil
+}
+
+// validTransition lists the pairs Transition accepts.
+func validTransition(from, to flashsale.OrderStatus) bool {
+	switch from {
+	case flashsale.OrderHeld:
+		return to == flashsale.OrderPaid || to == flashsale.OrderExpired || to == flashsale.OrderCancelled
+	case flashsale.OrderExpired, flashsale.OrderCancelled:
+		return to == flashsale.OrderPaid
+	}
+	return false
+}
+
+// errCounters means the counters disagree with an order: a bug, never a
+// customer-facing outcome.
+var errCounters = errors.New("night or user counters do not match the order")
+
+// moveCounters applies a transition to the night and user counters. A
+// refusal returns an error, which rolls the whole transaction back,
+// status change included.
+func moveCounters(ctx context.Context, tx pgx.Tx, o *flashsale.Order, from, to flashsale.OrderStatus) error {
+	end := o.FirstNight + o.Nights
+	switch {
+	case from == flashsale.OrderHeld && to == flashsale.OrderPaid:
+		return expectRows(tx.Exec(ctx, `UPDATE nights SET held = held - $1, sold = sold + $1
+			WHERE sale_id = $2 AND idx >= $3 AND idx < $4 AND held >= $1`,
+			o.Rooms, o.SaleID, o.FirstNight, end))(o.Nights, errCounters)
+
+	case from == flashsale.OrderHeld:
+		if err := expectRows(tx.Exec(ctx, `UPDATE nights SET held = held - $1
+			WHERE sale_id = $2 AND idx >= $3 AND idx < $4 AND held >= $1`,
+			o.Rooms, o.SaleID, o.FirstNight, end))(o.Nights, errCounters); err != nil {
+			return err
+		}
+		return expectRows(tx.Exec(ctx, `UPDATE user_rooms SET rooms = rooms - $1
+			WHERE sale_id = $2 AND user_id = $3 AND rooms >= $1`,
+			o.Rooms, o.SaleID, o.UserID))(1, errCounters)
+
+	default: // expired or cancelled -> paid: take the units again, both guarded.
+		if err := expectRows(tx.Exec(ctx, `UPDATE nights SET sold = sold + $1
+			WHERE sale_id = $2 AND idx >= $3 AND idx < $4 AND stock - held - sold >= $1`,
+			o.Rooms, o.SaleID, o.FirstNight, end))(o.Nights, flashsale.ErrSoldOut); err != nil {
+			return err
+		}
+		return expectRows(tx.Exec(ctx, `INSERT INTO user_rooms (sale_id, user_id, rooms)
+			SELECT $1::text, $2::text, $3::int FROM sales WHERE id = $1::text AND $3::int <= per_user_limit
+			ON CONFLICT (sale_id, user_id) DO UPDATE SET rooms = user_rooms.rooms + EXCLUDED.rooms
+			WHERE user_rooms.rooms + EXCLUDED.rooms <= (SELECT per_user_limit FROM sales WHERE id = $1::text)`,
+			o.SaleID, o.UserID, o.Rooms))(1, flashsale.ErrLimitExceeded)
+	}
+}
+
+// expectRows checks that a statement affected exactly want rows; otherwise
+// it returns refusal.
+func expectRows(tag pgconn.CommandTag, err error) func(want int, refusal error) error {
+	return func(want int, refusal error) error {
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() != int64(want) {
+			return refusal
+		}
+		return nil
+	}
+}

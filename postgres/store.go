@@ -1,0 +1,223 @@
+// Package postgres is the flashsale.Store for PostgreSQL (15 and later), the
+// database of the distributed shape. Every counter change is a conditional
+// UPDATE whose rows-affected count is checked, inside the same transaction
+// as the order row it belongs to, so the database refuses an oversell even
+// if the stock engine in front of it were wrong. It uses pgx natively
+// (pgxpool, pipelined batches) rather than database/sql, so a batch of
+// reservations costs a few round trips instead of several per reservation.
+package postgres
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"math/rand/v2"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/flashsale/flashsale"
+)
+
+// PostgreSQL error codes (SQLSTATE) the store branches on.
+const (
+	codeUniqueViolation      = "23505"
+	codeDeadlockDetected     = "40P01"
+	codeSerializationFailure = "40001"
+)
+
+// Tunables with their defaults.
+const (
+	// MaxRetriesDefault is how many times a transaction that lost a deadlock
+	// is run again before the error is returned.
+	MaxRetriesDefault = 10
+	// migrateLockKey names the advisory lock that serialises Migrate across
+	// instances. Advisory locks are scoped to the database.
+	migrateLockKey = 0x666c617368 // "flash"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// Store is a flashsale.Store backed by PostgreSQL.
+type Store struct {
+	pool   *pgxpool.Pool
+	logger *slog.Logger
+}
+
+var _ flashsale.Store = (*Store)(nil)
+
+// Open connects to the database named by a URL of the form
+// postgres://user:pass@host:port/db?params (postgresql:// works too; params
+// are pgx's, such as pool_max_conns). It pings the server, so a wrong URL
+// fails here rather than on the first purchase.
+func Open(ctx context.Context, rawURL string, logger *slog.Logger) (*Store, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres: parse url: %w", err)
+	}
+	if u.Scheme != "postgres" && u.Scheme != "postgresql" {
+		return nil, fmt.Errorf("open postgres: scheme %q is not postgres or postgresql", u.Scheme)
+	}
+	cfg, err := pgxpool.ParseConfig(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open postgres: ping %s: %w", u.Host, err)
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Store{pool: pool, logger: logger}, nil
+}
+
+// Close closes the connection pool, waiting for connections in use.
+func (s *Store) Close() error {
+	s.pool.Close()
+	return nil
+}
+
+// Pool returns the underlying pool, for tests and the audit command.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Migrate applies the embedded migrations that are not yet recorded in
+// schema_migrations, all in one transaction (PostgreSQL DDL is
+// transactional, so a failed migration leaves nothing behind). Many
+// instances may start at once: the transaction first takes an advisory lock,
+// so the others wait for it to commit and then find nothing left to do.
+func (s *Store) Migrate(ctx context.Context) error {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", int64(migrateLockKey)); err != nil {
+		return fmt.Errorf("migrate: lock: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version       INTEGER      NOT NULL PRIMARY KEY,
+		name          VARCHAR(200) NOT NULL,
+		applied_at_ms BIGINT       NOT NULL
+	)`); err != nil {
+		return fmt.Errorf("migrate: create schema_migrations: %w", err)
+	}
+	rows, err := tx.Query(ctx, "SELECT version FROM schema_migrations")
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	versions, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+
+	files, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	slices.Sort(files)
+	var applied []string
+	for _, file := range files {
+		name := strings.TrimPrefix(file, "migrations/")
+		version, err := strconv.Atoi(strings.SplitN(name, "_", 2)[0])
+		if err != nil {
+			return fmt.Errorf("migrate: %s: name must start with a version number: %w", name, err)
+		}
+		if slices.Contains(versions, int32(version)) {
+			continue
+		}
+		body, err := migrations.ReadFile(file)
+		if err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+		// Without arguments pgx uses the simple protocol, which runs a file
+		// of several statements at once.
+		if _, err := tx.Exec(ctx, string(body)); err != nil {
+			return fmt.Errorf("migrate: %s: %w", name, err)
+		}
+		if _, err := tx.Exec(ctx, "INSERT INTO schema_migrations (version, name, applied_at_ms) VALUES ($1, $2, $3)",
+			version, name, time.Now().UnixMilli()); err != nil {
+			return fmt.Errorf("migrate: %s: record: %w", name, err)
+		}
+		applied = append(applied, name)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("migrate: commit: %w", err)
+	}
+	for _, name := range applied {
+		s.logger.Info("migration applied", "engine", "postgres", "migration", name)
+	}
+	return nil
+}
+
+// inTx runs fn in a READ COMMITTED transaction, running it again from the
+// start when PostgreSQL aborts it as a deadlock victim (or, should a caller
+// raise the isolation level, a serialization failure). The lock order that
+// keeps deadlocks rare is described at PlaceOrders; an aborted transaction
+// changed nothing, so a rerun is always safe.
+func (s *Store) inTx(ctx context.Context, op string, fn func(tx pgx.Tx) error) error {
+	for attempt := 1; ; attempt++ {
+		err := pgx.BeginFunc(ctx, s.pool, fn)
+		if err == nil {
+			return nil
+		}
+		pe, ok := errors.AsType[*pgconn.PgError](err)
+		if !ok || (pe.Code != codeDeadlockDetected && pe.Code != codeSerializationFailure) || attempt >= MaxRetriesDefault {
+			return err
+		}
+		s.logger.Warn("deadlock, retrying transaction", "op", op, "attempt", attempt, "code", pe.Code)
+		// Back off a little, with jitter, so the survivors of the deadlock
+		// do not collide again in lockstep.
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Duration(attempt) * time.Duration(1+rand.IntN(5)) * time.Millisecond):
+		}
+	}
+}
+
+// isDuplicate reports whether err is a unique violation.
+func isDuplicate(err error) bool {
+	pe, ok := errors.AsType[*pgconn.PgError](err)
+	return ok && pe.Code == codeUniqueViolation
+}
+
+// ms stores a time as unix milliseconds; the zero time is stored as 0 so it
+// reads back as the zero time.
+func ms(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+// fromMS is the inverse of ms. Times come back in UTC.
+func fromMS(v int64) time.Time {
+	if v == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(v).UTC()
+}
+
+// nullKey stores an empty idempotency key as NULL, which the unique
+// constraint ignores.
+func nullKey(k string) *string {
+	if k == "" {
+		return nil
+	}
+	return &k
+}
