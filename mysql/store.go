@@ -300,3 +300,6 @@ func fromMS(v int64) time.Time {
 
 // nullKey stores an empty idempotency key as NULL, which the unique key ignores.
 func nullKey(k string) sql.NullString { return sql.NullString{String: k, Valid: k != ""} }
+
+// Ping reports whether the database answers; /readyz uses it.
+func (s *Store) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }

@@ -221,3 +221,6 @@ func nullKey(k string) *string {
 	}
 	return &k
 }
+
+// Ping reports whether the database answers; /readyz uses it.
+func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
