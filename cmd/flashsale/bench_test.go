@@ -85,18 +85,23 @@ func BenchmarkPurchase(b *testing.B) {
 }
 
 // BenchmarkBurst fires 2 000 concurrent guests at once, each taking a token
-// and then buying (stock 100), and reports the p99 of a guest's whole
-// exchange beside the p99 of 2 000 guests making two requests to the ceiling.
-// Target: flashsale p99 within 1.2x of the ceiling's.
+// and then buying (stock 100, so most are told sold_out), and reports the
+// p99 of a guest's whole exchange beside the p99 of the same 2 000 guests
+// making the same two requests to the ceiling handler. Each iteration runs
+// one ceiling burst and one flashsale burst back to back, so a noisy
+// neighbour hits both; the ratio is of the medians. Target: 1.2 or better.
 func BenchmarkBurst(b *testing.B) {
 	const guests = 2000
-	ceiling := startCeiling(b)
+	ceiling := newClient(startCeiling(b), "", testJWTSecret)
 	_, c := MustRunMain(b, nil)
 	ctx := context.Background()
-	for i := range guests { // sign the guests' JWTs before the clock runs
-		c.jwt(fmt.Sprintf("g%d", i))
+	users := make([]string, guests)
+	for i := range users { // sign the guests' JWTs before the clock runs
+		users[i] = fmt.Sprintf("g%d", i)
+		c.jwt(users[i])
+		ceiling.jwt(users[i])
 	}
-	burst := func(b *testing.B, guest func(i int) bool) time.Duration {
+	burst := func(cl *client, saleID string) time.Duration {
 		lat := make([]time.Duration, guests)
 		var wg sync.WaitGroup
 		start := make(chan struct{})
@@ -104,10 +109,11 @@ func BenchmarkBurst(b *testing.B) {
 			wg.Go(func() {
 				<-start
 				t := time.Now()
-				if !guest(i) {
-					b.Errorf("guest %d failed", i)
-				}
+				status, err := guest(ctx, cl, saleID, users[i])
 				lat[i] = time.Since(t)
+				if err != nil || (status != 202 && status != 409) {
+					b.Errorf("guest %d: %d %v", i, status, err)
+				}
 			})
 		}
 		close(start)
@@ -115,32 +121,34 @@ func BenchmarkBurst(b *testing.B) {
 		slices.Sort(lat)
 		return lat[guests*99/100]
 	}
-	var ceilP99, fsP99 time.Duration
-	b.Run("ceiling", func(b *testing.B) {
-		cc := newClient(ceiling, "", testJWTSecret)
-		for i := range guests {
-			cc.jwt(fmt.Sprintf("g%d", i))
-		}
-		for b.Loop() {
-			ceilP99 = burst(b, func(i int) bool {
-				s1, _ := cc.do(ctx, "POST", "/token", cc.jwt(fmt.Sprintf("g%d", i)), nil, nil, nil)
-				s2, _ := cc.do(ctx, "POST", "/purchase", cc.jwt(fmt.Sprintf("g%d", i)), map[string]any{"token": "t"}, nil, nil)
-				return s1 == 409 && s2 == 409
-			})
-		}
-		b.ReportMetric(float64(ceilP99.Microseconds())/1000, "p99-ms")
-	})
-	b.Run("flashsale", func(b *testing.B) {
-		for b.Loop() {
-			id := c.createSale(b, saleJSON([]int{100}, 1, true))
-			fsP99 = burst(b, func(i int) bool {
-				status, _, err := c.purchase(ctx, id, fmt.Sprintf("g%d", i), true, nil, "")
-				return err == nil && (status == 202 || status == 409)
-			})
-		}
-		b.ReportMetric(float64(fsP99.Microseconds())/1000, "p99-ms")
-		if ceilP99 > 0 {
-			b.ReportMetric(float64(fsP99)/float64(ceilP99), "p99-ratio")
-		}
-	})
+	var ceil, fs []float64
+	for b.Loop() {
+		id := c.createSale(b, saleJSON([]int{100}, 1, true))
+		ceil = append(ceil, float64(burst(ceiling, id).Microseconds())/1000)
+		fs = append(fs, float64(burst(c, id).Microseconds())/1000)
+	}
+	mc, mf := median(ceil), median(fs)
+	b.ReportMetric(mc, "ceiling-p99-ms")
+	b.ReportMetric(mf, "p99-ms")
+	b.ReportMetric(mf/mc, "p99-ratio")
+}
+
+// guest is one guest's exchange: take a token, then buy with it. Against
+// the ceiling both requests get its 409; the client does the same work.
+func guest(ctx context.Context, cl *client, saleID, user string) (int, error) {
+	var tok struct {
+		Token string `json:"token"`
+		apiError
+	}
+	if _, err := cl.do(ctx, "POST", "/api/sales/"+saleID+"/token", cl.jwt(user), nil, nil, &tok); err != nil {
+		return 0, err
+	}
+	var o orderJSON
+	return cl.do(ctx, "POST", "/api/sales/"+saleID+"/purchase", cl.jwt(user), map[string]any{"token": tok.Token}, nil, &o)
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
 }

@@ -234,16 +234,20 @@ func (m *Main) openStock(ctx context.Context) error {
 }
 
 func (m *Main) banner(adminToken string, genAdmin, genJWT bool) {
-	fmt.Fprintf(m.out, "flashsale %s listening on http://%s\n", flashsale.Version, m.Addr())
+	addr := m.Addr()
+	if tcp, ok := m.ln.Addr().(*net.TCPAddr); ok && tcp.IP.IsUnspecified() {
+		addr = fmt.Sprintf("localhost:%d", tcp.Port)
+	}
+	fmt.Fprintf(m.out, "flashsale %s listening on http://%s\n", flashsale.Version, addr)
 	if genAdmin {
 		fmt.Fprintf(m.out, "generated an admin token (kept in %s/admin_token, mode 0600); use it as:\n  curl -H \"Authorization: Bearer %s\" http://%s/api/admin/sales/<id>\n",
-			m.Config.DataDir, adminToken, m.Addr())
+			m.Config.DataDir, adminToken, addr)
 	}
 	if genJWT {
 		fmt.Fprintf(m.out, "generated a JWT secret (kept in %s/jwt_secret, mode 0600); sign user tokens with HS256 and claims sub, exp, tier\n", m.Config.DataDir)
 	}
 	if m.Config.Demo {
-		fmt.Fprintf(m.out, "demo mode: get a user token with\n  curl -s -X POST http://%s/api/demo/login -d '{\"user_id\":\"alice\",\"tier\":\"gold\"}'\n", m.Addr())
+		fmt.Fprintf(m.out, "demo mode: get a user token with\n  curl -s -X POST http://%s/api/demo/login -d '{\"user_id\":\"alice\",\"tier\":\"gold\"}'\n", addr)
 	}
 }
 
