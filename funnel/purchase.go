@@ -208,9 +208,34 @@ func (s *Service) Cancel(ctx context.Context, u flashsale.User, id string) (*fla
 // release gives an ended hold's units back to the engine. The database
 // transition already happened exactly once; if this call fails the engine
 // undersells until it is rebuilt, it never oversells.
+//
+// A late payment can retake the order between that transition and this
+// Release: its engine Retake found the reservation still active and did
+// nothing, so this Release would hand a paid order's rooms back to the
+// engine. Reading the order again after the Release and retaking it if it
+// is active again closes that window; retake does the mirror check.
 func (s *Service) release(ctx context.Context, o *flashsale.Order) {
 	if err := s.engine.Release(ctx, o.SaleID, o.ID); err != nil {
 		s.log.Error("release units", "sale_id", o.SaleID, "order_id", o.ID, "err", err)
+		return
+	}
+	now, err := s.store.Order(ctx, o.ID)
+	if err != nil {
+		s.log.Error("recheck released order", "sale_id", o.SaleID, "order_id", o.ID, "err", err)
+		return
+	}
+	if now.Status.Active() {
+		s.reactivate(ctx, now)
+	}
+}
+
+// reactivate makes the engine count an order the database says is active
+// again (Retake of an active reservation does nothing).
+func (s *Service) reactivate(ctx context.Context, o *flashsale.Order) {
+	if err := s.engine.Retake(ctx, o.SaleID, o.ID); err != nil {
+		// The rooms went to someone else in between: the database's guard
+		// refuses that order, and a rebuild realigns the engine.
+		s.log.Error("retake paid order after a release", "sale_id", o.SaleID, "order_id", o.ID, "err", err)
 	}
 }
 
@@ -271,5 +296,10 @@ func (s *Service) retake(ctx context.Context, o *flashsale.Order, paymentRef str
 		}
 		return nil, err
 	}
+	// The Retake above did nothing if the reaper (or a cancel) that ended
+	// the hold had not yet released the engine's reservation; if it released
+	// it since, the order is paid but not counted. Retaking again now that
+	// the database says paid closes that window (see release).
+	s.reactivate(ctx, paid)
 	return paid, nil
 }
