@@ -55,8 +55,16 @@ type Store interface {
 	// It returns ErrStale when the order is no longer in from, ErrNotFound
 	// when it does not exist, and ErrInvalid for any other pair.
 	Transition(ctx context.Context, id string, from, to OrderStatus, paymentRef string, now time.Time) (*Order, error)
-	// ExpiredHolds returns up to limit held orders whose hold ended at or before now, oldest first.
-	ExpiredHolds(ctx context.Context, now time.Time, limit int) ([]*Order, error)
+	// ExpireHolds moves up to limit held orders whose hold ended at or
+	// before now to expired, oldest first, in ONE transaction with their
+	// counter changes (held -= rooms per night, user rooms -= rooms), and
+	// returns them as expired (UpdatedAt = now). A flash sale's holds all end
+	// within the same second; one transaction per hold would queue each on
+	// the night's counter row behind the order writer, so they are expired
+	// together. Orders another transaction has locked are skipped (they are
+	// being paid, cancelled or expired there), so several reapers share the
+	// work and each order is expired exactly once.
+	ExpireHolds(ctx context.Context, now time.Time, limit int) ([]*Order, error)
 	// Snapshot returns what a stock engine needs to rebuild a sale.
 	Snapshot(ctx context.Context, saleID string) (*StockSnapshot, error)
 	Close() error

@@ -2,8 +2,6 @@ package funnel
 
 import (
 	"context"
-	"errors"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -11,17 +9,17 @@ import (
 	"github.com/flashsale/flashsale"
 )
 
-// ReapWorkersDefault is how many expired holds one instance releases at
-// once. A flash sale's holds expire together (the opening second sells the
-// stock, so they all end within the same second), and each release is a
-// database transaction of a few milliseconds: one at a time, a few hundred
-// holds take longer than the second I5 allows.
+// ReapWorkersDefault is how many expired holds one instance releases in the
+// engine at once. The database expires a whole batch in one transaction,
+// but each engine release is its own round trip (and, with Redis, a network
+// one) followed by a database read: one at a time, a batch of a few hundred
+// would take longer than the second I5 allows.
 const ReapWorkersDefault = 8
 
 // reapLoop releases expired holds. It polls the database, the truth for
 // holds, so it needs no timers to rebuild after a restart and any number of
-// instances can run it: the conditional held -> expired transition lets
-// exactly one of them release each hold.
+// instances can run it: the store expires each hold exactly once, in
+// whichever instance's batch takes it first.
 func (s *Service) reapLoop() {
 	defer s.done.Done()
 	t := time.NewTicker(s.reapInt)
@@ -36,52 +34,47 @@ func (s *Service) reapLoop() {
 	}
 }
 
-// Reap releases every hold expired by now and returns how many it released.
-// Each batch is released by ReapWorkersDefault goroutines in a random order:
-// every instance reads the same oldest-first list, and walking it in the
-// same order would make them queue on the same rows' locks instead of
-// sharing the work.
+// Reap expires every hold ended by now and returns how many it expired.
+// The store expires up to ReapBatchDefault holds per transaction (one
+// transaction per hold would queue each on the night's counter row behind
+// the order writer's batches); the orders it returns are then released in
+// the engine by ReapWorkersDefault goroutines. It stops when a batch comes
+// back short, as then no due hold was left.
 func (s *Service) Reap(ctx context.Context) int {
-	var released atomic.Int64
-	for {
-		orders, err := s.store.ExpiredHolds(ctx, s.now(), ReapBatchDefault)
+	expired := 0
+	for ctx.Err() == nil {
+		orders, err := s.store.ExpireHolds(ctx, s.now(), ReapBatchDefault)
 		if err != nil {
-			s.log.Error("find expired holds", "err", err)
-			return int(released.Load())
+			s.log.Error("expire holds", "err", err)
+			break
 		}
-		rand.Shuffle(len(orders), func(i, j int) { orders[i], orders[j] = orders[j], orders[i] })
-		var (
-			next, progress atomic.Int64
-			wg             sync.WaitGroup
-		)
-		for range min(ReapWorkersDefault, len(orders)) {
-			wg.Go(func() {
-				for {
-					i := int(next.Add(1)) - 1
-					if i >= len(orders) {
-						return
-					}
-					o := orders[i]
-					// The transition's own time stamps the row, so updated_at
-					// says when the hold was really released.
-					exp, err := s.store.Transition(ctx, o.ID, flashsale.OrderHeld, flashsale.OrderExpired, "", s.now())
-					if errors.Is(err, flashsale.ErrStale) {
-						progress.Add(1) // paid, cancelled or reaped elsewhere
-						continue
-					}
-					if err != nil {
-						s.log.Error("expire hold", "sale_id", o.SaleID, "order_id", o.ID, "err", err)
-						continue
-					}
-					s.release(ctx, exp)
-					released.Add(1)
-					progress.Add(1)
-				}
-			})
-		}
-		wg.Wait()
-		if len(orders) < ReapBatchDefault || progress.Load() == 0 {
-			return int(released.Load())
+		s.releaseAll(ctx, orders)
+		expired += len(orders)
+		if len(orders) < ReapBatchDefault {
+			break
 		}
 	}
+	return expired
+}
+
+// releaseAll releases orders the database already expired in the engine,
+// ReapWorkersDefault at a time. Each goes through release, whose recheck
+// keeps a payment that raced the expiry counted.
+func (s *Service) releaseAll(ctx context.Context, orders []*flashsale.Order) {
+	var (
+		next atomic.Int64
+		wg   sync.WaitGroup
+	)
+	for range min(ReapWorkersDefault, len(orders)) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(orders) {
+					return
+				}
+				s.release(ctx, orders[i])
+			}
+		})
+	}
+	wg.Wait()
 }

@@ -13,10 +13,14 @@ import (
 
 // orderColumns reads an order with its check-in date (the date of its first
 // night; empty if the sale is unknown, which only a failed order can name).
-const orderColumns = `o.id, o.sale_id, o.user_id, o.idempotency_key, o.status, o.first_night, o.nights,
-	o.rooms, o.amount, o.currency, o.hold_expires_at_ms, o.payment_ref, o.created_at_ms, o.updated_at_ms,
+const orderColumns = orderFields + `,
 	COALESCE(DATE_FORMAT(n.date, '%Y-%m-%d'), '')
 	FROM orders o LEFT JOIN nights n ON n.sale_id = o.sale_id AND n.idx = o.first_night `
+
+// orderFields are the columns of an order row itself, in scanOrder's order
+// (which then wants the check-in date).
+const orderFields = `o.id, o.sale_id, o.user_id, o.idempotency_key, o.status, o.first_night, o.nights,
+	o.rooms, o.amount, o.currency, o.hold_expires_at_ms, o.payment_ref, o.created_at_ms, o.updated_at_ms`
 
 // scanner is a *sql.Row or *sql.Rows.
 type scanner interface{ Scan(dest ...any) error }
@@ -47,7 +51,11 @@ func queryOrder(ctx context.Context, q querier, where string, args ...any) (*fla
 }
 
 func queryOrders(ctx context.Context, q querier, where string, args ...any) ([]*flashsale.Order, error) {
-	rows, err := q.QueryContext(ctx, `SELECT `+orderColumns+where, args...)
+	return scanOrders(q.QueryContext(ctx, `SELECT `+orderColumns+where, args...))
+}
+
+// scanOrders reads every row of a query that selects what scanOrder reads.
+func scanOrders(rows *sql.Rows, err error) ([]*flashsale.Order, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -83,20 +91,6 @@ func (s *Store) OrderByKey(ctx context.Context, saleID, userID, key string) (*fl
 		return nil, fmt.Errorf("order by key: sale=%s: %w", saleID, err)
 	}
 	return o, nil
-}
-
-// ExpiredHolds returns up to limit held orders whose hold ended at or before
-// now, oldest first. The (status, hold_expires_at_ms) index serves it.
-func (s *Store) ExpiredHolds(ctx context.Context, now time.Time, limit int) ([]*flashsale.Order, error) {
-	if limit <= 0 {
-		return []*flashsale.Order{}, nil
-	}
-	orders, err := queryOrders(ctx, s.db, `WHERE o.status = 'held' AND o.hold_expires_at_ms <= ?
-		ORDER BY o.hold_expires_at_ms, o.id LIMIT ?`, now.UnixMilli(), limit)
-	if err != nil {
-		return nil, fmt.Errorf("expired holds: %w", err)
-	}
-	return orders, nil
 }
 
 // saleTerms is what PlaceOrders needs to know about a sale.

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/flashsale/flashsale"
@@ -343,27 +345,161 @@ func legal(from, to flashsale.OrderStatus) bool {
 	return false
 }
 
-// ExpiredHolds returns up to limit held orders whose hold ended at or
-// before now, oldest first. The (status, hold_expires_at_ms) index serves it.
-func (s *Store) ExpiredHolds(ctx context.Context, now time.Time, limit int) ([]*flashsale.Order, error) {
-	rows, err := s.read.QueryContext(ctx, selectOrderSQL+`WHERE o.status = ? AND o.hold_expires_at_ms <= ?
+// ExpireHolds moves up to limit due holds to expired, oldest first, with
+// their counters, in one transaction; see flashsale.Store. The single writer
+// connection makes the transaction exclusive, so nothing can pay or cancel a
+// selected order before it is updated and no order is skipped as locked.
+//
+// The counter changes are summed in Go per (sale, night) and per (sale,
+// user) and applied as one UPDATE ... FROM (VALUES ...) each, so a batch of
+// 256 holds on one night costs a handful of statements, not 256
+// transactions or 512 updates. Each statement must change exactly as many
+// rows as there are distinct keys, and the CHECK constraints refuse a
+// counter below zero: books that disagree fail the batch instead of
+// drifting.
+func (s *Store) ExpireHolds(ctx context.Context, now time.Time, limit int) ([]*flashsale.Order, error) {
+	if limit < 1 {
+		return nil, nil
+	}
+	orders, err := s.expireHolds(ctx, now, limit)
+	if err != nil {
+		return nil, fmt.Errorf("expire holds: %w", err)
+	}
+	return orders, nil
+}
+
+func (s *Store) expireHolds(ctx context.Context, now time.Time, limit int) ([]*flashsale.Order, error) {
+	tx, err := s.write.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+
+	// The (status, hold_expires_at_ms) index serves the scan.
+	rows, err := tx.QueryContext(ctx, selectOrderSQL+`WHERE o.status = ? AND o.hold_expires_at_ms <= ?
 		ORDER BY o.hold_expires_at_ms, o.id LIMIT ?`, string(flashsale.OrderHeld), ms(now), limit)
 	if err != nil {
-		return nil, fmt.Errorf("expired holds: %w", err)
+		return nil, err
 	}
-	defer rows.Close()
 	var orders []*flashsale.Order
 	for rows.Next() {
 		o, err := scanOrder(rows)
 		if err != nil {
-			return nil, fmt.Errorf("expired holds: %w", err)
+			rows.Close()
+			return nil, err
 		}
 		orders = append(orders, o)
 	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("expired holds: %w", err)
+		return nil, err
+	}
+	if len(orders) == 0 {
+		return nil, nil
+	}
+
+	type nightKey struct {
+		sale string
+		idx  int
+	}
+	type userKey struct{ sale, user string }
+	nights := make(map[nightKey]int)
+	users := make(map[userKey]int)
+	ids := make([]any, 0, len(orders))
+	for _, o := range orders {
+		ids = append(ids, o.ID)
+		for i := o.FirstNight; i < o.FirstNight+o.Nights; i++ {
+			nights[nightKey{o.SaleID, i}] += o.Rooms
+		}
+		users[userKey{o.SaleID, o.UserID}] += o.Rooms
+	}
+
+	at := ms(now)
+	for chunk := range slices.Chunk(ids, maxRowsPerStatement) {
+		args := append([]any{string(flashsale.OrderExpired), at, string(flashsale.OrderHeld)}, chunk...)
+		if err := execRows(ctx, tx, len(chunk), `UPDATE orders SET status = ?, updated_at_ms = ?
+			WHERE status = ? AND id IN (`+placeholders(len(chunk), 1)+`)`, args...); err != nil {
+			return nil, fmt.Errorf("orders: %w", err)
+		}
+	}
+	nightArgs := make([]any, 0, 3*len(nights))
+	for k, rooms := range nights {
+		nightArgs = append(nightArgs, k.sale, k.idx, rooms)
+	}
+	if err := execValues(ctx, tx, `UPDATE nights SET held = held - d.column3 FROM (VALUES %s) AS d
+		WHERE nights.sale_id = d.column1 AND nights.idx = d.column2`, nightArgs); err != nil {
+		return nil, fmt.Errorf("nights: %w", err)
+	}
+	userArgs := make([]any, 0, 3*len(users))
+	for k, rooms := range users {
+		userArgs = append(userArgs, k.sale, k.user, rooms)
+	}
+	if err := execValues(ctx, tx, `UPDATE user_rooms SET rooms = rooms - d.column3 FROM (VALUES %s) AS d
+		WHERE user_rooms.sale_id = d.column1 AND user_rooms.user_id = d.column2`, userArgs); err != nil {
+		return nil, fmt.Errorf("user rooms: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, err
+	}
+
+	updated := fromMS(at)
+	for _, o := range orders {
+		o.Status, o.UpdatedAt = flashsale.OrderExpired, updated
 	}
 	return orders, nil
+}
+
+// maxRowsPerStatement bounds the rows one statement carries, keeping its
+// bound parameters (at most 3 per row) far below SQLITE_MAX_VARIABLE_NUMBER.
+const maxRowsPerStatement = 500
+
+// execValues runs query, whose %s is replaced by a VALUES list of
+// (column1, column2, column3) rows taken from args three at a time, in
+// chunks of maxRowsPerStatement rows. Every row must match exactly one
+// target row, so each chunk must change as many rows as it carries.
+func execValues(ctx context.Context, tx *sql.Tx, query string, args []any) error {
+	for chunk := range slices.Chunk(args, 3*maxRowsPerStatement) {
+		n := len(chunk) / 3
+		if err := execRows(ctx, tx, n, fmt.Sprintf(query, placeholders(n, 3)), chunk...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// execRows runs a statement that must change exactly want rows.
+func execRows(ctx context.Context, tx *sql.Tx, want int, query string, args ...any) error {
+	res, err := tx.ExecContext(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n != int64(want) {
+		return fmt.Errorf("update changed %d rows, want %d", n, want)
+	}
+	return nil
+}
+
+// placeholders returns n comma-separated groups of width question marks:
+// "?, ?" for (2, 1), "(?, ?), (?, ?)" for (2, 2) and up.
+func placeholders(n, width int) string {
+	one := "?"
+	if width > 1 {
+		one = "(" + strings.Repeat("?, ", width-1) + "?)"
+	}
+	var b strings.Builder
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(one)
+	}
+	return b.String()
 }
 
 // Snapshot returns a sale, its counters and all of its orders, read in one

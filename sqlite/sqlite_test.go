@@ -175,3 +175,56 @@ func BenchmarkPlaceOrders(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkExpireHolds measures expiring a reaper batch of 256 due holds on
+// one night, each of a different user (the flash-sale worst case for the
+// user counters): one ExpireHolds transaction, against the 256 per-hold
+// Transition calls it replaced. One op is one batch of 256.
+func BenchmarkExpireHolds(b *testing.B) {
+	const batch = 256
+	for _, bc := range []struct {
+		name   string
+		expire func(b *testing.B, s *sqlite.Store, now time.Time, ids []string)
+	}{
+		{"ExpireHolds", func(b *testing.B, s *sqlite.Store, now time.Time, ids []string) {
+			got, err := s.ExpireHolds(b.Context(), now, batch)
+			if err != nil || len(got) != len(ids) {
+				b.Fatalf("ExpireHolds = %d orders, %v; want %d", len(got), err, len(ids))
+			}
+		}},
+		{"PerHoldTransition", func(b *testing.B, s *sqlite.Store, now time.Time, ids []string) {
+			for _, id := range ids {
+				if _, err := s.Transition(b.Context(), id, flashsale.OrderHeld, flashsale.OrderExpired, "", now); err != nil {
+					b.Fatalf("Transition: %v", err)
+				}
+			}
+		}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			s := MustOpenStore(b)
+			if err := s.CreateSale(b.Context(), testSale("s1")); err != nil {
+				b.Fatalf("CreateSale: %v", err)
+			}
+			now := time.Now()
+			rs := make([]flashsale.Reservation, batch)
+			ids := make([]string, batch)
+			n := 0
+			b.ReportAllocs()
+			for b.Loop() {
+				b.StopTimer()
+				for i := range rs {
+					ids[i] = fmt.Sprintf("o%09d", n)
+					rs[i] = flashsale.Reservation{OrderID: ids[i], SaleID: "s1", UserID: fmt.Sprintf("u%09d", n),
+						Nights: 1, Rooms: 1, Amount: 100, HoldExpiresAt: now.Add(-time.Second)}
+					n++
+				}
+				if _, err := s.PlaceOrders(b.Context(), rs); err != nil {
+					b.Fatalf("PlaceOrders: %v", err)
+				}
+				b.StartTimer()
+				bc.expire(b, s, now, ids)
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*batch), "µs/hold")
+		})
+	}
+}

@@ -12,6 +12,7 @@ package storetest
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"testing"
@@ -29,16 +30,18 @@ type OpenFunc = func(tb testing.TB) flashsale.Store
 // Run runs the whole suite against the stores open returns. Every subtest
 // opens its own store, so subtests never see each other's rows.
 //
-// PlaceOrders and Transition must not return a transaction error under
-// contention (deadlocks, serialization failures): the storm subtests treat
-// any such error as a failure, because the group-commit writer would fail a
-// whole batch of accepted purchases. Retry them inside the store.
+// PlaceOrders, Transition and ExpireHolds must not return a transaction
+// error under contention (deadlocks, serialization failures): the storm and
+// concurrency subtests treat any such error as a failure, because the
+// group-commit writer would fail a whole batch of accepted purchases and a
+// reaper would leave holds unreleased. Retry them inside the store.
 //
 // Beyond the bare interface, the suite pins down what the Store comments
 // imply: times round-trip at millisecond precision in any zone; Transition
-// sets UpdatedAt to its now argument and PaymentRef when moving to paid;
-// an order that failed a guard keeps its idempotency key (OrderByKey finds
-// it); Snapshot lists every order of the sale, failed ones inactive.
+// and ExpireHolds set UpdatedAt to their now argument; Transition sets
+// PaymentRef when moving to paid; an order that failed a guard keeps its
+// idempotency key (OrderByKey finds it); Snapshot lists every order of the
+// sale, failed ones inactive.
 func Run(t *testing.T, open OpenFunc) {
 	t.Run("Sale", func(t *testing.T) { testSale(t, open) })
 	t.Run("Sales", func(t *testing.T) { testSales(t, open) })
@@ -47,7 +50,7 @@ func Run(t *testing.T, open OpenFunc) {
 	t.Run("Order", func(t *testing.T) { testOrder(t, open) })
 	t.Run("OrderByKey", func(t *testing.T) { testOrderByKey(t, open) })
 	t.Run("Transition", func(t *testing.T) { testTransition(t, open) })
-	t.Run("ExpiredHolds", func(t *testing.T) { testExpiredHolds(t, open) })
+	t.Run("ExpireHolds", func(t *testing.T) { testExpireHolds(t, open) })
 	t.Run("Snapshot", func(t *testing.T) { testSnapshot(t, open) })
 	t.Run("Storm", func(t *testing.T) { testStorm(t, open) })
 }
@@ -816,65 +819,262 @@ func testTransition(t *testing.T, open OpenFunc) {
 	})
 }
 
-func testExpiredHolds(t *testing.T, open OpenFunc) {
-	s := open(t)
-	mustCreateSale(t, s, newSale("s1", 5, 10))
-	mustCreateSale(t, s, newSale("s2", 5, 10))
-	at := func(id, saleID string, d time.Duration) flashsale.Reservation {
-		r := res(id, saleID, "u-"+id, "", 0, 1, 1)
-		r.HoldExpiresAt = now.Add(d)
+// expireFixture opens a store with two sales and nine orders whose holds
+// end around now: five due and held (o1, o8, o3, o2, o4 oldest first, o4
+// ending exactly now), and four that ExpireHolds must leave alone: o5 (due
+// 1 ms after now), o6 (already expired), o7 (paid) and o9 (failed, never
+// held). u1 has two due orders in s1 and one in s2, so the user counters
+// are aggregated across orders and kept per sale.
+func expireFixture(t *testing.T, open OpenFunc) (s flashsale.Store, s1, s2 *flashsale.Sale) {
+	t.Helper()
+	s = open(t)
+	s1 = mustCreateSale(t, s, newSale("s1", 5, 10, 10, 10))
+	s2 = mustCreateSale(t, s, newSale("s2", 5, 10))
+	at := func(id, saleID, userID string, first, nights, rooms int, d time.Duration) flashsale.Reservation {
+		r := res(id, saleID, userID, "", first, nights, rooms)
+		r.HoldExpiresAt = now.Add(d).In(cst)
 		return r
 	}
 	placeWant(t, s, make([]error, 8),
-		at("o1", "s1", -3*time.Minute),
-		at("o2", "s1", -time.Minute),
-		at("o3", "s1", -2*time.Minute),
-		at("o4", "s1", 0), // ends exactly now: expired
-		at("o5", "s1", time.Millisecond),
-		at("o6", "s1", -5*time.Minute),
-		at("o7", "s1", -4*time.Minute),
-		at("o8", "s2", -150*time.Second),
+		at("o1", "s1", "u1", 0, 2, 2, -3*time.Minute),
+		at("o2", "s1", "u2", 0, 1, 1, -time.Minute),
+		at("o3", "s1", "u1", 1, 2, 1, -2*time.Minute),
+		at("o4", "s1", "u3", 2, 1, 1, 0), // ends exactly now: due
+		at("o5", "s1", "u2", 0, 1, 1, time.Millisecond),
+		at("o6", "s1", "u4", 0, 1, 1, -5*time.Minute),
+		at("o7", "s1", "u5", 0, 1, 1, -4*time.Minute),
+		at("o8", "s2", "u1", 0, 1, 2, -150*time.Second),
 	)
 	mustTransition(t, s, "o6", flashsale.OrderHeld, flashsale.OrderExpired, "")
 	mustTransition(t, s, "o7", flashsale.OrderHeld, flashsale.OrderPaid, "pay")
-	placeWant(t, s, []error{flashsale.ErrLimitExceeded}, func() flashsale.Reservation {
-		r := at("o9", "s1", -10*time.Minute) // failed, never held
-		r.Rooms = 6
-		return r
-	}())
+	placeWant(t, s, []error{flashsale.ErrLimitExceeded}, at("o9", "s1", "u6", 0, 1, 6, -10*time.Minute))
+	checkNights(t, s, s1, hs{held: 4, sold: 1}, hs{held: 3}, hs{held: 2})
+	checkNights(t, s, s2, hs{held: 2})
+	return s, s1, s2
+}
 
-	ids := func(os []*flashsale.Order) []string {
-		var out []string
-		for _, o := range os {
-			out = append(out, o.ID)
-		}
-		return out
+// orderIDs returns the IDs of os in order.
+func orderIDs(os []*flashsale.Order) []string {
+	out := []string{}
+	for _, o := range os {
+		out = append(out, o.ID)
 	}
-	for _, tc := range []struct {
-		limit int
-		want  []string
-	}{
-		{10, []string{"o1", "o8", "o3", "o2", "o4"}},
-		{5, []string{"o1", "o8", "o3", "o2", "o4"}},
-		{2, []string{"o1", "o8"}},
-		{1, []string{"o1"}},
-	} {
-		got, err := s.ExpiredHolds(t.Context(), now, tc.limit)
-		if err != nil {
-			t.Fatalf("ExpiredHolds(%d): %v", tc.limit, err)
+	return out
+}
+
+// mustExpire calls ExpireHolds, which must succeed, and checks that every
+// returned order is expired at when and that Order agrees with it.
+func mustExpire(t *testing.T, s flashsale.Store, when time.Time, limit int) []*flashsale.Order {
+	t.Helper()
+	got, err := s.ExpireHolds(t.Context(), when, limit)
+	if err != nil {
+		t.Fatalf("ExpireHolds(limit %d): %v", limit, err)
+	}
+	for _, o := range got {
+		if o.Status != flashsale.OrderExpired {
+			t.Errorf("ExpireHolds returned %s in %s, want expired", o.ID, o.Status)
 		}
-		if diff := cmp.Diff(tc.want, ids(got)); diff != "" {
-			t.Errorf("ExpiredHolds(limit %d) mismatch (-want +got):\n%s", tc.limit, diff)
+		if !o.UpdatedAt.Truncate(time.Millisecond).Equal(when.Truncate(time.Millisecond)) {
+			t.Errorf("ExpireHolds returned %s with updated_at %v, want %v", o.ID, o.UpdatedAt, when)
 		}
-		for _, o := range got {
-			if diff := cmp.Diff(mustOrder(t, s, o.ID), o, msTime); diff != "" {
-				t.Errorf("ExpiredHolds order %s mismatch (-Order +ExpiredHolds):\n%s", o.ID, diff)
+		if diff := cmp.Diff(mustOrder(t, s, o.ID), o, msTime); diff != "" {
+			t.Errorf("ExpireHolds order %s mismatch (-Order +ExpireHolds):\n%s", o.ID, diff)
+		}
+	}
+	return got
+}
+
+func testExpireHolds(t *testing.T, open OpenFunc) {
+	// when has a sub-millisecond part and a zone: o5 (due 1 ms after now)
+	// must still not be due, and UpdatedAt must be when at ms precision.
+	when := now.Add(999 * time.Microsecond).In(cst)
+	t.Run("OK", func(t *testing.T) {
+		s, s1, s2 := expireFixture(t, open)
+		untouched := map[string]*flashsale.Order{}
+		for _, id := range []string{"o5", "o6", "o7", "o9"} {
+			untouched[id] = mustOrder(t, s, id)
+		}
+
+		// An hour earlier nothing is due, and nothing changes.
+		if got := mustExpire(t, s, now.Add(-time.Hour), 10); len(got) != 0 {
+			t.Errorf("ExpireHolds an hour earlier = %v, want none", orderIDs(got))
+		}
+		checkNights(t, s, s1, hs{held: 4, sold: 1}, hs{held: 3}, hs{held: 2})
+
+		got := mustExpire(t, s, when, 5) // exactly the number due
+		if diff := cmp.Diff([]string{"o1", "o8", "o3", "o2", "o4"}, orderIDs(got)); diff != "" {
+			t.Errorf("ExpireHolds mismatch (-want +got):\n%s", diff)
+		}
+		// Only o5's hold and o7's sale are left.
+		checkNights(t, s, s1, hs{held: 1, sold: 1}, hs{}, hs{})
+		checkNights(t, s, s2, hs{})
+		for id, want := range untouched {
+			if diff := cmp.Diff(want, mustOrder(t, s, id), msTime); diff != "" {
+				t.Errorf("order %s changed by ExpireHolds (-before +after):\n%s", id, diff)
 			}
 		}
+		if got := mustExpire(t, s, when, 10); len(got) != 0 {
+			t.Errorf("second ExpireHolds = %v, want none", orderIDs(got))
+		}
+
+		// Each user's rooms went back exactly: u1 (3 rooms expired in s1,
+		// 2 in s2) and u3 (1) can buy the whole limit of 5 again, u2 still
+		// has o5's room counted, so 4 fit. One more room is over the limit.
+		placeWant(t, s, []error{nil, nil, nil, nil, flashsale.ErrLimitExceeded, flashsale.ErrLimitExceeded, flashsale.ErrLimitExceeded, flashsale.ErrLimitExceeded},
+			res("p1", "s1", "u1", "", 2, 1, 5),
+			res("p2", "s2", "u1", "", 0, 1, 5),
+			res("p3", "s1", "u2", "", 1, 1, 4),
+			res("p4", "s1", "u3", "", 1, 1, 5),
+			res("p5", "s1", "u1", "", 0, 1, 1),
+			res("p6", "s2", "u1", "", 0, 1, 1),
+			res("p7", "s1", "u2", "", 0, 1, 1),
+			res("p8", "s1", "u3", "", 0, 1, 1))
+		checkNights(t, s, s1, hs{held: 1, sold: 1}, hs{held: 9}, hs{held: 5})
+		checkNights(t, s, s2, hs{held: 5})
+	})
+	t.Run("Limit", func(t *testing.T) {
+		s, s1, s2 := expireFixture(t, open)
+		for _, tc := range []struct {
+			limit int
+			want  []string
+			after []hs // s1's counters after the call
+		}{
+			{2, []string{"o1", "o8"}, []hs{{held: 2, sold: 1}, {held: 1}, {held: 2}}},
+			{1, []string{"o3"}, []hs{{held: 2, sold: 1}, {}, {held: 1}}},
+			{5, []string{"o2", "o4"}, []hs{{held: 1, sold: 1}, {}, {}}},
+			{5, []string{}, []hs{{held: 1, sold: 1}, {}, {}}},
+		} {
+			got := mustExpire(t, s, when, tc.limit)
+			if diff := cmp.Diff(tc.want, orderIDs(got)); diff != "" {
+				t.Errorf("ExpireHolds(limit %d) mismatch (-want +got):\n%s", tc.limit, diff)
+			}
+			checkNights(t, s, s1, tc.after...)
+		}
+		checkNights(t, s, s2, hs{})
+	})
+	t.Run("Concurrent", func(t *testing.T) { testExpireHoldsConcurrent(t, open) })
+}
+
+// testExpireHoldsConcurrent races reapers against payers: 8 goroutines
+// expire 200 due holds in small batches while 8 others pay random ones.
+// Every order must end exactly once in expired (returned by exactly one
+// ExpireHolds call) or paid (won by exactly one Transition), and the
+// counters must balance.
+func testExpireHoldsConcurrent(t *testing.T, open OpenFunc) {
+	const n = 200
+	s := open(t)
+	sale := mustCreateSale(t, s, newSale("s1", 1, n, n))
+	rs := make([]flashsale.Reservation, n)
+	ids := make([]string, n)
+	for i := range rs {
+		first, nights := i%2, 1
+		if first == 0 && i%3 == 0 {
+			nights = 2
+		}
+		rs[i] = res(fmt.Sprintf("o%03d", i), sale.ID, fmt.Sprintf("u%03d", i), "", first, nights, 1)
+		rs[i].HoldExpiresAt = now.Add(-time.Duration(n-i) * time.Millisecond)
+		ids[i] = rs[i].OrderID
 	}
-	got, err := s.ExpiredHolds(t.Context(), now.Add(-time.Hour), 10)
-	if err != nil || len(got) != 0 {
-		t.Errorf("ExpiredHolds an hour earlier = %v, %v; want none", ids(got), err)
+	for batch := range slices.Chunk(rs, 50) {
+		placeWant(t, s, make([]error, len(batch)), batch...)
+	}
+
+	var (
+		mu      sync.Mutex
+		expired = map[string]int{} // times each order was returned by ExpireHolds
+		paid    = map[string]int{} // times each order was paid
+	)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			<-start
+			for {
+				got, err := s.ExpireHolds(t.Context(), now, 3+g%5)
+				if err != nil {
+					t.Errorf("ExpireHolds under contention: %v", err)
+					return
+				}
+				for i := 1; i < len(got); i++ {
+					if got[i].HoldExpiresAt.Before(got[i-1].HoldExpiresAt) {
+						t.Errorf("ExpireHolds batch %v is not oldest first", orderIDs(got))
+					}
+				}
+				mu.Lock()
+				for _, o := range got {
+					expired[o.ID]++
+				}
+				mu.Unlock()
+				if len(got) == 0 {
+					return
+				}
+			}
+		})
+	}
+	for g := range 8 {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(5, uint64(g)))
+			<-start
+			for range n / 8 {
+				id := ids[r.IntN(n)]
+				_, err := s.Transition(t.Context(), id, flashsale.OrderHeld, flashsale.OrderPaid, "pay-"+id, now)
+				switch {
+				case err == nil:
+					mu.Lock()
+					paid[id]++
+					mu.Unlock()
+				case !errors.Is(err, flashsale.ErrStale):
+					t.Errorf("Transition(%s, held -> paid) = %v, want nil or ErrStale", id, err)
+				}
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	// A reaper may have stopped on an empty batch while the last holds were
+	// locked by a payer; sweep what is left.
+	for _, o := range mustExpire(t, s, now, n) {
+		expired[o.ID]++
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	sold := make([]int, len(sale.Nights))
+	var probes []flashsale.Reservation
+	var want []error
+	for i, id := range ids {
+		e, p := expired[id], paid[id]
+		if e+p != 1 {
+			t.Errorf("order %s: returned by ExpireHolds %d times and paid %d times, want exactly once in all", id, e, p)
+			continue
+		}
+		wantStatus := flashsale.OrderExpired
+		if p == 1 {
+			wantStatus = flashsale.OrderPaid
+			for j := rs[i].FirstNight; j < rs[i].FirstNight+rs[i].Nights; j++ {
+				sold[j]++
+			}
+		}
+		checkStatus(t, s, id, wantStatus)
+		// The user's one room (limit 1) is free again only if the order expired.
+		probe := rs[i]
+		probe.OrderID = "probe-" + id
+		probes = append(probes, probe)
+		if p == 1 {
+			want = append(want, flashsale.ErrLimitExceeded)
+		} else {
+			want = append(want, nil)
+		}
+	}
+	if len(paid) == 0 || len(paid) == n {
+		t.Logf("%d of %d orders paid: the race did not mix reapers and payers", len(paid), n)
+	}
+	checkNights(t, s, sale, hs{sold: sold[0]}, hs{sold: sold[1]})
+	checkBooks(t, s, sale, ids)
+	for i := 0; i < len(probes); i += 50 {
+		end := min(i+50, len(probes))
+		placeWant(t, s, want[i:end], probes[i:end]...)
 	}
 }
 

@@ -1,0 +1,248 @@
+package mysql
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/flashsale/flashsale"
+)
+
+// ExpireHolds moves up to limit held orders whose hold ended at or before
+// now to expired, oldest first, in one transaction with their counter
+// changes, and returns them as expired.
+//
+// The holds of a flash sale end together, and the night counter rows are
+// the hottest rows in the database: the order consumer's PlaceOrders batches
+// hold them for a whole batch. One transaction per hold would wait for that
+// lock once per hold; this waits once per batch. The work is a constant
+// number of statements whatever the batch size:
+//
+//  1. SELECT ... FOR UPDATE SKIP LOCKED the due orders (MariaDB 10.6+,
+//     MySQL 8): orders a Transition is paying or cancelling right now, or
+//     another instance's reaper is expiring, are skipped rather than waited
+//     for, so reapers share the work and each order expires exactly once;
+//  2. mark them expired (rows affected must match);
+//  3. read their check-in dates (a plain, non-locking read);
+//  4. per sale, one UPDATE of its nights, the rooms summed per night;
+//  5. per sale, one UPDATE of its users' counts, summed per user.
+//
+// Lock order: the orders, then each sale's nights in (sale_id, idx) order,
+// then its user_rooms rows in (sale_id, user_id) order: the order of
+// Transition, and PlaceOrders' nights-before-users. The locking read skips
+// locked orders instead of waiting, so it never waits while holding a night.
+// A deadlock that remains is rerun by inTx.
+func (s *Store) ExpireHolds(ctx context.Context, now time.Time, limit int) ([]*flashsale.Order, error) {
+	if limit <= 0 {
+		return []*flashsale.Order{}, nil
+	}
+	var orders []*flashsale.Order
+	err := s.inTx(ctx, "expire_holds", func(tx *sql.Tx) error {
+		var err error
+		orders, err = expireHolds(ctx, tx, now, limit)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("expire holds: %w", err)
+	}
+	return orders, nil
+}
+
+func expireHolds(ctx context.Context, tx *sql.Tx, now time.Time, limit int) ([]*flashsale.Order, error) {
+	nowMS := now.UnixMilli()
+	// No join: FOR UPDATE would lock (and SKIP LOCKED skip) the nights too.
+	// The (status, hold_expires_at_ms) index, which ends in the primary
+	// key, yields the rows in this order without a sort.
+	orders, err := scanOrders(tx.QueryContext(ctx, `SELECT `+orderFields+`, '' FROM orders o WHERE o.status = 'held' AND o.hold_expires_at_ms <= ?
+		ORDER BY o.hold_expires_at_ms, o.id LIMIT ? FOR UPDATE SKIP LOCKED`, nowMS, limit))
+	if err != nil || len(orders) == 0 {
+		return orders, err
+	}
+
+	ids := make([]any, 0, 1+len(orders))
+	ids = append(ids, nowMS)
+	for _, o := range orders {
+		ids = append(ids, o.ID)
+	}
+	if err := expectRows(tx.ExecContext(ctx, `UPDATE orders SET status = 'expired', updated_at_ms = ?
+		WHERE status = 'held' AND id IN `+placeholders(len(orders)), ids...))(len(orders), errCounters); err != nil {
+		return nil, fmt.Errorf("mark expired: %w", err)
+	}
+	for _, o := range orders {
+		o.Status, o.UpdatedAt = flashsale.OrderExpired, fromMS(nowMS)
+	}
+
+	nights, users := releases(orders)
+	if err := fillCheckIn(ctx, tx, orders, nights); err != nil {
+		return nil, fmt.Errorf("check-in dates: %w", err)
+	}
+	for sale := range chunkBySale(nights, func(n nightRelease) string { return n.sale }) {
+		if err := releaseNights(ctx, tx, sale); err != nil {
+			return nil, fmt.Errorf("release nights: sale=%s: %w", sale[0].sale, err)
+		}
+	}
+	for sale := range chunkBySale(users, func(u userRelease) string { return u.sale }) {
+		if err := releaseUsers(ctx, tx, sale); err != nil {
+			return nil, fmt.Errorf("release user rooms: sale=%s: %w", sale[0].sale, err)
+		}
+	}
+	return orders, nil
+}
+
+// nightRelease is the rooms a batch gives back to one night.
+type nightRelease struct {
+	sale  string
+	idx   int
+	rooms int
+}
+
+// userRelease is the rooms a batch gives back to one user's count in a sale.
+type userRelease struct {
+	sale, user string
+	rooms      int
+}
+
+// releases sums the rooms the orders give back per night and per user,
+// sorted in lock order: nights by (sale, idx), users by (sale, user).
+func releases(orders []*flashsale.Order) ([]nightRelease, []userRelease) {
+	type nightKey struct {
+		sale string
+		idx  int
+	}
+	type userKey struct{ sale, user string }
+	perNight := map[nightKey]int{}
+	perUser := map[userKey]int{}
+	for _, o := range orders {
+		for i := o.FirstNight; i < o.FirstNight+o.Nights; i++ {
+			perNight[nightKey{o.SaleID, i}] += o.Rooms
+		}
+		perUser[userKey{o.SaleID, o.UserID}] += o.Rooms
+	}
+	nights := make([]nightRelease, 0, len(perNight))
+	for k, rooms := range perNight {
+		nights = append(nights, nightRelease{k.sale, k.idx, rooms})
+	}
+	slices.SortFunc(nights, func(a, b nightRelease) int {
+		return cmp.Or(strings.Compare(a.sale, b.sale), cmp.Compare(a.idx, b.idx))
+	})
+	users := make([]userRelease, 0, len(perUser))
+	for k, rooms := range perUser {
+		users = append(users, userRelease{k.sale, k.user, rooms})
+	}
+	slices.SortFunc(users, func(a, b userRelease) int {
+		return cmp.Or(strings.Compare(a.sale, b.sale), strings.Compare(a.user, b.user))
+	})
+	return nights, users
+}
+
+// chunkBySale yields the runs of a sorted slice that share a sale.
+func chunkBySale[T any](s []T, sale func(T) string) func(yield func([]T) bool) {
+	return func(yield func([]T) bool) {
+		for len(s) > 0 {
+			n := 1
+			for n < len(s) && sale(s[n]) == sale(s[0]) {
+				n++
+			}
+			if !yield(s[:n]) {
+				return
+			}
+			s = s[n:]
+		}
+	}
+}
+
+// fillCheckIn sets each order's check-in date, the date of its first night,
+// with one non-locking read of the nights the batch touches.
+func fillCheckIn(ctx context.Context, tx *sql.Tx, orders []*flashsale.Order, nights []nightRelease) error {
+	if len(nights) == 0 {
+		return nil
+	}
+	var sales, idxs []any
+	seenSale, seenIdx := map[string]bool{}, map[int]bool{}
+	for _, n := range nights {
+		if !seenSale[n.sale] {
+			seenSale[n.sale] = true
+			sales = append(sales, n.sale)
+		}
+		if !seenIdx[n.idx] {
+			seenIdx[n.idx] = true
+			idxs = append(idxs, n.idx)
+		}
+	}
+	// The cross product of sales and nights is a superset, but it keeps to
+	// primary key ranges; a batch almost always names one sale.
+	rows, err := tx.QueryContext(ctx, `SELECT sale_id, idx, DATE_FORMAT(date, '%Y-%m-%d') FROM nights
+		WHERE sale_id IN `+placeholders(len(sales))+` AND idx IN `+placeholders(len(idxs)), append(sales, idxs...)...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	type nightKey struct {
+		sale string
+		idx  int
+	}
+	dates := map[nightKey]string{}
+	for rows.Next() {
+		var k nightKey
+		var date string
+		if err := rows.Scan(&k.sale, &k.idx, &date); err != nil {
+			return err
+		}
+		dates[k] = date
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, o := range orders {
+		o.CheckIn = dates[nightKey{o.SaleID, o.FirstNight}]
+	}
+	return nil
+}
+
+// releaseNights gives one sale's nights back their held rooms with one
+// statement. The range scan of the primary key locks them in idx order;
+// every night must still hold what its orders held.
+func releaseNights(ctx context.Context, tx *sql.Tx, nights []nightRelease) error {
+	var b strings.Builder
+	b.WriteString("CASE idx")
+	whens := make([]any, 0, 2*len(nights))
+	idxs := make([]any, 0, len(nights))
+	for _, n := range nights {
+		b.WriteString(" WHEN ? THEN ?")
+		whens = append(whens, n.idx, n.rooms)
+		idxs = append(idxs, n.idx)
+	}
+	b.WriteString(" END")
+	rooms := b.String()
+	args := slices.Concat(whens, []any{nights[0].sale}, idxs, whens)
+	return expectRows(tx.ExecContext(ctx, `UPDATE nights SET held = held - `+rooms+`
+		WHERE sale_id = ? AND idx IN `+placeholders(len(nights))+` AND held >= `+rooms, args...))(len(nights), errCounters)
+}
+
+// releaseUsers lowers one sale's user counts with one statement, locking
+// the rows in user order.
+func releaseUsers(ctx context.Context, tx *sql.Tx, users []userRelease) error {
+	var b strings.Builder
+	b.WriteString("CASE user_id")
+	whens := make([]any, 0, 2*len(users))
+	ids := make([]any, 0, len(users))
+	for _, u := range users {
+		b.WriteString(" WHEN ? THEN ?")
+		whens = append(whens, u.user, u.rooms)
+		ids = append(ids, u.user)
+	}
+	b.WriteString(" END")
+	rooms := b.String()
+	args := slices.Concat(whens, []any{users[0].sale}, ids, whens)
+	return expectRows(tx.ExecContext(ctx, `UPDATE user_rooms SET rooms = rooms - `+rooms+`
+		WHERE sale_id = ? AND user_id IN `+placeholders(len(users))+` AND rooms >= `+rooms, args...))(len(users), errCounters)
+}
+
+// placeholders returns "(?, ?, ...)" with n markers.
+func placeholders(n int) string {
+	return "(?" + strings.Repeat(", ?", n-1) + ")"
+}
