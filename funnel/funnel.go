@@ -18,6 +18,7 @@ import (
 
 	"github.com/flashsale/flashsale"
 	"github.com/oklog/ulid/v2"
+	"golang.org/x/sync/singleflight"
 )
 
 // Defaults for Config.
@@ -61,6 +62,10 @@ type Service struct {
 	// purchase path must not read the database to find one.
 	mu    sync.RWMutex
 	sales map[string]*flashsale.Sale
+	// misses collapses concurrent cache misses for one sale into one read:
+	// the opening second sends thousands of requests for a sale this
+	// instance has not seen yet.
+	misses singleflight.Group
 
 	stop chan struct{}
 	done sync.WaitGroup
@@ -150,12 +155,18 @@ func (s *Service) sale(ctx context.Context, id string) (*flashsale.Sale, error) 
 	if !validID(id) {
 		return nil, flashsale.ErrNotFound
 	}
-	sale, err := s.store.Sale(ctx, id)
+	v, err, _ := s.misses.Do(id, func() (any, error) {
+		sale, err := s.store.Sale(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		s.cache(sale)
+		return sale, nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	s.cache(sale)
-	return sale, nil
+	return v.(*flashsale.Sale), nil
 }
 
 // validID rejects IDs no store could hold before they cost a query.

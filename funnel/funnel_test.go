@@ -5,6 +5,7 @@ import (
 	"errors"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -577,5 +578,54 @@ func TestDatabaseGuard(t *testing.T) {
 	}
 	if avail, _ := e.engine.Available(ctx, s.ID); avail[0] != 3 {
 		t.Fatalf("engine available = %d, want the 3 refused units back", avail[0])
+	}
+}
+
+// countingStore counts Sale reads on a real store and makes each take as
+// long as it would on a database busy with a burst.
+type countingStore struct {
+	flashsale.Store
+	sales atomic.Int64
+}
+
+func (c *countingStore) Sale(ctx context.Context, id string) (*flashsale.Sale, error) {
+	c.sales.Add(1)
+	time.Sleep(50 * time.Millisecond)
+	return c.Store.Sale(ctx, id)
+}
+
+// TestSaleLookupCollapses: a second instance that has never seen a sale
+// reads it from the database once, however many guests ask at once.
+func TestSaleLookupCollapses(t *testing.T) {
+	a := mustOpen(t)
+	s := a.sale(t, func(s *flashsale.Sale) {
+		s.StartsAt = a.clock.Now().Add(time.Hour)
+		s.EndsAt = s.StartsAt.Add(time.Hour)
+	}, 5)
+
+	ctx := context.Background()
+	counting := &countingStore{Store: a.store}
+	writer := inmem.NewWriter(counting, inmem.WriterConfig{}, nil)
+	defer writer.Close()
+	// b is a second instance: it never created the sale, so only the
+	// database knows it.
+	b := funnel.New(funnel.Config{
+		Store: counting, Engine: inmem.NewEngine(), Writer: writer, Spender: inmem.NewSpender(),
+		Secret: []byte("test-secret"), Now: a.clock.Now, ReapInterval: time.Hour,
+	})
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for range 500 {
+		wg.Go(func() {
+			<-start
+			if _, err := b.IssueToken(ctx, alice, s.ID); !errors.Is(err, flashsale.ErrNotStarted) {
+				t.Errorf("token: %v", err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if n := counting.sales.Load(); n < 1 || n > 5 {
+		t.Fatalf("500 concurrent first lookups read the sale %d times, want 1 (a few if the goroutines straggle)", n)
 	}
 }

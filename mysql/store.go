@@ -51,6 +51,9 @@ type Store struct {
 
 var _ flashsale.Store = (*Store)(nil)
 
+// MaxOpenConnsDefault caps one instance's connections to the database.
+const MaxOpenConnsDefault = 32
+
 // Open connects to the database named by a URL of the form
 // mysql://user:pass@host:port/db?params. Query parameters are passed to the
 // driver, except the few the store depends on, which it sets itself:
@@ -69,7 +72,10 @@ func Open(ctx context.Context, rawURL string, logger *slog.Logger) (*Store, erro
 	}
 	db := sql.OpenDB(conn)
 	// The batch writer and the reaper hold connections only briefly; keep
-	// enough idle ones that a burst does not reconnect for every statement.
+	// enough idle ones that a burst does not reconnect for every statement,
+	// and cap the total so a burst of reads waits for a connection instead
+	// of opening one per request past the server's max_connections.
+	db.SetMaxOpenConns(MaxOpenConnsDefault)
 	db.SetMaxIdleConns(16)
 	db.SetConnMaxLifetime(30 * time.Minute)
 	if err := db.PingContext(ctx); err != nil {

@@ -56,6 +56,9 @@ type Store struct {
 
 var _ flashsale.Store = (*Store)(nil)
 
+// MaxConnsDefault caps one instance's connections to the database.
+const MaxConnsDefault = 16
+
 // Open connects to the database named by a URL of the form
 // postgres://user:pass@host:port/db?params (postgresql:// works too; params
 // are pgx's, such as pool_max_conns). It pings the server, so a wrong URL
@@ -71,6 +74,11 @@ func Open(ctx context.Context, rawURL string, logger *slog.Logger) (*Store, erro
 	cfg, err := pgxpool.ParseConfig(rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	if !strings.Contains(rawURL, "pool_max_conns") {
+		// pgxpool's default is max(4, NumCPU): too few for the consumer,
+		// the reaper and request reads at once. A pool_max_conns in the URL wins.
+		cfg.MaxConns = MaxConnsDefault
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
