@@ -155,15 +155,35 @@ type acceptedJSON struct {
 	Currency      string                `json:"currency"`
 }
 
-func (s *Server) handleIssueToken(w http.ResponseWriter, r *http.Request) {
+// userAndID authenticates a request and reads the ID in its path: the
+// first two steps of every handler that acts for a user on one sale or
+// order, in the order that rejects anonymous floods cheapest. On failure it
+// has written the error answer and ok is false.
+func (s *Server) userAndID(w http.ResponseWriter, r *http.Request) (u flashsale.User, id string, ok bool) {
 	u, err := s.authenticate(r)
+	if err == nil {
+		id, err = pathID(r)
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return flashsale.User{}, "", false
+	}
+	return u, id, true
+}
+
+// writeOrder answers with the order a service call returned, or with its
+// error.
+func (s *Server) writeOrder(w http.ResponseWriter, r *http.Request, o *flashsale.Order, err error) {
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	id, err := pathID(r)
-	if err != nil {
-		s.writeError(w, r, err)
+	writeJSON(w, http.StatusOK, orderView(o))
+}
+
+func (s *Server) handleIssueToken(w http.ResponseWriter, r *http.Request) {
+	u, id, ok := s.userAndID(w, r)
+	if !ok {
 		return
 	}
 	t, err := s.svc.IssueToken(r.Context(), u, id)
@@ -178,14 +198,8 @@ func (s *Server) handleIssueToken(w http.ResponseWriter, r *http.Request) {
 // rejection of anonymous floods), then validates everything it can before
 // the service spends any I/O.
 func (s *Server) handlePurchase(w http.ResponseWriter, r *http.Request) {
-	u, err := s.authenticate(r)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	id, err := pathID(r)
-	if err != nil {
-		s.writeError(w, r, err)
+	u, id, ok := s.userAndID(w, r)
+	if !ok {
 		return
 	}
 	key, err := idempotencyKey(r)
@@ -212,41 +226,21 @@ func (s *Server) handlePurchase(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleOrder(w http.ResponseWriter, r *http.Request) {
-	u, err := s.authenticate(r)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	id, err := pathID(r)
-	if err != nil {
-		s.writeError(w, r, err)
+	u, id, ok := s.userAndID(w, r)
+	if !ok {
 		return
 	}
 	o, err := s.svc.Order(r.Context(), u, id)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, orderView(o))
+	s.writeOrder(w, r, o, err)
 }
 
 func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
-	u, err := s.authenticate(r)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	id, err := pathID(r)
-	if err != nil {
-		s.writeError(w, r, err)
+	u, id, ok := s.userAndID(w, r)
+	if !ok {
 		return
 	}
 	o, err := s.svc.Cancel(r.Context(), u, id)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, orderView(o))
+	s.writeOrder(w, r, o, err)
 }
 
 func (s *Server) handlePaid(w http.ResponseWriter, r *http.Request) {
@@ -261,9 +255,5 @@ func (s *Server) handlePaid(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	o, err := s.svc.MarkPaid(r.Context(), id, b.PaymentRef)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, orderView(o))
+	s.writeOrder(w, r, o, err)
 }
