@@ -63,7 +63,10 @@ type Config struct {
 	ConfirmTimeout time.Duration
 
 	// Prefetch is how many unacknowledged deliveries the broker pushes to the
-	// consumer; it must exceed BatchSize for batches to fill.
+	// consumer. The consumer raises it to twice its largest batch (BatchSize,
+	// or a second's writes under RatePerSec if that is fewer), so the next
+	// batch is already buffered while one commits and a batch catching up
+	// after a slow commit can fill.
 	Prefetch int
 	// BatchSize is the most reservations written in one transaction.
 	BatchSize int
@@ -72,6 +75,18 @@ type Config struct {
 	BatchWait time.Duration
 	// RatePerSec caps the orders per second the consumer writes, so the
 	// database sees a flat line however steep the sale's peak; 0 means no cap.
+	//
+	// The cap is per consumer, that is per instance: each Consumer has a
+	// limiter of its own, so N instances write at most N × RatePerSec. Divide
+	// the database's budget by the number of instances.
+	//
+	// While a backlog lasts the consumer writes at the cap even when commits
+	// are slow: its limiter holds a second of quota, and the quota a slow
+	// commit leaves unused makes the next batch bigger (up to BatchSize), so
+	// it is caught up rather than lost. Over any one second the consumer
+	// writes at most RatePerSec plus that one second's carried quota; quota
+	// does not build up while the queue is empty, so a consumer that was
+	// idle starts a burst at the cap, not above it.
 	RatePerSec float64
 	// MaxAttempts is how many deliveries a reservation gets whose
 	// transaction keeps failing before it is dead-lettered.

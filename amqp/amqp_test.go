@@ -183,6 +183,9 @@ type memStore struct {
 	fail func(r flashsale.Reservation) bool
 	// after, if set, runs after a committed batch.
 	after func()
+	// latency, if set, is how long each transaction takes before it
+	// commits, as a database under load would.
+	latency time.Duration
 }
 
 func newMemStore() *memStore {
@@ -190,6 +193,13 @@ func newMemStore() *memStore {
 }
 
 func (s *memStore) PlaceOrders(ctx context.Context, rs []flashsale.Reservation) ([]error, error) {
+	if s.latency > 0 {
+		select {
+		case <-time.After(s.latency):
+		case <-ctx.Done():
+			return nil, fmt.Errorf("place orders: %w", ctx.Err())
+		}
+	}
 	s.mu.Lock()
 	if s.fail != nil {
 		for _, r := range rs {
@@ -615,33 +625,95 @@ func TestUndecodable(t *testing.T) {
 	}
 }
 
-// TestRateCap queues 2 000 orders and consumes them at 500/s. The cap is a
-// lower bound on the time taken, so asserting it cannot flake on a slow
-// machine; the per-100 ms write counts go to the log to show the flat line.
+// TestRateCap writes 2 000 orders at 500/s: queued before the consumer
+// starts, with fast transactions and with transactions that take 150 ms
+// each (a database under a burst), and published to a consumer that has
+// been idle for a while.
+//
+// The cap bounds the time taken from below, so that bound cannot flake; in
+// the idle case it also shows that quota does not build up while there is
+// nothing to write (with a second of it banked, 2 000 orders would take
+// 3 s). The bound from above is what the slow case is about: a consumer
+// that sized its batches by a fixed slice of a second, one batch in flight,
+// would take at least 40 × 150 ms = 6 s; one that carries the quota a slow
+// commit left unused into a bigger next batch takes about 4 s. The 6 s
+// bound leaves about 2 s for a loaded machine. The per-second write counts
+// go to the log to show the flat line at the cap.
 func TestRateCap(t *testing.T) {
-	cfg := MustConfig(t)
-	cfg.RatePerSec = 500
-	p := MustPublisher(t, cfg)
-	const n = 2000
-	rs := publishAll(t, p, "sale-1", n, 100)
+	for _, tc := range []struct {
+		name    string
+		latency time.Duration // of each transaction
+		idle    time.Duration // the consumer runs this long before the orders are published
+	}{
+		{"Fast", 0, 0},
+		{"SlowCommits", 150 * time.Millisecond, 0},
+		{"AfterIdle", 0, 1500 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			const (
+				n    = 2000
+				rate = 500
+			)
+			cfg := MustConfig(t)
+			cfg.RatePerSec = rate
+			p := MustPublisher(t, cfg)
+			store := newMemStore()
+			store.latency = tc.latency
 
-	store := newMemStore()
-	start := time.Now()
-	StartConsumer(t, cfg, store)
-	checkFor(t, 30*time.Second, "all orders written", func() bool { return store.count() == n })
-	elapsed := time.Since(start)
-	store.checkExactlyOnce(t, rs)
-	if min := 3500 * time.Millisecond; elapsed < min {
-		t.Errorf("took %s, want at least %s at 500/s", elapsed, min)
-	}
+			var rs []*flashsale.Reservation
+			var start time.Time // from when the consumer could write
+			if tc.idle > 0 {
+				StartConsumer(t, cfg, store)
+				time.Sleep(tc.idle) // an empty queue, as between two sales
+				start = time.Now()
+				rs = publishAll(t, p, "sale-1", n, 100)
+			} else {
+				rs = publishAll(t, p, "sale-1", n, 100)
+				start = time.Now()
+				StartConsumer(t, cfg, store)
+			}
+			checkFor(t, 30*time.Second, "all orders written", func() bool { return store.count() == n })
+			elapsed := time.Since(start)
+			store.checkExactlyOnce(t, rs)
 
-	store.mu.Lock()
-	defer store.mu.Unlock()
-	buckets := make([]int, int(elapsed/(100*time.Millisecond))+1)
-	for i, at := range store.times {
-		buckets[int(at.Sub(start)/(100*time.Millisecond))] += store.batches[i]
+			perSec, peak, largest := store.series(start)
+			t.Logf("took %s; orders written per second: %v; busiest 1 s window %d; largest batch %d",
+				elapsed.Round(time.Millisecond), perSec, peak, largest)
+			if min := 3500 * time.Millisecond; elapsed < min {
+				t.Errorf("took %s, want at least %s at %d/s", elapsed, min, rate)
+			}
+			if max := 6 * time.Second; elapsed > max {
+				t.Errorf("took %s, want at most %s: the consumer did not keep up with its cap", elapsed, max)
+			}
+		})
 	}
-	t.Logf("took %s; orders written per 100 ms: %v", elapsed.Round(time.Millisecond), buckets)
+}
+
+// series returns the orders committed in each second since start, the most
+// committed within any 1 s window, and the largest batch.
+func (s *memStore) series(start time.Time) (perSec []int, peak, largest int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	largest = maxOf(s.batches)
+	for i, at := range s.times {
+		sec := int(at.Sub(start) / time.Second)
+		for len(perSec) <= sec {
+			perSec = append(perSec, 0)
+		}
+		perSec[sec] += s.batches[i]
+	}
+	// times are in commit order: slide a window over them.
+	first, inWindow := 0, 0
+	for i, at := range s.times {
+		inWindow += s.batches[i]
+		for at.Sub(s.times[first]) >= time.Second {
+			inWindow -= s.batches[first]
+			first++
+		}
+		peak = max(peak, inWindow)
+	}
+	return perSec, peak, largest
 }
 
 // BenchmarkPublish measures Write including the broker's confirm. Serial

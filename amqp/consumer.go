@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"strconv"
 	"sync"
@@ -38,9 +39,11 @@ const (
 	retryMinDefault = 250 * time.Millisecond
 	retryMax        = 10 * time.Second
 	// rateSlices is how many batches a second a rate-capped consumer aims
-	// for: the cap also bounds a batch to a tenth of a second's writes, so
-	// the database sees a steady stream of small commits, not a burst of
-	// BatchSize every few seconds.
+	// for while its commits are quick: a batch is then a tenth of a
+	// second's writes, so the database sees a steady stream of small
+	// commits, not a burst of BatchSize every few seconds. When a commit
+	// takes longer than a slice, the quota it left unused makes the next
+	// batch bigger (see Consumer.want).
 	rateSlices = 10
 )
 
@@ -57,7 +60,9 @@ type Consumer struct {
 	store     Handler
 	log       *slog.Logger
 	limiter   *rate.Limiter // nil when RatePerSec is 0
-	batchSize int
+	batchSize int           // the largest batch
+	slice     int           // the smallest batch a capped consumer aims for
+	prefetch  int
 	retryMin  time.Duration // tests shorten it
 	retry     time.Duration // the current pause after failures; Run's goroutine only
 
@@ -87,17 +92,28 @@ func NewConsumer(ctx context.Context, cfg Config, store Handler, logger *slog.Lo
 		store:     store,
 		log:       logger.With("component", "amqp.consumer", "queue", cfg.queue()),
 		batchSize: cfg.BatchSize,
+		slice:     cfg.BatchSize,
 		retryMin:  retryMinDefault,
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
 	}
 	if cfg.RatePerSec > 0 {
-		c.batchSize = min(cfg.BatchSize, max(1, int(cfg.RatePerSec/rateSlices)))
-		c.limiter = rate.NewLimiter(rate.Limit(cfg.RatePerSec), c.batchSize)
-		// Start with an empty bucket: a full one would let the first batch
-		// through free, a spike the cap exists to prevent.
-		c.limiter.AllowN(time.Now(), c.batchSize)
+		// The bucket holds a second of quota, so the quota a slow commit
+		// leaves unused is carried into the next batch instead of lost:
+		// with one batch in flight, that is what keeps the write rate at
+		// the cap while the database is slow. A batch cannot outgrow the
+		// bucket, since WaitN refuses more than the burst.
+		burst := max(1, int(math.Ceil(cfg.RatePerSec)))
+		c.batchSize = min(cfg.BatchSize, burst)
+		c.slice = min(c.batchSize, max(1, int(cfg.RatePerSec/rateSlices)))
+		c.limiter = rate.NewLimiter(rate.Limit(cfg.RatePerSec), burst)
+		// Start with an empty bucket: a full one would let the first
+		// second's worth through free, a spike the cap exists to prevent.
+		c.limiter.AllowN(time.Now(), burst)
 	}
+	// While one batch commits, the next must already be buffered, or a
+	// catching-up batch could not fill.
+	c.prefetch = max(cfg.Prefetch, 2*c.batchSize)
 	return c, nil
 }
 
@@ -180,7 +196,7 @@ func (c *Consumer) session(ctx context.Context) (connected bool, err error) {
 	if err := declare(ch, c.cfg); err != nil {
 		return false, err
 	}
-	if err := ch.Qos(c.cfg.Prefetch, 0, false); err != nil {
+	if err := ch.Qos(c.prefetch, 0, false); err != nil {
 		return false, fmt.Errorf("qos: %w", err)
 	}
 	tag := c.cfg.Name + "-" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatUint(consumerSeq.Add(1), 10)
@@ -188,7 +204,8 @@ func (c *Consumer) session(ctx context.Context) (connected bool, err error) {
 	if err != nil {
 		return false, fmt.Errorf("consume %s: %w", c.cfg.queue(), err)
 	}
-	c.log.Info("consuming", "consumer_tag", tag, "batch_size", c.batchSize, "rate_per_sec", c.cfg.RatePerSec)
+	c.log.Info("consuming", "consumer_tag", tag, "batch_size", c.batchSize, "min_batch_size", c.slice,
+		"prefetch", c.prefetch, "rate_per_sec", c.cfg.RatePerSec)
 
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
@@ -218,10 +235,24 @@ func (c *Consumer) session(ctx context.Context) (connected bool, err error) {
 	}
 }
 
-// gather collects up to batchSize decoded deliveries: it waits for the
-// first, then at most BatchWait for the rest.
+// gather collects decoded deliveries: it waits for the first, then at most
+// BatchWait for the rest, up to what want allows. Under a rate cap it also
+// drops the quota that was not owed to a backlog (see forfeit).
 func (c *Consumer) gather(ctx context.Context, deliveries <-chan amqp091.Delivery, timer *time.Timer, batch []item) ([]item, gatherState) {
+	idleFrom := -1.0 // the limiter's tokens when the consumer ran out of deliveries
 	for len(batch) == 0 {
+		select {
+		case d, ok := <-deliveries:
+			if !ok {
+				return batch, gatherLost
+			}
+			batch = c.add(batch, d)
+			continue
+		default:
+		}
+		if c.limiter != nil && idleFrom < 0 {
+			idleFrom = c.limiter.Tokens()
+		}
 		select {
 		case d, ok := <-deliveries:
 			if !ok {
@@ -234,9 +265,13 @@ func (c *Consumer) gather(ctx context.Context, deliveries <-chan amqp091.Deliver
 			return batch, gatherStopped
 		}
 	}
+	if idleFrom >= 0 {
+		c.forfeit(idleFrom)
+	}
+	want := c.want()
 	timer.Reset(c.cfg.BatchWait)
 	defer timer.Stop()
-	for len(batch) < c.batchSize {
+	for len(batch) < want {
 		select {
 		case d, ok := <-deliveries:
 			if !ok {
@@ -244,6 +279,9 @@ func (c *Consumer) gather(ctx context.Context, deliveries <-chan amqp091.Deliver
 			}
 			batch = c.add(batch, d)
 		case <-timer.C:
+			// Short: the consumer has caught up with the queue, so no
+			// writes are owed beyond this batch.
+			c.forfeit(float64(len(batch)))
 			return batch, gatherFull
 		case <-ctx.Done():
 			return batch, gatherStopped
@@ -252,6 +290,35 @@ func (c *Consumer) gather(ctx context.Context, deliveries <-chan amqp091.Deliver
 		}
 	}
 	return batch, gatherFull
+}
+
+// want is the size a batch aims for. Uncapped, it is BatchSize. Capped, it
+// is the quota the limiter holds now, at least a slice and at most the
+// largest batch: after a quick commit that is a slice, paced by the
+// limiter's wait; after a slow one it is the quota that accrued meanwhile,
+// written at once, so the rate stays at the cap however long a commit takes
+// (up to a largest batch per commit).
+func (c *Consumer) want() int {
+	if c.limiter == nil {
+		return c.batchSize
+	}
+	return min(c.batchSize, max(c.slice, int(c.limiter.Tokens())))
+}
+
+// forfeit drops the limiter's quota above keep. Quota is carried only
+// while a backlog waits on slow commits; quota that accrued while the
+// consumer waited for deliveries, or while it kept up with a trickle, is
+// not owed to anyone, and a consumer that kept it would meet the next
+// sale's first burst with up to a second's writes on top of the cap. So
+// gather forfeits what accrued while it waited for a first delivery, and
+// all but the batch in hand when a batch comes up short.
+func (c *Consumer) forfeit(keep float64) {
+	if c.limiter == nil {
+		return
+	}
+	if n := int(c.limiter.Tokens() - keep); n > 0 {
+		c.limiter.AllowN(time.Now(), n)
+	}
 }
 
 // add decodes d into the batch. A body that is not a reservation can never
