@@ -43,8 +43,9 @@ type Config struct {
 	QueueName  string
 	AdminToken string // FLASHSALE_ADMIN_TOKEN
 	JWTSecret  string // FLASHSALE_JWT_SECRET
-	// OrderRate caps the queue consumer's writes (orders/s) so the database
-	// sees a flat line; 0 means no cap. FLASHSALE_ORDER_RATE.
+	// OrderRate caps this instance's queue consumer (orders/s) so the
+	// database sees a flat line; N instances write at most N × OrderRate.
+	// 0 means no cap. FLASHSALE_ORDER_RATE.
 	OrderRate float64
 	// ReapInterval bounds how late an expired hold is released. FLASHSALE_REAP_INTERVAL.
 	ReapInterval time.Duration
