@@ -15,7 +15,7 @@
 //	<prefix>{<sale>}:keys         hash: user id NUL idempotency key -> order id
 //	<prefix>{<sale>}:res          hash: order id -> reservation record (record.go)
 //	<prefix>{<sale>}:unconfirmed  sorted set: order id scored by reserve time (ms)
-//	<prefix>order:<order>         string: sale id (lets Reservation find the sale)
+//	<prefix>order:<order>         string: sale id (a hint that lets Reservation find the sale)
 //	<prefix>sales                 sorted set: sale id scored by its keys' expiry (ms)
 //	<prefix>token:<token>         string: a spent purchase token
 //	<prefix>soldout               pub/sub channel of the sold-out broadcast
@@ -37,6 +37,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -99,6 +100,8 @@ type Engine struct {
 	flags  soldOutFlags
 	pubsub *goredis.PubSub
 	done   chan struct{} // closed when the subscriber goroutine has returned
+
+	lazy lazyWriter // writes nobody waits for: confirms, stale index entries
 }
 
 var _ flashsale.StockEngine = (*Engine)(nil)
@@ -132,6 +135,7 @@ func Open(ctx context.Context, url string, opts Options, logger *slog.Logger) (*
 		return nil, fmt.Errorf("open redis: subscribe %s: %w", e.channel, err)
 	}
 	go e.listen(e.pubsub.ChannelWithSubscriptions(goredis.WithChannelSize(1024)))
+	e.lazy.start(e)
 	return e, nil
 }
 
@@ -171,8 +175,12 @@ func newClient(raw string, opts Options) (goredis.UniversalClient, error) {
 	}), nil
 }
 
-// Close stops the subscriber and closes the connections.
+// Close writes the queued confirms and index deletions, stops the
+// subscriber and closes the connections. Close the order path (the
+// publisher and the relay) first, as cmd/flashsale does: a Confirm that
+// arrives after Close is sent directly and fails with ErrUnavailable.
 func (e *Engine) Close() error {
+	e.lazy.stop()
 	err := e.pubsub.Close()
 	<-e.done
 	return errors.Join(err, e.client.Close())
@@ -191,6 +199,11 @@ func (e *Engine) Ping(ctx context.Context) error {
 type saleKeys struct {
 	meta, stock, users, keys, res, unconfirmed string
 	reserve, release, retake                   []string
+
+	// expire is the sale's key expiry (unix ms) as last seen by this engine
+	// (its own Load, or an accepted Reserve's reply), or 0. Reserve gives
+	// the order index the same expiry without waiting for the script.
+	expire atomic.Int64
 }
 
 func (e *Engine) saleKeys(saleID string) *saleKeys {
@@ -304,6 +317,7 @@ func (e *Engine) Load(ctx context.Context, snap *flashsale.StockSnapshot, now ti
 	// The broadcast clears every engine's flags; clear ours now so this
 	// engine never answers sold out from the previous load.
 	e.flags.clearSale(s.ID)
+	k.expire.Store(expire)
 
 	if err := e.indexOrders(ctx, s.ID, snap.Reservations, expire); err != nil {
 		// Reservation falls back to asking every known sale, so a missing
@@ -371,6 +385,23 @@ func code(reply []any) int64 {
 // is sold out is refused locally without a round trip, unless the request
 // carries an idempotency key: a retry must still find its earlier order,
 // and only Redis knows it.
+//
+// The order index is written in the same pipeline as the script, so an
+// accepted purchase costs one round trip. The index lives outside the
+// sale's slot (Reservation has only the order id), so the script cannot
+// write it, and Redis offers no way to make one command of a pipeline
+// depend on another's reply. It is therefore written whatever the script
+// answers:
+//   - accepted: the index is in place before Reserve returns, as before;
+//   - refused for stock, limit, a bad stay or an unloaded sale: the order id
+//     never got a reservation and is never reused (a fresh ULID per
+//     attempt). The entry is deleted in the background, and until then it
+//     is harmless because Reservation checks the sale's records and falls
+//     back to asking every sale when the indexed one lacks the order;
+//   - duplicate of another order (the idempotency key is taken): deleted
+//     in the background as well;
+//   - duplicate of this very order id (a retry whose first reply was lost):
+//     kept, it names the order's sale.
 func (e *Engine) Reserve(ctx context.Context, r *flashsale.Reservation) (string, error) {
 	if r.IdempotencyKey == "" && e.flags.soldOut(r.SaleID, r.FirstNight, r.Nights) {
 		return "", flashsale.ErrSoldOut
@@ -382,17 +413,44 @@ func (e *Engine) Reserve(ctx context.Context, r *flashsale.Reservation) (string,
 	}
 	var buf [128]byte
 	rec := appendRecord(buf[:0], r)
-	reply, err := reserveScript.Run(ctx, e.client, k.reserve,
-		r.OrderID, r.UserID, field, r.FirstNight, r.Nights, r.Rooms,
-		time.Now().UnixMilli(), rec, e.channel, r.SaleID).Slice()
+	args := []any{r.OrderID, r.UserID, field, r.FirstNight, r.Nights, r.Rooms,
+		time.Now().UnixMilli(), rec, e.channel, r.SaleID}
+	orderKey := e.orderKey(r.OrderID)
+
+	var script, index *goredis.Cmd
+	_, err := e.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		script = p.EvalSha(ctx, reserveScript.Hash(), k.reserve, args...)
+		index = p.Do(ctx, "set", orderKey, r.SaleID, "pxat", e.indexExpiry(k, r))
+		return nil
+	})
+	if err != nil && isNoScript(script.Err()) {
+		// A node that has not seen the script yet (a restart, a new Cluster
+		// node): EVAL caches it for the next call. The index is written.
+		script = reserveScript.Eval(ctx, e.client, k.reserve, args...)
+	}
+	reply, err := script.Slice()
 	if err != nil {
 		return "", unavailable("reserve: sale="+r.SaleID, err)
 	}
 	switch code(reply) {
 	case 1:
+		if expire, _ := reply[1].(int64); expire != k.expire.Load() {
+			k.expire.Store(expire)
+		}
+		if err := index.Err(); err != nil {
+			// Reservation still finds the order by asking every known sale.
+			e.logger.WarnContext(ctx, "index order", "sale_id", r.SaleID, "order_id", r.OrderID, "err", err)
+		}
+		return "", nil
 	case 2:
 		existing, _ := reply[1].(string)
+		if existing != r.OrderID {
+			e.lazy.add(lazyWrite{key: orderKey, del: true})
+		}
 		return existing, flashsale.ErrDuplicate
+	}
+	e.lazy.add(lazyWrite{key: orderKey, del: true})
+	switch code(reply) {
 	case 3:
 		return "", flashsale.ErrSoldOut
 	case 4:
@@ -404,14 +462,26 @@ func (e *Engine) Reserve(ctx context.Context, r *flashsale.Reservation) (string,
 	default:
 		return "", fmt.Errorf("reserve: sale=%s: unexpected script reply %v", r.SaleID, reply)
 	}
-	// The index lives outside the sale's slot, so it cannot be written by
-	// the script. If this process dies right here, Reservation still finds
-	// the order by asking every known sale (see Reservation).
-	expire, _ := reply[1].(int64)
-	if err := e.client.Do(ctx, "set", e.orderKey(r.OrderID), r.SaleID, "pxat", expire).Err(); err != nil {
-		e.logger.WarnContext(ctx, "index order", "sale_id", r.SaleID, "order_id", r.OrderID, "err", err)
+}
+
+// indexExpiry is when the order index of r expires (unix ms): with the
+// sale's keys when this engine knows their expiry, or else a day after the
+// hold ends, long after the order has reached the database (the index only
+// serves orders still in flight, and a missing index costs a slower
+// Reservation, never a wrong one).
+func (e *Engine) indexExpiry(k *saleKeys, r *flashsale.Reservation) int64 {
+	now := time.Now()
+	if expire := k.expire.Load(); expire > now.UnixMilli() {
+		return expire
 	}
-	return "", nil
+	if r.HoldExpiresAt.After(now) {
+		now = r.HoldExpiresAt
+	}
+	return now.Add(keyTTLSlack).UnixMilli()
+}
+
+func isNoScript(err error) bool {
+	return errors.Is(err, goredis.ErrNoScript) || goredis.HasErrorPrefix(err, "NOSCRIPT")
 }
 
 // Release runs release.lua. Releasing an unknown or inactive reservation
@@ -473,8 +543,9 @@ func (e *Engine) Lookup(ctx context.Context, saleID, userID, key string) (string
 }
 
 // Reservation returns a recorded reservation. The order index names its
-// sale; when the index is missing (the process died between the script and
-// the index write, or the order came from a Load whose index write failed)
+// sale, but it is only a hint: when it is missing (its write failed, or the
+// order came from a Load whose index write failed) or names a sale without
+// the order (Reserve writes it even for a refused order id, see Reserve),
 // it asks every sale in the sales set, in one pipelined round trip.
 func (e *Engine) Reservation(ctx context.Context, orderID string) (*flashsale.Reservation, error) {
 	saleID, err := e.client.Get(ctx, e.orderKey(orderID)).Result()
@@ -487,7 +558,7 @@ func (e *Engine) Reservation(ctx context.Context, orderID string) (*flashsale.Re
 	v, err := e.client.HGet(ctx, e.saleKeys(saleID).res, orderID).Result()
 	switch {
 	case errors.Is(err, goredis.Nil):
-		return nil, flashsale.ErrNotFound
+		return e.findReservation(ctx, orderID)
 	case err != nil:
 		return nil, unavailable("reservation: order="+orderID, err)
 	}

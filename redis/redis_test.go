@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -206,10 +207,57 @@ func TestReserve(t *testing.T) {
 		r.IdempotencyKey = "k"
 		mustReserve(t, e, r)
 		k := e.saleKeys(snap.Sale.ID)
-		for _, key := range k.reserve {
+		for _, key := range append(k.reserve, e.orderKey(r.OrderID)) {
 			if ttl := e.client.PTTL(ctx, key).Val(); ttl <= 0 {
 				t.Errorf("PTTL(%s) = %v, want an expiry", key, ttl)
 			}
+		}
+		// An engine that never saw the sale's expiry gives the index one
+		// a day past the hold.
+		other := mustOpenShared(t, e)
+		r2 := newReservation(snap, "u2", 0, 1, 1)
+		mustReserve(t, other, r2)
+		ttl := e.client.PTTL(ctx, e.orderKey(r2.OrderID)).Val()
+		if max := time.Until(r2.HoldExpiresAt) + keyTTLSlack; ttl <= keyTTLSlack/2 || ttl > max+time.Second {
+			t.Errorf("PTTL(index from a fresh engine) = %v, want about %v", ttl, max)
+		}
+	})
+
+	t.Run("RefusedIndex", func(t *testing.T) {
+		// The index is written beside the script whatever it answers. A
+		// refused order's entry never makes Reservation find anything,
+		// and it is deleted in the background.
+		snap := newSale(1, 5)
+		mustLoad(t, e, snap)
+		mustReserve(t, e, newReservation(snap, "u", 0, 1, 1))
+		r := newReservation(snap, "u", 0, 1, 1)
+		if _, err := e.Reserve(ctx, r); !errors.Is(err, flashsale.ErrLimitExceeded) {
+			t.Fatalf("Reserve(over the limit) = %v, want ErrLimitExceeded", err)
+		}
+		if _, err := e.Reservation(ctx, r.OrderID); !errors.Is(err, flashsale.ErrNotFound) {
+			t.Errorf("Reservation(refused) = %v, want ErrNotFound", err)
+		}
+		checkFor(t, 2*time.Second, "the refused order's index is deleted", func() bool {
+			return e.client.Exists(ctx, e.orderKey(r.OrderID)).Val() == 0
+		})
+	})
+
+	t.Run("IndexStale", func(t *testing.T) {
+		// An index naming a sale without the order is only a hint.
+		snap, other := newSale(3, 5), newSale(3, 5)
+		mustLoad(t, e, snap)
+		mustLoad(t, e, other)
+		r := newReservation(snap, "u", 0, 1, 1)
+		mustReserve(t, e, r)
+		if err := e.client.Set(ctx, e.orderKey(r.OrderID), other.Sale.ID, time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+		got, err := e.Reservation(ctx, r.OrderID)
+		if err != nil {
+			t.Fatalf("Reservation(stale index) = %v", err)
+		}
+		if got.SaleID != snap.Sale.ID {
+			t.Errorf("Reservation(stale index).SaleID = %q, want %q", got.SaleID, snap.Sale.ID)
 		}
 	})
 
@@ -223,6 +271,19 @@ func TestReserve(t *testing.T) {
 			t.Errorf("Reserve(cancelled) = %v, want ErrUnavailable", err)
 		}
 	})
+}
+
+// mustOpenShared opens a second engine on e's server and prefix; unlike
+// MustOpenEngine it leaves the keys to e's cleanup.
+func mustOpenShared(tb testing.TB, e *Engine) *Engine {
+	tb.Helper()
+	url := redisURL(tb)
+	other, err := Open(tb.Context(), url, Options{Prefix: e.prefix}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		tb.Fatalf("Open(%s) = %v", url, err)
+	}
+	tb.Cleanup(func() { other.Close() })
+	return other
 }
 
 // checkFor polls cond until it holds or the deadline passes.
@@ -371,10 +432,15 @@ func TestUnconfirmed(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now().Add(time.Second)
-	got, err := e.Unconfirmed(ctx, now, 10)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Confirm is written in the background.
+	var got []flashsale.Reservation
+	checkFor(t, 2*time.Second, "the confirm is written", func() bool {
+		var err error
+		if got, err = e.Unconfirmed(ctx, now, 10); err != nil {
+			t.Fatal(err)
+		}
+		return len(got) <= 2
+	})
 	want := []flashsale.Reservation{*rs[0], *rs[3]}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Unconfirmed() mismatch (-want +got):\n%s", diff)
@@ -385,6 +451,113 @@ func TestUnconfirmed(t *testing.T) {
 	if got, err := e.Unconfirmed(ctx, time.Now().Add(-time.Hour), 10); err != nil || len(got) != 0 {
 		t.Errorf("Unconfirmed(an hour ago) = %+v, %v, want none", got, err)
 	}
+}
+
+func TestConfirm(t *testing.T) {
+	e := MustOpenEngine(t, redisURL(t), newPrefix())
+	ctx := t.Context()
+	s1, s2 := newSale(100, 100), newSale(100, 100)
+	mustLoad(t, e, s1)
+	mustLoad(t, e, s2)
+	reserve := func(snap *flashsale.StockSnapshot, n int) []*flashsale.Reservation {
+		t.Helper()
+		var rs []*flashsale.Reservation
+		for range n {
+			r := newReservation(snap, "u", 0, 1, 1)
+			mustReserve(t, e, r)
+			rs = append(rs, r)
+		}
+		return rs
+	}
+	// confirmed reports whether every order has left its outbox.
+	confirmed := func(rs ...*flashsale.Reservation) bool {
+		t.Helper()
+		for _, r := range rs {
+			err := e.client.ZScore(ctx, e.saleKeys(r.SaleID).unconfirmed, r.OrderID).Err()
+			if err == nil {
+				return false
+			}
+			if !errors.Is(err, goredis.Nil) {
+				t.Fatal(err)
+			}
+		}
+		return true
+	}
+
+	t.Run("OneRoundTrip", func(t *testing.T) {
+		// A flush of confirms of two sales and a stale index deletion is
+		// one pipeline.
+		rs := append(reserve(s1, 3), reserve(s2, 2)...)
+		stale := e.orderKey("stale-" + rand.Text())
+		if err := e.client.Set(ctx, stale, s1.Sale.ID, time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+		f := mustOpenShared(t, e)
+		var trips roundTrips
+		f.client.AddHook(&trips)
+		batch := []lazyWrite{{key: stale, del: true}}
+		for _, r := range rs {
+			batch = append(batch, lazyWrite{key: f.saleKeys(r.SaleID).unconfirmed, member: r.OrderID})
+		}
+		f.lazy.flush(batch, nil)
+		if got := trips.n.Load(); got != 1 {
+			t.Errorf("flush took %d round trips, want 1", got)
+		}
+		if !confirmed(rs...) {
+			t.Error("orders still unconfirmed after flush")
+		}
+		if n := e.client.Exists(ctx, stale).Val(); n != 0 {
+			t.Error("stale index still there after flush")
+		}
+	})
+
+	t.Run("Background", func(t *testing.T) {
+		rs := reserve(s1, 20)
+		for _, r := range rs {
+			if err := e.Confirm(ctx, r.SaleID, r.OrderID); err != nil {
+				t.Fatal(err)
+			}
+		}
+		checkFor(t, 2*time.Second, "confirms written", func() bool { return confirmed(rs...) })
+	})
+
+	t.Run("QueueFull", func(t *testing.T) {
+		// With no room in the queue, Confirm writes before it returns.
+		f := mustOpenShared(t, e)
+		f.lazy.mu.Lock()
+		f.lazy.max = 0
+		f.lazy.mu.Unlock()
+		r := reserve(s1, 1)[0]
+		if err := f.Confirm(ctx, r.SaleID, r.OrderID); err != nil {
+			t.Fatal(err)
+		}
+		if !confirmed(r) {
+			t.Error("Confirm(queue full) returned before the order left the outbox")
+		}
+	})
+
+	t.Run("CloseFlushes", func(t *testing.T) {
+		f, err := Open(ctx, redisURL(t), Options{Prefix: e.prefix}, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs := reserve(s2, 50)
+		for _, r := range rs {
+			if err := f.Confirm(ctx, r.SaleID, r.OrderID); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if !confirmed(rs...) {
+			t.Error("Close() returned with confirms unwritten")
+		}
+		r := reserve(s2, 1)[0]
+		if err := f.Confirm(ctx, r.SaleID, r.OrderID); !errors.Is(err, flashsale.ErrUnavailable) {
+			t.Errorf("Confirm(after Close) = %v, want ErrUnavailable", err)
+		}
+	})
 }
 
 func TestSpender(t *testing.T) {
@@ -590,4 +763,72 @@ func BenchmarkReserve(b *testing.B) {
 			}
 		})
 	})
+}
+
+// roundTrips counts the exchanges a client has with Redis: one per command
+// sent alone and one per pipeline (per node on a Cluster, which the hook
+// does not see, so it under-counts there). A new connection's handshake
+// (HELLO, CLIENT SETINFO) is not counted.
+type roundTrips struct{ n atomic.Int64 }
+
+func handshake(cmd goredis.Cmder) bool { return cmd.Name() == "hello" || cmd.Name() == "client" }
+
+func (c *roundTrips) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+func (c *roundTrips) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		if !handshake(cmd) {
+			c.n.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+func (c *roundTrips) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		if len(cmds) > 0 && !handshake(cmds[0]) {
+			c.n.Add(1)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// BenchmarkPurchase is an instance's Redis work for one accepted purchase
+// in the distributed shape: Reserve, then Confirm once the broker has the
+// order, from 64 goroutines (the accepted figure of BenchmarkDistributed
+// uses 64 workers). roundtrips/op counts the exchanges with Redis.
+func BenchmarkPurchase(b *testing.B) {
+	b.ReportAllocs()
+	var trips roundTrips
+	e := MustOpenEngine(b, redisURL(b), newPrefix())
+	e.client.AddHook(&trips)
+	snap := newSale(b.N+1, flashsale.MaxStock)
+	mustLoad(b, e, snap)
+	rs := make([]*flashsale.Reservation, b.N)
+	for i := range rs {
+		rs[i] = newReservation(snap, "u"+strconv.Itoa(i%10000), 0, 1, 1)
+	}
+	const workers = 64
+	b.SetParallelism((workers + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+	var next atomic.Int64
+	ctx := context.Background()
+	trips.n.Store(0)
+	b.ResetTimer()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			r := rs[next.Add(1)-1]
+			if _, err := e.Reserve(ctx, r); err != nil {
+				b.Error(err)
+				return
+			}
+			if err := e.Confirm(ctx, r.SaleID, r.OrderID); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	e.lazy.stop() // the last confirms count, in time and round trips
+	elapsed := time.Since(start)
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "req/s")
+	b.ReportMetric(float64(trips.n.Load())/float64(b.N), "roundtrips/op")
 }
