@@ -1,0 +1,639 @@
+package main
+
+import (
+	"context"
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/testenv"
+	"github.com/flashsale/flashsale/redis"
+)
+
+// The shape BenchmarkDistributed measures. One op of every sub-benchmark is
+// one round (so -benchtime 1x is a complete, quick smoke run and -benchtime
+// 5x five rounds); the figures to quote are the custom metrics, never ns/op.
+const (
+	distInstances = 3
+	// distDBCap is the order write rate the database should see. The
+	// consumer's cap (FLASHSALE_ORDER_RATE) is per instance, so each of the
+	// instances is given an equal share of it.
+	distDBCap = 500.0
+	// distGuests is the size of one burst: this many guests each take a
+	// token and buy, all at once.
+	distGuests = 2000
+
+	distScriptRound   = 20000 // EVALSHAs per round of redis_script
+	distScriptClients = 50    // redis-benchmark -c (its default)
+	distAcceptedRound = 3000  // purchases per round of accepted
+	// distAcceptedWorkers is the number of guests buying back to back in
+	// accepted: enough to keep three instances busy on two cores; more only
+	// queues in the client and adds latency.
+	distAcceptedWorkers = 64
+	distAcceptedUsers   = 10000 // cycled, per-user limit 1000
+)
+
+// BenchmarkDistributed measures the distributed shape (three `flashsale
+// serve` processes on Redis, RabbitMQ and MariaDB), each figure beside its
+// own ceiling in the same run, because absolute numbers on a shared two-core
+// machine mean little:
+//
+//   - redis_script: reserve.lua alone, run by redis-benchmark through
+//     EVALSHA with the engine's key layout: the rate no purchase path on
+//     this Redis can beat.
+//   - accepted: accepted purchases (no token, stock never runs out) spread
+//     over the instances; ratio = accepted req/s / redis_script req/s.
+//   - ceiling_burst: distGuests guests at once, two requests each, against
+//     three ceiling handlers with the same client.
+//   - burst: distGuests guests at once, each a token from one instance and
+//     a purchase at the next, every one accepted; ratio = p99 / ceiling p99.
+//   - write_rate: on a fresh cluster, rounds of bursts while the database's
+//     order count is sampled every 100 ms: the rate while the bursts run
+//     (burst-orders/s), while the backlog drains after them (orders/s,
+//     ratio to distDBCap) and in the busiest second (peak-orders/s). Flat
+//     at the cap means orders/s and peak-orders/s both near distDBCap.
+func BenchmarkDistributed(b *testing.B) {
+	redisURL := testenv.URL(b, testenv.Redis)
+	testenv.URL(b, testenv.AMQP)
+	testenv.URL(b, testenv.MySQL)
+	ctx := context.Background()
+	bin := buildBinary(b)
+	rate := "FLASHSALE_ORDER_RATE=" + strconv.FormatFloat(distDBCap/distInstances, 'f', 3, 64)
+
+	var scriptRPS float64
+	b.Run("redis_script", func(b *testing.B) {
+		rps, p50, p99 := distRedisBenchmark(b, redisURL, b.N*distScriptRound)
+		scriptRPS = rps
+		b.ReportMetric(rps, "req/s")
+		b.ReportMetric(p50, "p50-ms")
+		b.ReportMetric(p99, "p99-ms")
+	})
+
+	acc := startDistCluster(b, bin, distInstances, testenv.MySQLDatabase(b), rate)
+	b.Run("accepted", func(b *testing.B) {
+		id := acc.clients[0].createSale(b, saleJSON([]int{1_000_000}, 1000, false))
+		distView(b, acc.clients, id)
+		for _, c := range acc.clients { // sign before the clock runs
+			for u := range distAcceptedUsers {
+				c.jwt(fmt.Sprintf("a%05d", u))
+			}
+		}
+		b.ResetTimer()
+		rps, lat := distAccepted(b, ctx, acc.clients, id, b.N*distAcceptedRound)
+		b.StopTimer()
+		b.ReportMetric(rps, "req/s")
+		b.ReportMetric(distMS(distPct(lat, 0.50)), "p50-ms")
+		b.ReportMetric(distMS(distPct(lat, 0.99)), "p99-ms")
+		if scriptRPS > 0 {
+			b.ReportMetric(rps/scriptRPS, "ratio")
+		}
+	})
+	// Its backlog must not drain on the CPU the bursts are measured on.
+	acc.stop(b)
+
+	bc := startDistCluster(b, bin, distInstances, testenv.MySQLDatabase(b), rate)
+	var ceilings []*client
+	for range distInstances {
+		ceilings = append(ceilings, newClient(startCeiling(b), "", testJWTSecret))
+	}
+	// Warm both: the first burst dials its connections, later ones reuse them.
+	soldOut := bc.clients[0].createSale(b, saleJSON([]int{0}, 1, true))
+	distView(b, bc.clients, soldOut)
+	for _, cs := range [][]*client{ceilings, bc.clients} {
+		distSign(cs, "w", 1)
+		distBurst(distGuests, func(i int) error {
+			purchaseAcross(ctx, cs[i%len(cs)], cs[(i+1)%len(cs)], soldOut, distGuest("w", 0, i))
+			return nil
+		})
+	}
+
+	var ceilP99 time.Duration
+	b.Run("ceiling_burst", func(b *testing.B) {
+		distSign(ceilings, "c", b.N)
+		b.ResetTimer()
+		var lat []time.Duration
+		for round := range b.N {
+			l, errs := distBurst(distGuests, func(i int) error {
+				a, z := ceilings[i%len(ceilings)], ceilings[(i+1)%len(ceilings)]
+				user := distGuest("c", round, i)
+				s1, err1 := a.do(ctx, "POST", "/api/sales/x/token", a.jwt(user), nil, nil, nil)
+				s2, err2 := z.do(ctx, "POST", "/api/sales/x/purchase", z.jwt(user), map[string]any{"token": "t"}, nil, nil)
+				if err := errors.Join(err1, err2); err != nil || s1 != 409 || s2 != 409 {
+					return fmt.Errorf("ceiling: %d %d %v", s1, s2, err)
+				}
+				return nil
+			})
+			distErrs(b, errs)
+			lat = append(lat, l...)
+		}
+		b.StopTimer()
+		slices.Sort(lat)
+		ceilP99 = distPct(lat, 0.99)
+		b.ReportMetric(distMS(distPct(lat, 0.50)), "p50-ms")
+		b.ReportMetric(distMS(ceilP99), "p99-ms")
+	})
+
+	b.Run("burst", func(b *testing.B) {
+		id := bc.clients[0].createSale(b, saleJSON([]int{distGuests * b.N}, 1, true))
+		distView(b, bc.clients, id)
+		distSign(bc.clients, "b", b.N)
+		b.ResetTimer()
+		var lat []time.Duration
+		for round := range b.N {
+			l, errs := distBurst(distGuests, func(i int) error {
+				return distBuy(ctx, bc.clients, id, distGuest("b", round, i), i)
+			})
+			distErrs(b, errs)
+			lat = append(lat, l...)
+		}
+		b.StopTimer()
+		slices.Sort(lat)
+		p99 := distPct(lat, 0.99)
+		b.ReportMetric(distMS(distPct(lat, 0.50)), "p50-ms")
+		b.ReportMetric(distMS(p99), "p99-ms")
+		if ceilP99 > 0 {
+			b.ReportMetric(float64(p99)/float64(ceilP99), "ratio")
+		}
+	})
+
+	// burst_500: the flash sale as it happens: 2 000 guests, 500 rooms.
+	// 500 are accepted through Redis and RabbitMQ; the rest are told
+	// sold_out from the broadcast flag, or limit_exceeded.
+	b.Run("burst_500", func(b *testing.B) {
+		distSign(bc.clients, "s", b.N)
+		b.ResetTimer()
+		var lat []time.Duration
+		for round := range b.N {
+			b.StopTimer()
+			id := bc.clients[0].createSale(b, saleJSON([]int{500}, 1, true))
+			distView(b, bc.clients, id)
+			b.StartTimer()
+			l, errs := distBurst(distGuests, func(i int) error {
+				status, o, err := purchaseAcross(ctx, bc.clients[i%len(bc.clients)], bc.clients[(i+1)%len(bc.clients)], id, distGuest("s", round, i))
+				if err != nil || (status != 202 && o.Error.Code != "sold_out") {
+					return fmt.Errorf("guest %d: %d %s %v", i, status, o.Error.Code, err)
+				}
+				return nil
+			})
+			distErrs(b, errs)
+			lat = append(lat, l...)
+		}
+		b.StopTimer()
+		slices.Sort(lat)
+		p99 := distPct(lat, 0.99)
+		b.ReportMetric(distMS(distPct(lat, 0.50)), "p50-ms")
+		b.ReportMetric(distMS(p99), "p99-ms")
+		if ceilP99 > 0 {
+			b.ReportMetric(float64(p99)/float64(ceilP99), "ratio")
+		}
+	})
+
+	// The bursts' backlog drains at the cap for a while yet: a fresh cluster
+	// and database let write_rate start from an empty queue at once.
+	bc.stop(b)
+	wc := startDistCluster(b, bin, distInstances, testenv.MySQLDatabase(b), rate)
+	b.Run("write_rate", func(b *testing.B) {
+		store, err := openStore(ctx, Config{DatabaseURL: wc.dbURL}, slog.New(slog.DiscardHandler))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer store.Close()
+		total := distGuests * b.N
+		id := wc.clients[0].createSale(b, saleJSON([]int{total}, 1, true))
+		distView(b, wc.clients, id)
+		distSign(wc.clients, "r", b.N)
+		b.ResetTimer()
+
+		samples := make(chan []distSample, 1)
+		stop := make(chan struct{})
+		start := time.Now()
+		go func() { samples <- distSampleOrders(store, id, total, start, stop) }()
+		for round := range b.N {
+			_, errs := distBurst(distGuests, func(i int) error {
+				return distBuy(ctx, wc.clients, id, distGuest("r", round, i), i)
+			})
+			distErrs(b, errs)
+		}
+		burstEnd := time.Since(start)
+		// Enough for the backlog at half the cap, then give up.
+		timeout := time.AfterFunc(time.Duration(2*float64(total)/distDBCap*float64(time.Second))+10*time.Second, func() { close(stop) })
+		ss := <-samples
+		timeout.Stop()
+		b.StopTimer()
+		if got := ss[len(ss)-1].n; got != total {
+			b.Fatalf("%d of %d orders in the database when sampling stopped", got, total)
+		}
+		r := distWriteRates(ss, burstEnd)
+		b.Logf("orders written per second (cap %.0f/s, bursts until %.1fs): %v", distDBCap, burstEnd.Seconds(), r.series)
+		b.ReportMetric(r.during, "burst-orders/s")
+		if r.after > 0 {
+			b.ReportMetric(r.after, "orders/s")
+			b.ReportMetric(r.after/distDBCap, "ratio")
+		}
+		b.ReportMetric(r.peak, "peak-orders/s")
+	})
+}
+
+// distCluster is a cluster started for a benchmark (startCluster wants a
+// *testing.T) that can be stopped before the benchmark ends.
+type distCluster struct {
+	*cluster
+	amqpURL, redisURL, prefix string
+	once                      sync.Once
+}
+
+// startDistCluster runs n instances of bin against dbURL, the test Redis
+// and the test broker, with their own key prefix and queue names.
+func startDistCluster(tb testing.TB, bin string, n int, dbURL string, extra ...string) *distCluster {
+	tb.Helper()
+	c := &distCluster{
+		cluster:  &cluster{bin: bin, dbURL: dbURL, queue: testenv.Name("fs-bq-")},
+		amqpURL:  testenv.URL(tb, testenv.AMQP),
+		redisURL: testenv.URL(tb, testenv.Redis),
+		prefix:   testenv.Name("fs-b-") + ":",
+	}
+	c.env = append([]string{
+		"FLASHSALE_DATABASE_URL=" + dbURL,
+		"FLASHSALE_REDIS_URL=" + c.redisURL,
+		"FLASHSALE_REDIS_PREFIX=" + c.prefix,
+		"FLASHSALE_AMQP_URL=" + c.amqpURL,
+		"FLASHSALE_QUEUE_NAME=" + c.queue,
+		"FLASHSALE_ADMIN_TOKEN=" + testAdminToken, "FLASHSALE_JWT_SECRET=" + testJWTSecret,
+		"FLASHSALE_LOG_LEVEL=warn",
+	}, extra...)
+	tb.Cleanup(func() { c.stop(tb) })
+	for range n {
+		addr := freeAddr(tb)
+		c.addrs = append(c.addrs, addr)
+		c.procs = append(c.procs, startBinary(tb, bin, append(c.env, "FLASHSALE_ADDR="+addr, "FLASHSALE_DATA_DIR="+tb.TempDir())...))
+		waitReady(tb, "http://"+addr)
+		c.clients = append(c.clients, newClient("http://"+addr, testAdminToken, testJWTSecret))
+	}
+	return c
+}
+
+// stop kills the instances and removes their queues and Redis keys; it runs
+// once, whether called or from Cleanup.
+func (c *distCluster) stop(tb testing.TB) {
+	c.once.Do(func() {
+		for _, p := range c.procs {
+			p.Process.Kill()
+			p.Wait()
+		}
+		if conn, err := amqp091.Dial(c.amqpURL); err == nil {
+			if ch, err := conn.Channel(); err == nil {
+				ch.QueueDelete(c.queue+".orders", false, false, false)
+				ch.QueueDelete(c.queue+".orders.dead", false, false, false)
+				ch.ExchangeDelete(c.queue+".orders", false, false)
+				ch.ExchangeDelete(c.queue+".orders.dlx", false, false)
+			}
+			conn.Close()
+		}
+		if err := distDeletePrefix(c.redisURL, c.prefix); err != nil {
+			tb.Logf("delete redis keys %s*: %v", c.prefix, err)
+		}
+	})
+}
+
+// distDeletePrefix removes every key under prefix (never FLUSHDB: the Redis is shared).
+func distDeletePrefix(redisURL, prefix string) error {
+	o, err := goredis.ParseURL(redisURL)
+	if err != nil {
+		return err
+	}
+	rc := goredis.NewClient(o)
+	defer rc.Close()
+	ctx := context.Background()
+	iter := rc.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+	var batch []string
+	for iter.Next(ctx) {
+		if batch = append(batch, iter.Val()); len(batch) == 500 {
+			if err := rc.Unlink(ctx, batch...).Err(); err != nil {
+				return err
+			}
+			batch = batch[:0]
+		}
+	}
+	if len(batch) > 0 {
+		if err := rc.Unlink(ctx, batch...).Err(); err != nil {
+			return err
+		}
+	}
+	return iter.Err()
+}
+
+// distRedisBenchmark loads a sale with the engine, then has redis-benchmark
+// run reserve.lua n times through EVALSHA with the engine's key layout and
+// fresh order and user IDs, and returns its rate and latency percentiles.
+// redis-benchmark is a C client that does nothing but send the command, so
+// its rate is what Redis itself can do with the script: the ceiling.
+func distRedisBenchmark(b *testing.B, redisURL string, n int) (rps, p50, p99 float64) {
+	b.Helper()
+	tool, err := exec.LookPath("redis-benchmark")
+	if err != nil {
+		b.Skip("redis-benchmark is not installed (Debian: redis-tools)")
+	}
+	o, err := goredis.ParseURL(redisURL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	src, err := os.ReadFile("../../redis/reserve.lua")
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	prefix := testenv.Name("fs-bs-") + ":"
+	saleID := testenv.Name("bench-")
+	defer distDeletePrefix(redisURL, prefix)
+
+	e, err := redis.Open(ctx, redisURL, redis.Options{Prefix: prefix}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close()
+	now := time.Now()
+	sale := &flashsale.Sale{
+		ID: saleID, Nights: []flashsale.Night{{Date: "2026-12-24", Stock: 1_000_000_000}},
+		Price: 39900, StartsAt: now.Add(-time.Second), EndsAt: now.Add(time.Hour),
+		PerUserLimit: 1_000_000_000, HoldSeconds: 300,
+	}
+	if err := e.Load(ctx, &flashsale.StockSnapshot{Sale: sale}, now); err != nil {
+		b.Fatal(err)
+	}
+	rc := goredis.NewClient(o)
+	defer rc.Close()
+	sha, err := rc.ScriptLoad(ctx, string(src)).Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+
+	// The engine's layout (redis/engine.go): <prefix>{<sale>}:<name>.
+	base := prefix + "{" + saleID + "}:"
+	hold := now.Add(300 * time.Second).UnixNano()
+	host, port, _ := strings.Cut(o.Addr, ":")
+	args := []string{"-h", host, "-p", port, "--dbnum", strconv.Itoa(o.DB),
+		"-q", "--csv", "-n", strconv.Itoa(n), "-c", strconv.Itoa(distScriptClients),
+		// Every __rand_int__ is drawn on its own, 12 digits: order IDs of a
+		// ULID's 26 characters, users of a JWT subject's usual length.
+		"-r", "2147483647",
+		"EVALSHA", sha, "6",
+		base + "meta", base + "stock", base + "users", base + "keys", base + "res", base + "unconfirmed",
+		"01JBENCH000000__rand_int__", "u__rand_int__", "", "0", "1", "1",
+		strconv.FormatInt(now.UnixMilli(), 10),
+		fmt.Sprintf("|1|0|1|39900|%d|13|u000000000000", hold),
+		prefix + "soldout", saleID,
+	}
+	if o.Password != "" {
+		args = append([]string{"-a", o.Password, "--no-auth-warning"}, args...)
+	}
+	out, err := exec.Command(tool, args...).Output()
+	if err != nil {
+		b.Fatalf("redis-benchmark: %v", err)
+	}
+	// A random ID drawn twice (about n²/4e9 times) answers "existing
+	// order", a cheaper path; anything more means the layout drifted.
+	if got, err := rc.HLen(ctx, base+"res").Result(); err != nil || got < int64(n)*99/100 {
+		b.Fatalf("reserve.lua recorded %d of %d reservations (%v): has the engine's key layout changed?", got, n, err)
+	}
+	return distParseRedisBenchmark(b, out)
+}
+
+// distParseRedisBenchmark reads redis-benchmark's --csv report.
+func distParseRedisBenchmark(b *testing.B, out []byte) (rps, p50, p99 float64) {
+	b.Helper()
+	rows, err := csv.NewReader(strings.NewReader(string(out))).ReadAll()
+	if err != nil || len(rows) < 2 {
+		b.Fatalf("redis-benchmark output: %v\n%s", err, out)
+	}
+	col := func(name string) float64 {
+		i := slices.Index(rows[0], name)
+		if i < 0 || i >= len(rows[1]) {
+			b.Fatalf("redis-benchmark output has no %s column:\n%s", name, out)
+		}
+		v, err := strconv.ParseFloat(rows[1][i], 64)
+		if err != nil {
+			b.Fatalf("redis-benchmark %s: %v", name, err)
+		}
+		return v
+	}
+	return col("rps"), col("p50_latency_ms"), col("p99_latency_ms")
+}
+
+// distAccepted has distAcceptedWorkers guests buy n rooms back to back, each
+// purchase at the next instance, and returns accepted purchases per second
+// and the sorted latencies.
+func distAccepted(b *testing.B, ctx context.Context, cs []*client, saleID string, n int) (float64, []time.Duration) {
+	lat := make([]time.Duration, n)
+	var (
+		next  atomic.Int64
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		codes = map[int]int{}
+	)
+	start := time.Now()
+	for range distAcceptedWorkers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				c := cs[i%len(cs)]
+				t := time.Now()
+				status, _, err := c.purchase(ctx, saleID, fmt.Sprintf("a%05d", i%distAcceptedUsers), false, nil, "")
+				lat[i] = time.Since(t)
+				if err != nil || status != 202 {
+					mu.Lock()
+					codes[status]++
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if len(codes) > 0 {
+		b.Errorf("purchases not accepted, by status (0 = transport error): %v", codes)
+	}
+	slices.Sort(lat)
+	return float64(n) / elapsed.Seconds(), lat
+}
+
+// distView shows the sale page once on every instance, as the guests
+// waiting for the countdown do, so each instance has the sale cached when
+// the burst comes. A burst on a sale an instance has never seen sends every
+// guest's lookup to the database at once (there is no single-flight in the
+// funnel's sale cache), which on MariaDB's default max_connections of 151
+// turns into 500s: a finding of this benchmark, not what it measures.
+func distView(b *testing.B, cs []*client, saleID string) {
+	b.Helper()
+	for _, c := range cs {
+		if status, err := c.do(context.Background(), "GET", "/api/sales/"+saleID, "", nil, nil, nil); err != nil || status != 200 {
+			b.Fatalf("view sale %s at %s: %d %v", saleID, c.base, status, err)
+		}
+	}
+}
+
+// distBuy is guest i of a burst: a token from one instance, the
+// purchase at the next, which must be accepted.
+func distBuy(ctx context.Context, cs []*client, saleID, user string, i int) error {
+	status, o, err := purchaseAcross(ctx, cs[i%len(cs)], cs[(i+1)%len(cs)], saleID, user)
+	if err != nil || status != 202 {
+		return fmt.Errorf("%s: %d %s %v", user, status, o.Error.Code, err)
+	}
+	return nil
+}
+
+func distGuest(kind string, round, i int) string { return fmt.Sprintf("%s%d-%d", kind, round, i) }
+
+// distSign signs every guest's JWT on every client before the clock runs.
+func distSign(cs []*client, kind string, rounds int) {
+	for _, c := range cs {
+		for r := range rounds {
+			for i := range distGuests {
+				c.jwt(distGuest(kind, r, i))
+			}
+		}
+	}
+}
+
+// distBurst starts guests goroutines, releases them at once and returns
+// each one's latency and error.
+func distBurst(guests int, run func(i int) error) ([]time.Duration, []error) {
+	lat := make([]time.Duration, guests)
+	errs := make([]error, guests)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range guests {
+		wg.Go(func() {
+			<-start
+			t := time.Now()
+			errs[i] = run(i)
+			lat[i] = time.Since(t)
+		})
+	}
+	close(start)
+	wg.Wait()
+	return lat, errs
+}
+
+// distErrs fails the benchmark with a count and the first few errors.
+func distErrs(b *testing.B, errs []error) {
+	b.Helper()
+	var bad []error
+	for _, err := range errs {
+		if err != nil {
+			bad = append(bad, err)
+		}
+	}
+	if len(bad) > 0 {
+		b.Errorf("%d of %d guests failed, first: %v", len(bad), len(errs), errors.Join(bad[:min(3, len(bad))]...))
+	}
+}
+
+// orders is how many orders of a sale the database holds (every order is
+// one room of one night, so held + sold of its night).
+func distOrders(ctx context.Context, store flashsale.Store, saleID string) (int, error) {
+	nights, err := store.NightStocks(ctx, saleID)
+	if err != nil || len(nights) == 0 {
+		return 0, fmt.Errorf("night stocks of %s: %w", saleID, err)
+	}
+	return nights[0].Held + nights[0].Sold, nil
+}
+
+// distSample is the database's order count at a moment.
+type distSample struct {
+	at time.Duration // since sampling started
+	n  int
+}
+
+// distSampleOrders counts the sale's orders every 100 ms until there are total
+// or stop is closed.
+func distSampleOrders(store flashsale.Store, saleID string, total int, start time.Time, stop <-chan struct{}) []distSample {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	ss := []distSample{{0, 0}}
+	for {
+		select {
+		case <-stop:
+			return ss
+		case now := <-t.C:
+			n, err := distOrders(context.Background(), store, saleID)
+			if err != nil {
+				continue // a slow or failed query shows up as a gap, not a stop
+			}
+			ss = append(ss, distSample{now.Sub(start), n})
+			if n >= total {
+				return ss
+			}
+		}
+	}
+}
+
+// distRates is what the database's order count did during write_rate.
+type distRates struct {
+	series []int   // orders written in each second from the first sample
+	during float64 // mean rate while the bursts were being fired
+	after  float64 // mean rate from the end of the bursts until the backlog was written; 0 if none was left
+	peak   float64 // highest rate over any window of at least a second between samples
+}
+
+// distWriteRates reads the samples against burstEnd, when the last burst
+// was answered.
+func distWriteRates(ss []distSample, burstEnd time.Duration) distRates {
+	var r distRates
+	at := func(d time.Duration) distSample { // the last sample taken by d
+		s := ss[0]
+		for _, x := range ss {
+			if x.at > d {
+				break
+			}
+			s = x
+		}
+		return s
+	}
+	last := ss[len(ss)-1]
+	for t := time.Duration(0); t < last.at; t += time.Second {
+		r.series = append(r.series, at(min(t+time.Second, last.at)).n-at(t).n)
+	}
+	mid := at(burstEnd)
+	if mid.at > 0 {
+		r.during = float64(mid.n) / mid.at.Seconds()
+	}
+	if last.n > mid.n && last.at > mid.at {
+		r.after = float64(last.n-mid.n) / (last.at - mid.at).Seconds()
+	}
+	i := 0
+	for j := range ss {
+		for i+1 < j && ss[j].at-ss[i+1].at >= time.Second {
+			i++
+		}
+		if d := ss[j].at - ss[i].at; d >= time.Second {
+			r.peak = max(r.peak, float64(ss[j].n-ss[i].n)/d.Seconds())
+		}
+	}
+	return r
+}
+
+func distPct(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return sorted[min(len(sorted)-1, int(float64(len(sorted))*p))]
+}
+
+func distMS(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
