@@ -37,7 +37,9 @@ type Store interface {
 	//   ErrDuplicate      an order with this ID already exists (redelivery): nothing changed;
 	//   ErrSoldOut        a night lacked stock: the order was inserted as failed;
 	//   ErrLimitExceeded  the user would exceed the sale's limit: inserted as failed;
-	//   ErrKeyConflict    another order holds this idempotency key: inserted as failed without the key.
+	//   ErrKeyConflict    another order holds this idempotency key: inserted as failed without the key;
+	//   ErrNotFound       the sale does not exist: nothing is written (no row, no key; the ID stays free);
+	//   ErrInvalid        no rooms, no nights or a negative first night: nothing is written.
 	// A non-nil error means the transaction did not commit and nothing changed.
 	PlaceOrders(ctx context.Context, rs []Reservation) ([]error, error)
 	// Order returns one order, or ErrNotFound.

@@ -17,10 +17,11 @@ import (
 // changes, and returns them as expired.
 //
 // The holds of a flash sale end together, and the night counter rows are
-// the hottest rows in the database: the order consumer's PlaceOrders batches
-// hold them for a whole batch. One transaction per hold would wait for that
-// lock once per hold; this waits once per batch. The work is a constant
-// number of statements whatever the batch size:
+// the hottest rows in the database: every PlaceOrders batch updates them
+// (briefly, at the end of its transaction) and every payment. One
+// transaction per hold would wait for them once per hold; this waits once
+// per batch. The work is a constant number of statements whatever the batch
+// size:
 //
 //  1. SELECT ... FOR UPDATE SKIP LOCKED the due orders (MariaDB 10.6+,
 //     MySQL 8): orders a Transition is paying or cancelling right now, or
@@ -28,14 +29,16 @@ import (
 //     for, so reapers share the work and each order expires exactly once;
 //  2. mark them expired (rows affected must match);
 //  3. read their check-in dates (a plain, non-locking read);
-//  4. per sale, one UPDATE of its nights, the rooms summed per night;
-//  5. per sale, one UPDATE of its users' counts, summed per user.
+//  4. per sale, one UPDATE of its users' counts, summed per user;
+//  5. per sale, one UPDATE of its nights, the rooms summed per night.
 //
-// Lock order: the orders, then each sale's nights in (sale_id, idx) order,
-// then its user_rooms rows in (sale_id, user_id) order: the order of
-// Transition, and PlaceOrders' nights-before-users. The locking read skips
-// locked orders instead of waiting, so it never waits while holding a night.
-// A deadlock that remains is rerun by inTx.
+// Lock order: the orders, then the user_rooms rows in (sale_id, user_id)
+// order, then the nights in (sale_id, idx) order: the order PlaceOrders and
+// Transition take too, so a reaper and a batch that share a user (one
+// whose hold expires while their next order is placed) queue on the user
+// row instead of deadlocking. The locking read skips locked orders instead
+// of waiting, so it never waits while holding a counter row. A deadlock
+// that remains is rerun by inTx.
 func (s *Store) ExpireHolds(ctx context.Context, now time.Time, limit int) ([]*flashsale.Order, error) {
 	if limit <= 0 {
 		return []*flashsale.Order{}, nil
@@ -80,14 +83,14 @@ func expireHolds(ctx context.Context, tx *sql.Tx, now time.Time, limit int) ([]*
 	if err := fillCheckIn(ctx, tx, orders, nights); err != nil {
 		return nil, fmt.Errorf("check-in dates: %w", err)
 	}
-	for sale := range chunkBySale(nights, func(n nightRelease) string { return n.sale }) {
-		if err := releaseNights(ctx, tx, sale); err != nil {
-			return nil, fmt.Errorf("release nights: sale=%s: %w", sale[0].sale, err)
-		}
-	}
 	for sale := range chunkBySale(users, func(u userRelease) string { return u.sale }) {
 		if err := releaseUsers(ctx, tx, sale); err != nil {
 			return nil, fmt.Errorf("release user rooms: sale=%s: %w", sale[0].sale, err)
+		}
+	}
+	for sale := range chunkBySale(nights, func(n nightRelease) string { return n.sale }) {
+		if err := releaseNights(ctx, tx, sale); err != nil {
+			return nil, fmt.Errorf("release nights: sale=%s: %w", sale[0].sale, err)
 		}
 	}
 	return orders, nil
@@ -107,7 +110,7 @@ type userRelease struct {
 }
 
 // releases sums the rooms the orders give back per night and per user,
-// sorted in lock order: nights by (sale, idx), users by (sale, user).
+// sorted in lock order: users by (sale, user), nights by (sale, idx).
 func releases(orders []*flashsale.Order) ([]nightRelease, []userRelease) {
 	type nightKey struct {
 		sale string

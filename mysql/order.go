@@ -1,10 +1,14 @@
 package mysql
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -12,7 +16,9 @@ import (
 )
 
 // orderColumns reads an order with its check-in date (the date of its first
-// night; empty if the sale is unknown, which only a failed order can name).
+// night; empty if that night does not exist, which only a failed order can
+// name: a stay starting past the sale's last night. PlaceOrders writes no
+// order for an unknown sale).
 const orderColumns = orderFields + `,
 	COALESCE(DATE_FORMAT(n.date, '%Y-%m-%d'), '')
 	FROM orders o LEFT JOIN nights n ON n.sale_id = o.sale_id AND n.idx = o.first_night `
@@ -100,34 +106,63 @@ type saleTerms struct {
 	currency string
 }
 
-// PlaceOrders writes a batch of reservations in one transaction. Each
-// reservation runs under its own savepoint:
+// PlaceOrders writes a batch of reservations in one transaction, in two
+// phases, so that the night counter rows, the hottest rows in the database
+// (the reaper's ExpireHolds and every Transition wait for them), are locked
+// only for the last few statements of the transaction rather than for all
+// of it.
 //
-//  1. insert the order as held: a duplicate ID is ErrDuplicate (nothing
-//     changed); a duplicate idempotency key is ErrKeyConflict, and the order
-//     goes in as failed without the key;
-//  2. add the rooms to the user's count with a conditional upsert: no row
-//     changed means ErrLimitExceeded;
-//  3. take the rooms from every night with a conditional update: fewer rows
-//     than nights means ErrSoldOut (and an unknown sale has no nights).
+// Before anything is written, a reservation with no rooms, no nights or a
+// negative first night (which the stock engine never produces) is
+// ErrInvalid, and one for a sale that does not exist is ErrNotFound: both
+// write nothing (no row, no key bound, the ID stays free), so one bad
+// message cannot fail the batch and a redelivery gets the same answer.
 //
-// A refusal in 2 or 3 rolls back to the savepoint and inserts the order as
-// failed, keeping its key so a retry finds it. The happy path costs four
-// round trips per reservation (savepoint, insert, upsert, update); with
-// multiStatements off they cannot be merged.
+// Phase 1, the orders and the users, no night locked:
 //
-// A reservation with no rooms or no nights, which the stock engine never
-// produces, is ErrInvalid and writes nothing, so one bad message cannot fail
-// the batch.
+//  1. insert each order as held, in batch order: a duplicate ID is
+//     ErrDuplicate (nothing changed); a duplicate idempotency key is
+//     ErrKeyConflict, and the order goes in as failed without the key.
+//     Neither outcome depends on stock or limits, so phase 1's inserts stand
+//     whatever happens next;
+//  2. add each order's rooms to its user's count with a conditional upsert,
+//     in (sale_id, user_id) order, each user's orders in batch order: no row
+//     changed means ErrLimitExceeded, and the order is updated to failed,
+//     keeping its key so a retry finds it.
 //
-// Lock order: the batch first locks every night of its sales, sorted by
-// (sale_id, idx), then orders and user_rooms rows as it goes. Transition
-// locks one order, then its nights in idx order, then the user's row. So two
-// batches on a sale run one after the other instead of deadlocking on the
-// nights they share in different orders, and a batch never waits for a night
-// while holding a user row that a Transition waits for. What remains (say a
-// redelivered order that a Transition holds) is rare, and inTx reruns the
-// transaction.
+// Phase 2, the nights: the surviving orders are summed per stay (sale,
+// first night, nights) and each stay takes its total with one conditional
+// UPDATE, in (sale_id, first night) order. In a flash sale a batch is
+// almost always one stay of one sale, so the nights are locked by a single
+// statement just before the commit. The happy path costs two round trips
+// per reservation (insert, upsert) plus one per stay.
+//
+// If every stay's UPDATE changed all its nights, every order fits and the
+// result is exactly what placing them one by one would give. If one did
+// not, some order is sold out, and which one depends on batch order (and a
+// sold-out order must not count against its user's limit for the orders
+// after it), so the batch rolls back to the end of phase 1's inserts and
+// places the orders one by one, the exact way: it locks the nights of its
+// sales, then per order, under a savepoint, the upsert and a conditional
+// UPDATE of its nights (fewer rows than nights means ErrSoldOut, which is
+// also how a stay running past the sale's last night fails); a refusal
+// rolls back to the savepoint, which gives back the user's rooms and any
+// night taken, and updates the order to failed. That costs four round trips
+// per reservation, as the whole batch did before, but only when the
+// database refuses what the stock engine accepted.
+//
+// Lock order (old: every night of the batch's sales first, for the whole
+// transaction; new): the batch's sale rows, in id order, which only other
+// batches lock, so batches on one sale take turns; then the orders it
+// inserts; then user_rooms rows in (sale_id, user_id) order; then nights in
+// (sale_id, idx) order, at the very end. Transition and ExpireHolds take
+// the same order from the order rows on (order rows, the user rows, the
+// nights), so a reaper or a payment never holds a night that a batch
+// holding a user row waits for, or the other way round. What remains is
+// rare (a batch inserting an order a Transition is locking, or the
+// one-by-one fallback, which can take a new user's row after the nights),
+// and inTx reruns the whole transaction from the start, results cleared,
+// logging a warning.
 func (s *Store) PlaceOrders(ctx context.Context, rs []flashsale.Reservation) ([]error, error) {
 	results := make([]error, len(rs))
 	if len(rs) == 0 {
@@ -135,17 +170,8 @@ func (s *Store) PlaceOrders(ctx context.Context, rs []flashsale.Reservation) ([]
 	}
 	err := s.inTx(ctx, "place_orders", func(tx *sql.Tx) error {
 		clear(results)
-		terms, err := lockSales(ctx, tx, rs)
-		if err != nil {
-			return err
-		}
-		nowMS := time.Now().UnixMilli()
-		for i := range rs {
-			if results[i], err = placeOrder(ctx, tx, &rs[i], terms[rs[i].SaleID], nowMS); err != nil {
-				return fmt.Errorf("order=%s: %w", rs[i].OrderID, err)
-			}
-		}
-		return nil
+		p := placer{tx: tx, rs: rs, results: results, nowMS: time.Now().UnixMilli(), logger: s.logger}
+		return p.run(ctx)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("place orders: %w", err)
@@ -153,123 +179,265 @@ func (s *Store) PlaceOrders(ctx context.Context, rs []flashsale.Reservation) ([]
 	return results, nil
 }
 
-// lockSales locks the nights of every sale in the batch, in primary key
-// order, and reads each sale's limit and currency. An unknown sale has no
-// nights, so its orders fail as sold out.
-func lockSales(ctx context.Context, tx *sql.Tx, rs []flashsale.Reservation) (map[string]saleTerms, error) {
-	terms := make(map[string]saleTerms, 1)
-	var args []any
-	for _, r := range rs {
-		if _, ok := terms[r.SaleID]; !ok {
-			terms[r.SaleID] = saleTerms{}
-			args = append(args, r.SaleID)
+// placer carries one attempt at a PlaceOrders transaction. inTx makes a
+// new one for every attempt, so a rerun after a deadlock starts clean.
+type placer struct {
+	tx      *sql.Tx
+	rs      []flashsale.Reservation
+	results []error
+	terms   map[string]saleTerms
+	nowMS   int64
+	logger  *slog.Logger
+}
+
+func (p *placer) run(ctx context.Context) error {
+	if err := p.readTerms(ctx); err != nil {
+		return fmt.Errorf("sales: %w", err)
+	}
+	live := make([]int, 0, len(p.rs)) // the orders inserted as held, in batch order
+	for i := range p.rs {
+		r := &p.rs[i]
+		switch {
+		case invalid(r):
+			p.results[i] = flashsale.ErrInvalid
+			continue
+		case !p.terms[r.SaleID].known:
+			p.results[i] = flashsale.ErrNotFound
+			continue
+		}
+		result, err := p.insert(ctx, r)
+		if err != nil {
+			return fmt.Errorf("order=%s: %w", r.OrderID, err)
+		}
+		if p.results[i] = result; result == nil {
+			live = append(live, i)
 		}
 	}
-	in := "(?" + strings.Repeat(", ?", len(args)-1) + ")"
-	// A range scan of the primary key locks in (sale_id, idx) order.
-	var n int
-	if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM nights WHERE sale_id IN "+in+" FOR UPDATE", args...).Scan(&n); err != nil {
-		return nil, err
+	if len(live) == 0 {
+		return nil
 	}
-	rows, err := tx.QueryContext(ctx, "SELECT id, per_user_limit, currency FROM sales WHERE id IN "+in, args...)
+
+	if _, err := p.tx.ExecContext(ctx, "SAVEPOINT counters"); err != nil {
+		return err
+	}
+	if ok, err := p.takeTogether(ctx, live); err != nil || ok {
+		return err
+	}
+	p.logger.Debug("a night refused a batch, placing its orders one by one", "orders", len(live))
+	if _, err := p.tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT counters"); err != nil {
+		return err
+	}
+	return p.takeOneByOne(ctx, live)
+}
+
+// readTerms reads the limit and currency of every sale in the batch and
+// locks their rows, in primary key order. Nothing else locks a sale row, so
+// this only makes batches on the same sale take turns, as they did when
+// they locked the nights first: two batches running side by side would
+// deadlock on the gap locks InnoDB takes for the user_rooms upserts of new
+// users (even in READ COMMITTED). A sale missing here is unknown.
+func (p *placer) readTerms(ctx context.Context) error {
+	p.terms = make(map[string]saleTerms, 1)
+	var args []any
+	for i := range p.rs {
+		if id := p.rs[i].SaleID; !slices.Contains(args, any(id)) {
+			args = append(args, id)
+		}
+	}
+	rows, err := p.tx.QueryContext(ctx, "SELECT id, per_user_limit, currency FROM sales WHERE id IN "+placeholders(len(args))+" FOR UPDATE", args...)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var id string
-		var t saleTerms
+		t := saleTerms{known: true}
 		if err := rows.Scan(&id, &t.limit, &t.currency); err != nil {
-			return nil, err
+			return err
 		}
-		t.known = true
-		terms[id] = t
+		p.terms[id] = t
 	}
-	return terms, rows.Err()
+	return rows.Err()
+}
+
+// invalid reports a reservation the stock engine would never produce.
+func invalid(r *flashsale.Reservation) bool {
+	return r.Rooms < 1 || r.Nights < 1 || r.FirstNight < 0
 }
 
 const insertOrder = `INSERT INTO orders (id, sale_id, user_id, idempotency_key, status, first_night,
 	nights, rooms, amount, currency, hold_expires_at_ms, payment_ref, created_at_ms, updated_at_ms)
 	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', ?, ?)`
 
-// placeOrder writes one reservation. It returns the reservation's outcome,
-// or an error that aborts the batch.
-func placeOrder(ctx context.Context, tx *sql.Tx, r *flashsale.Reservation, t saleTerms, nowMS int64) (outcome, err error) {
-	if r.Rooms < 1 || r.Nights < 1 || r.FirstNight < 0 {
-		// The stock engine never produces one; refusing it here keeps one bad
-		// message from failing the whole batch.
-		return flashsale.ErrInvalid, nil
-	}
-	insert := func(status flashsale.OrderStatus, key string) error {
-		_, err := tx.ExecContext(ctx, insertOrder, r.OrderID, r.SaleID, r.UserID, nullKey(key), string(status),
-			r.FirstNight, r.Nights, r.Rooms, r.Amount, t.currency, ms(r.HoldExpiresAt), nowMS, nowMS)
+// insert writes one order as held. It returns ErrDuplicate if the ID
+// exists (nothing written) and ErrKeyConflict if the key is taken (the order
+// written as failed without the key); any other error aborts the batch.
+func (p *placer) insert(ctx context.Context, r *flashsale.Reservation) (outcome, err error) {
+	write := func(status flashsale.OrderStatus, key string) error {
+		_, err := p.tx.ExecContext(ctx, insertOrder, r.OrderID, r.SaleID, r.UserID, nullKey(key), string(status),
+			r.FirstNight, r.Nights, r.Rooms, r.Amount, p.terms[r.SaleID].currency, ms(r.HoldExpiresAt), p.nowMS, p.nowMS)
 		return err
 	}
-	fail := func(reason error) (error, error) {
-		if _, err := tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT reservation"); err != nil {
-			return nil, err
-		}
-		if err := insert(flashsale.OrderFailed, r.IdempotencyKey); err != nil {
-			return nil, err
-		}
-		return reason, nil
-	}
-
-	if _, err := tx.ExecContext(ctx, "SAVEPOINT reservation"); err != nil {
+	err = write(flashsale.OrderHeld, r.IdempotencyKey)
+	if !isDuplicate(err) {
 		return nil, err
 	}
-	err = insert(flashsale.OrderHeld, r.IdempotencyKey)
-	if isDuplicate(err) {
-		// Which unique key? The failed statement changed nothing, so look.
-		var exists bool
-		if err := tx.QueryRowContext(ctx, "SELECT EXISTS(SELECT 1 FROM orders WHERE id = ?)", r.OrderID).Scan(&exists); err != nil {
-			return nil, err
-		}
-		if exists {
-			return flashsale.ErrDuplicate, nil
-		}
-		if err := insert(flashsale.OrderFailed, ""); err != nil {
-			return nil, err
-		}
-		return flashsale.ErrKeyConflict, nil
+	// Which unique key? InnoDB rolled back only the failed statement, so look.
+	var exists bool
+	if err := p.tx.QueryRowContext(ctx, "SELECT EXISTS(SELECT 1 FROM orders WHERE id = ?)", r.OrderID).Scan(&exists); err != nil {
+		return nil, err
 	}
+	if exists {
+		return flashsale.ErrDuplicate, nil
+	}
+	if err := write(flashsale.OrderFailed, ""); err != nil {
+		return nil, err
+	}
+	return flashsale.ErrKeyConflict, nil
+}
+
+// takeTogether is phase 2's fast path: the users' counts one by one, then
+// each stay's nights with one statement. It reports false, having possibly
+// changed some nights, if a night lacked stock for its stay's total; the
+// caller then rolls back to the savepoint before it.
+func (p *placer) takeTogether(ctx context.Context, live []int) (bool, error) {
+	byUser := slices.Clone(live)
+	slices.SortStableFunc(byUser, func(a, b int) int {
+		ra, rb := &p.rs[a], &p.rs[b]
+		return cmp.Or(strings.Compare(ra.SaleID, rb.SaleID), strings.Compare(ra.UserID, rb.UserID))
+	})
+	type stay struct {
+		sale          string
+		first, nights int
+	}
+	totals := map[stay]int{}
+	for _, i := range byUser {
+		r := &p.rs[i]
+		ok, err := p.takeUserRooms(ctx, r)
+		if err != nil {
+			return false, fmt.Errorf("order=%s: %w", r.OrderID, err)
+		}
+		if !ok {
+			if err := p.markFailed(ctx, r); err != nil {
+				return false, fmt.Errorf("order=%s: %w", r.OrderID, err)
+			}
+			p.results[i] = flashsale.ErrLimitExceeded
+			continue
+		}
+		totals[stay{r.SaleID, r.FirstNight, r.Nights}] += r.Rooms
+	}
+
+	stays := slices.SortedFunc(maps.Keys(totals), func(a, b stay) int {
+		return cmp.Or(strings.Compare(a.sale, b.sale), cmp.Compare(a.first, b.first), cmp.Compare(a.nights, b.nights))
+	})
+	for _, st := range stays {
+		ok, err := holdNights(ctx, p.tx, st.sale, st.first, st.nights, totals[st])
+		if err != nil {
+			return false, fmt.Errorf("nights: sale=%s: %w", st.sale, err)
+		}
+		if !ok {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// takeOneByOne is phase 2's exact path: it locks the nights of the batch's
+// sales, then places the orders one by one in batch order.
+func (p *placer) takeOneByOne(ctx context.Context, live []int) error {
+	var sales []any
+	seen := map[string]bool{}
+	for _, i := range live {
+		if id := p.rs[i].SaleID; !seen[id] {
+			seen[id] = true
+			sales = append(sales, id)
+		}
+	}
+	// A range scan of the primary key locks in (sale_id, idx) order.
+	var n int
+	if err := p.tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM nights WHERE sale_id IN "+placeholders(len(sales))+" FOR UPDATE",
+		sales...).Scan(&n); err != nil {
+		return fmt.Errorf("lock nights: %w", err)
+	}
+	for _, i := range live {
+		r := &p.rs[i]
+		result, err := p.takeOne(ctx, r)
+		if err != nil {
+			return fmt.Errorf("order=%s: %w", r.OrderID, err)
+		}
+		p.results[i] = result
+	}
+	return nil
+}
+
+// takeOne takes one held order's rooms from its user and its nights under
+// a savepoint. A refusal rolls back to the savepoint and fails the order.
+func (p *placer) takeOne(ctx context.Context, r *flashsale.Reservation) (outcome, err error) {
+	if _, err := p.tx.ExecContext(ctx, "SAVEPOINT reservation"); err != nil {
+		return nil, err
+	}
+	ok, err := p.takeUserRooms(ctx, r)
 	if err != nil {
 		return nil, err
 	}
-
-	if !t.known {
-		return fail(flashsale.ErrSoldOut)
+	outcome = flashsale.ErrLimitExceeded
+	if ok {
+		if ok, err = holdNights(ctx, p.tx, r.SaleID, r.FirstNight, r.Nights, r.Rooms); err != nil {
+			return nil, err
+		}
+		outcome = flashsale.ErrSoldOut
 	}
-	if r.Rooms > t.limit {
-		return fail(flashsale.ErrLimitExceeded)
+	if ok {
+		return nil, nil
+	}
+	if _, err := p.tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT reservation"); err != nil {
+		return nil, err
+	}
+	if err := p.markFailed(ctx, r); err != nil {
+		return nil, err
+	}
+	return outcome, nil
+}
+
+// takeUserRooms adds an order's rooms to its user's count if that stays
+// within the sale's limit, and reports whether it did.
+func (p *placer) takeUserRooms(ctx context.Context, r *flashsale.Reservation) (bool, error) {
+	limit := p.terms[r.SaleID].limit
+	if r.Rooms > limit {
+		return false, nil
 	}
 	// Rows affected: 1 inserted, 2 updated, 0 when the IF kept the old value
 	// (clientFoundRows is off, so an unchanged row counts 0).
-	res, err := tx.ExecContext(ctx, `INSERT INTO user_rooms (sale_id, user_id, rooms) VALUES (?, ?, ?)
+	res, err := p.tx.ExecContext(ctx, `INSERT INTO user_rooms (sale_id, user_id, rooms) VALUES (?, ?, ?)
 		ON DUPLICATE KEY UPDATE rooms = IF(rooms + VALUES(rooms) <= ?, rooms + VALUES(rooms), rooms)`,
-		r.SaleID, r.UserID, r.Rooms, t.limit)
+		r.SaleID, r.UserID, r.Rooms, limit)
 	if err != nil {
-		return nil, err
+		return false, err
 	}
-	if n, err := res.RowsAffected(); err != nil {
-		return nil, err
-	} else if n == 0 {
-		return fail(flashsale.ErrLimitExceeded)
-	}
+	n, err := res.RowsAffected()
+	return n > 0, err
+}
 
-	res, err = tx.ExecContext(ctx, `UPDATE nights SET held = held + ?
+// markFailed turns an order this transaction inserted as held into a
+// failed one, keeping its idempotency key.
+func (p *placer) markFailed(ctx context.Context, r *flashsale.Reservation) error {
+	return expectRows(p.tx.ExecContext(ctx, "UPDATE orders SET status = 'failed' WHERE id = ? AND status = 'held'",
+		r.OrderID))(1, errCounters)
+}
+
+// holdNights adds rooms to the held count of nights [first, first+nights)
+// of a sale if every one of them has that many available, and reports
+// whether it did. It may have changed some of the nights when it reports
+// false; the caller rolls back to a savepoint.
+func holdNights(ctx context.Context, tx *sql.Tx, sale string, first, nights, rooms int) (bool, error) {
+	res, err := tx.ExecContext(ctx, `UPDATE nights SET held = held + ?
 		WHERE sale_id = ? AND idx >= ? AND idx < ? AND stock - held - sold >= ?`,
-		r.Rooms, r.SaleID, r.FirstNight, r.FirstNight+r.Nights, r.Rooms)
+		rooms, sale, first, first+nights, rooms)
 	if err != nil {
-		return nil, err
+		return false, err
 	}
-	if n, err := res.RowsAffected(); err != nil {
-		return nil, err
-	} else if n != int64(r.Nights) {
-		return fail(flashsale.ErrSoldOut)
-	}
-
-	return nil, nil
+	n, err := res.RowsAffected()
+	return n == int64(nights), err
 }
 
 // Transition moves an order from one status to another if it is still in
@@ -323,7 +491,10 @@ func validTransition(from, to flashsale.OrderStatus) bool {
 	return false
 }
 
-// moveCounters applies a transition to the night and user counters.
+// moveCounters applies a transition to the night and user counters. It
+// takes the user's row before the nights, the lock order PlaceOrders and
+// ExpireHolds share, so a transition never waits for a night while holding
+// what a batch waits for.
 func moveCounters(ctx context.Context, tx *sql.Tx, o *flashsale.Order, from, to flashsale.OrderStatus) error {
 	end := o.FirstNight + o.Nights
 	switch {
@@ -333,31 +504,37 @@ func moveCounters(ctx context.Context, tx *sql.Tx, o *flashsale.Order, from, to 
 			o.Rooms, o.Rooms, o.SaleID, o.FirstNight, end, o.Rooms))(o.Nights, errCounters)
 
 	case from == flashsale.OrderHeld:
-		if err := expectRows(tx.ExecContext(ctx, `UPDATE nights SET held = held - ?
-			WHERE sale_id = ? AND idx >= ? AND idx < ? AND held >= ?`,
-			o.Rooms, o.SaleID, o.FirstNight, end, o.Rooms))(o.Nights, errCounters); err != nil {
+		if err := expectRows(tx.ExecContext(ctx, `UPDATE user_rooms SET rooms = rooms - ?
+			WHERE sale_id = ? AND user_id = ? AND rooms >= ?`,
+			o.Rooms, o.SaleID, o.UserID, o.Rooms))(1, errCounters); err != nil {
 			return err
 		}
-		return expectRows(tx.ExecContext(ctx, `UPDATE user_rooms SET rooms = rooms - ?
-			WHERE sale_id = ? AND user_id = ? AND rooms >= ?`,
-			o.Rooms, o.SaleID, o.UserID, o.Rooms))(1, errCounters)
+		return expectRows(tx.ExecContext(ctx, `UPDATE nights SET held = held - ?
+			WHERE sale_id = ? AND idx >= ? AND idx < ? AND held >= ?`,
+			o.Rooms, o.SaleID, o.FirstNight, end, o.Rooms))(o.Nights, errCounters)
 
 	default: // expired or cancelled -> paid: take the units again, both guarded.
+		var limit int
+		if err := tx.QueryRowContext(ctx, "SELECT per_user_limit FROM sales WHERE id = ?", o.SaleID).Scan(&limit); err != nil {
+			return err
+		}
+		// The user first (lock order), but a stay that is sold out is
+		// reported as such even if the limit refused it too.
+		var userErr error = flashsale.ErrLimitExceeded
+		if o.Rooms <= limit {
+			userErr = expectRows(tx.ExecContext(ctx, `INSERT INTO user_rooms (sale_id, user_id, rooms) VALUES (?, ?, ?)
+				ON DUPLICATE KEY UPDATE rooms = IF(rooms + VALUES(rooms) <= ?, rooms + VALUES(rooms), rooms)`,
+				o.SaleID, o.UserID, o.Rooms, limit))(-1, flashsale.ErrLimitExceeded)
+			if userErr != nil && !errors.Is(userErr, flashsale.ErrLimitExceeded) {
+				return userErr
+			}
+		}
 		if err := expectRows(tx.ExecContext(ctx, `UPDATE nights SET sold = sold + ?
 			WHERE sale_id = ? AND idx >= ? AND idx < ? AND stock - held - sold >= ?`,
 			o.Rooms, o.SaleID, o.FirstNight, end, o.Rooms))(o.Nights, flashsale.ErrSoldOut); err != nil {
 			return err
 		}
-		var limit int
-		if err := tx.QueryRowContext(ctx, "SELECT per_user_limit FROM sales WHERE id = ?", o.SaleID).Scan(&limit); err != nil {
-			return err
-		}
-		if o.Rooms > limit {
-			return flashsale.ErrLimitExceeded
-		}
-		return expectRows(tx.ExecContext(ctx, `INSERT INTO user_rooms (sale_id, user_id, rooms) VALUES (?, ?, ?)
-			ON DUPLICATE KEY UPDATE rooms = IF(rooms + VALUES(rooms) <= ?, rooms + VALUES(rooms), rooms)`,
-			o.SaleID, o.UserID, o.Rooms, limit))(-1, flashsale.ErrLimitExceeded)
+		return userErr
 	}
 }
 

@@ -243,12 +243,14 @@ func splitStatements(body string) []string {
 }
 
 // inTx runs fn in a READ COMMITTED transaction, running it again from the
-// start when InnoDB picks it as a deadlock victim. Concurrent batches touch
-// nights and user rows in reservation order, which no single order can make
-// consistent across batches, so deadlocks are possible and expected to be
-// rare; InnoDB rolls the victim back entirely, so a rerun is always safe. READ
-// COMMITTED keeps InnoDB from taking gap locks on the night ranges, which
-// would only add more of them.
+// start when InnoDB picks it as a deadlock victim. PlaceOrders, Transition
+// and ExpireHolds lock orders, then user rows, then nights, each in key
+// order, but a batch inserts its orders in batch order and its one-by-one
+// fallback takes user rows after nights, so deadlocks are possible and
+// expected to be rare; InnoDB rolls the victim back entirely and fn must
+// start from scratch (PlaceOrders clears its results), so a rerun is always
+// safe. READ COMMITTED keeps InnoDB from taking gap locks on the night
+// ranges, which would only add more of them.
 func (s *Store) inTx(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
 	for attempt := 1; ; attempt++ {
 		err := s.tx(ctx, fn)

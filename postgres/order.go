@@ -13,7 +13,9 @@ import (
 )
 
 // orderColumns reads an order with its check-in date (the date of its first
-// night; empty if the sale is unknown, which only a failed order can name).
+// night; empty if that night does not exist, which only a failed order can
+// name: a stay starting past the sale's last night. PlaceOrders writes no
+// order for an unknown sale).
 const orderColumns = orderFields + `,
 	COALESCE(to_char(n.date, 'YYYY-MM-DD'), '')
 	FROM orders o LEFT JOIN nights n ON n.sale_id = o.sale_id AND n.idx = o.first_night `
@@ -140,7 +142,7 @@ const (
 //  2. add the rooms to the user's count with a conditional upsert: no row
 //     means ErrLimitExceeded;
 //  3. take the rooms from every night with a conditional update: fewer rows
-//     than nights means ErrSoldOut (an unknown sale has no nights).
+//     than nights means ErrSoldOut.
 //
 // The reservations go out in windows, each behind one savepoint, all in one
 // round trip. If every reservation in the window succeeded, the window
@@ -155,9 +157,11 @@ const (
 // the transaction's subtransactions few: past 64, every snapshot taken on
 // the server while it runs has to consult pg_subtrans.
 //
-// A reservation with no rooms or no nights, which the stock engine never
-// produces, is ErrInvalid and writes nothing, so one bad message cannot fail
-// the batch.
+// A reservation with no rooms, no nights or a negative first night, which
+// the stock engine never produces, is ErrInvalid, and one for a sale that
+// does not exist is ErrNotFound; both write nothing (no row, no key bound,
+// the ID stays free), so one bad message cannot fail the batch and a
+// redelivery gets the same answer.
 //
 // Lock order: the batch first locks every night of its sales, sorted by
 // (sale_id, idx), then orders and user_rooms rows as it goes. Transition
@@ -245,12 +249,12 @@ func (p *placer) run(ctx context.Context) error {
 		reason  error       // and why: ErrSoldOut, ErrLimitExceeded, or nil for a unique clash
 	)
 	for pos < len(p.rs) || todo == headRefuse {
-		for pos < len(p.rs) && invalid(&p.rs[pos]) {
-			p.results[pos] = flashsale.ErrInvalid
+		for pos < len(p.rs) && p.refuse(pos) != nil {
+			p.results[pos] = p.refuse(pos)
 			pos++
 		}
 		end := pos
-		for end < min(pos+window, len(p.rs)) && !invalid(&p.rs[end]) {
+		for end < min(pos+window, len(p.rs)) && p.refuse(end) == nil {
 			end++
 		}
 
@@ -368,8 +372,6 @@ func (p *placer) readWindow(br pgx.BatchResults, pos, end int) (int, error, erro
 		switch {
 		case rows[0] == 0:
 			return i, nil, nil
-		case !p.terms[r.SaleID].known:
-			return i, flashsale.ErrSoldOut, nil
 		case rows[1] == 0:
 			return i, flashsale.ErrLimitExceeded, nil
 		case rows[2] != int64(r.Nights):
@@ -380,10 +382,21 @@ func (p *placer) readWindow(br pgx.BatchResults, pos, end int) (int, error, erro
 	return -1, nil, nil
 }
 
-// invalid reports a reservation the stock engine would never produce.
-// Refusing it with ErrInvalid keeps one bad message from failing the batch.
-func invalid(r *flashsale.Reservation) bool {
-	return r.Rooms < 1 || r.Nights < 1 || r.FirstNight < 0
+// refuse returns why reservation i is refused before anything is written,
+// or nil: ErrInvalid for a stay the stock engine would never produce (no
+// rooms, no nights, a negative first night) and ErrNotFound for a sale that
+// does not exist. Refusing them here keeps one bad message from failing the
+// batch, and writing nothing (no row, no key bound, the ID stays free) gives
+// a redelivery the same answer.
+func (p *placer) refuse(i int) error {
+	r := &p.rs[i]
+	switch {
+	case r.Rooms < 1 || r.Nights < 1 || r.FirstNight < 0:
+		return flashsale.ErrInvalid
+	case !p.terms[r.SaleID].known:
+		return flashsale.ErrNotFound
+	}
+	return nil
 }
 
 // Transition moves an order from one status to another if it is still in

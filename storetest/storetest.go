@@ -41,7 +41,10 @@ type OpenFunc = func(tb testing.TB) flashsale.Store
 // and ExpireHolds set UpdatedAt to their now argument; Transition sets
 // PaymentRef when moving to paid; an order that failed a guard keeps its
 // idempotency key (OrderByKey finds it); Snapshot lists every order of the
-// sale, failed ones inactive.
+// sale, failed ones inactive; a reservation for an unknown sale is
+// ErrNotFound and one with no rooms, no nights or a negative first night
+// is ErrInvalid, both refused before anything is written (no row, no key
+// bound, no ID taken), so a redelivery gets the same answer again.
 func Run(t *testing.T, open OpenFunc) {
 	t.Run("Sale", func(t *testing.T) { testSale(t, open) })
 	t.Run("Sales", func(t *testing.T) { testSales(t, open) })
@@ -52,6 +55,8 @@ func Run(t *testing.T, open OpenFunc) {
 	t.Run("Transition", func(t *testing.T) { testTransition(t, open) })
 	t.Run("ExpireHolds", func(t *testing.T) { testExpireHolds(t, open) })
 	t.Run("Snapshot", func(t *testing.T) { testSnapshot(t, open) })
+	t.Run("PlaceOrdersModel", func(t *testing.T) { testPlaceOrdersModel(t, open) })
+	t.Run("Lifecycle", func(t *testing.T) { testLifecycle(t, open) })
 	t.Run("Storm", func(t *testing.T) { testStorm(t, open) })
 }
 
@@ -329,6 +334,43 @@ func testPlaceOrders(t *testing.T, open OpenFunc) {
 		if errs := place(t, s); len(errs) != 0 {
 			t.Errorf("PlaceOrders(nil) = %v, want no results", errs)
 		}
+	})
+	t.Run("ErrNotFound", func(t *testing.T) {
+		// A reservation for an unknown sale is refused before anything is
+		// written: no order row, no key bound, and a redelivery is refused
+		// the same way rather than found as a duplicate.
+		s := open(t)
+		sale := mustCreateSale(t, s, newSale("s1", 5, 5))
+		r := res("o1", "nope", "u1", "k1", 0, 1, 1)
+		placeWant(t, s, []error{nil, flashsale.ErrNotFound, flashsale.ErrNotFound},
+			res("o0", "s1", "u1", "k1", 0, 1, 1), r, r)
+		if _, err := s.Order(t.Context(), "o1"); !errors.Is(err, flashsale.ErrNotFound) {
+			t.Errorf("Order(o1) of an unknown sale = %v, want ErrNotFound", err)
+		}
+		if _, err := s.OrderByKey(t.Context(), "nope", "u1", "k1"); !errors.Is(err, flashsale.ErrNotFound) {
+			t.Errorf("OrderByKey(nope, u1, k1) = %v, want ErrNotFound", err)
+		}
+		checkNights(t, s, sale, hs{held: 1})
+		// The ID was not taken: the same order for the real sale goes in.
+		placeWant(t, s, []error{nil}, res("o1", "s1", "u2", "", 0, 1, 1))
+		checkNights(t, s, sale, hs{held: 2})
+	})
+	t.Run("ErrInvalid", func(t *testing.T) {
+		// A stay the stock engine never produces is refused without a row,
+		// and the rest of the batch goes through.
+		s := open(t)
+		sale := mustCreateSale(t, s, newSale("s1", 5, 5, 5))
+		placeWant(t, s, []error{flashsale.ErrInvalid, flashsale.ErrInvalid, flashsale.ErrInvalid, nil},
+			res("o1", "s1", "u1", "", 0, 1, 0),
+			res("o2", "s1", "u1", "", 0, 0, 1),
+			res("o3", "s1", "u1", "", -1, 2, 1),
+			res("o4", "s1", "u1", "", 0, 1, 1))
+		for _, id := range []string{"o1", "o2", "o3"} {
+			if _, err := s.Order(t.Context(), id); !errors.Is(err, flashsale.ErrNotFound) {
+				t.Errorf("Order(%s) of an invalid reservation = %v, want ErrNotFound", id, err)
+			}
+		}
+		checkNights(t, s, sale, hs{held: 1}, hs{})
 	})
 	t.Run("ErrDuplicate", func(t *testing.T) {
 		s := open(t)

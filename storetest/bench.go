@@ -1,4 +1,4 @@
-package postgres_test
+package storetest
 
 import (
 	"context"
@@ -10,13 +10,42 @@ import (
 	"github.com/flashsale/flashsale"
 )
 
-// BenchmarkExpireHolds measures what the reaper pays to release a batch of
+// BenchPlaceOrders measures the group commit at the batch sizes the
+// embedded writer and the queue consumer produce (1, 64 and 512), one sale
+// with a stock that never runs out. An engine package calls it from its own
+// BenchmarkPlaceOrders.
+func BenchPlaceOrders(b *testing.B, open OpenFunc) {
+	for _, size := range []int{1, 64, 512} {
+		b.Run(fmt.Sprintf("batch=%d", size), func(b *testing.B) {
+			s := open(b)
+			ctx := context.Background()
+			mustCreateSale(b, s, newSale("bench", 1000, flashsale.MaxStock))
+			hold := time.Now().Add(time.Minute)
+			rs := make([]flashsale.Reservation, size)
+			b.ReportAllocs()
+			n := 0
+			for b.Loop() {
+				for i := range rs {
+					n++
+					rs[i] = flashsale.Reservation{OrderID: fmt.Sprintf("o%d", n), SaleID: "bench",
+						UserID: fmt.Sprintf("u%d", n%5000), FirstNight: 0, Nights: 1, Rooms: 1, HoldExpiresAt: hold}
+				}
+				if _, err := s.PlaceOrders(ctx, rs); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N*size)/b.Elapsed().Seconds(), "orders/s")
+		})
+	}
+}
+
+// BenchExpireHolds measures what the reaper pays to release a batch of
 // 256 holds that all end on one night, alone and while the order consumer
 // writes a PlaceOrders batch of 256 to the same night, against the one
 // transaction per hold (8 workers) that ExpireHolds replaced. expire-ms is
 // the time until the whole batch is released; place-ms the concurrent
-// PlaceOrders.
-func BenchmarkExpireHolds(b *testing.B) {
+// PlaceOrders. An engine package calls it from its own BenchmarkExpireHolds.
+func BenchExpireHolds(b *testing.B, open OpenFunc) {
 	for _, bc := range []struct {
 		name    string
 		place   bool
@@ -27,7 +56,7 @@ func BenchmarkExpireHolds(b *testing.B) {
 		{"per-hold/with-place", true, true},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			benchExpireHolds(b, MustOpenStore(b), bc.place, bc.perHold)
+			benchExpireHolds(b, open(b), bc.place, bc.perHold)
 		})
 	}
 }
@@ -35,11 +64,7 @@ func BenchmarkExpireHolds(b *testing.B) {
 func benchExpireHolds(b *testing.B, s flashsale.Store, place, perHold bool) {
 	const size = 256
 	ctx := context.Background()
-	sale := newSale("bench", flashsale.MaxStock)
-	sale.PerUserLimit = 1000
-	if err := s.CreateSale(ctx, sale); err != nil {
-		b.Fatal(err)
-	}
+	mustCreateSale(b, s, newSale("bench", 1000, flashsale.MaxStock))
 	batch := func(n *int, user string, hold time.Time) []flashsale.Reservation {
 		rs := make([]flashsale.Reservation, size)
 		for i := range rs {
