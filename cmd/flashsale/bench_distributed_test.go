@@ -303,37 +303,10 @@ func (c *distCluster) stop(tb testing.TB) {
 			}
 			conn.Close()
 		}
-		if err := distDeletePrefix(c.redisURL, c.prefix); err != nil {
+		if err := testenv.DeleteKeys(c.redisURL, c.prefix); err != nil {
 			tb.Logf("delete redis keys %s*: %v", c.prefix, err)
 		}
 	})
-}
-
-// distDeletePrefix removes every key under prefix (never FLUSHDB: the Redis is shared).
-func distDeletePrefix(redisURL, prefix string) error {
-	o, err := goredis.ParseURL(redisURL)
-	if err != nil {
-		return err
-	}
-	rc := goredis.NewClient(o)
-	defer rc.Close()
-	ctx := context.Background()
-	iter := rc.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-	var batch []string
-	for iter.Next(ctx) {
-		if batch = append(batch, iter.Val()); len(batch) == 500 {
-			if err := rc.Unlink(ctx, batch...).Err(); err != nil {
-				return err
-			}
-			batch = batch[:0]
-		}
-	}
-	if len(batch) > 0 {
-		if err := rc.Unlink(ctx, batch...).Err(); err != nil {
-			return err
-		}
-	}
-	return iter.Err()
 }
 
 // distRedisBenchmark loads a sale with the engine, then has redis-benchmark
@@ -358,7 +331,7 @@ func distRedisBenchmark(b *testing.B, redisURL string, n int) (rps, p50, p99 flo
 	ctx := context.Background()
 	prefix := testenv.Name("fs-bs-") + ":"
 	saleID := testenv.Name("bench-")
-	defer distDeletePrefix(redisURL, prefix)
+	defer testenv.DeleteKeys(redisURL, prefix)
 
 	e, err := redis.Open(ctx, redisURL, redis.Options{Prefix: prefix}, slog.New(slog.DiscardHandler))
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os/exec"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -28,15 +29,21 @@ type cluster struct {
 	clients []*client
 	dbURL   string
 	queue   string
+	prefix  string // the Redis key prefix, removed when the test ends
 }
 
 func startCluster(t *testing.T, n int, dbURL string, extra ...string) *cluster {
 	t.Helper()
-	c := &cluster{bin: buildBinary(t), dbURL: dbURL, queue: testenv.Name("fs-q-")}
+	c := &cluster{bin: buildBinary(t), dbURL: dbURL, queue: testenv.Name("fs-q-"), prefix: testenv.Name("fs-t-") + ":"}
+	for _, kv := range extra { // the last one wins, as in os/exec
+		if p, ok := strings.CutPrefix(kv, "FLASHSALE_REDIS_PREFIX="); ok {
+			c.prefix = p
+		}
+	}
 	c.env = append([]string{
 		"FLASHSALE_DATABASE_URL=" + dbURL,
 		"FLASHSALE_REDIS_URL=" + testenv.URL(t, testenv.Redis),
-		"FLASHSALE_REDIS_PREFIX=" + testenv.Name("fs-t-") + ":",
+		"FLASHSALE_REDIS_PREFIX=" + c.prefix,
 		"FLASHSALE_AMQP_URL=" + testenv.URL(t, testenv.AMQP),
 		"FLASHSALE_QUEUE_NAME=" + c.queue,
 		"FLASHSALE_ADMIN_TOKEN=" + testAdminToken, "FLASHSALE_JWT_SECRET=" + testJWTSecret,
@@ -48,7 +55,7 @@ func startCluster(t *testing.T, n int, dbURL string, extra ...string) *cluster {
 		c.start(t, i)
 		c.clients = append(c.clients, newClient("http://"+c.addrs[i], testAdminToken, testJWTSecret))
 	}
-	t.Cleanup(func() { c.deleteQueues(t) })
+	t.Cleanup(func() { c.cleanup(t) })
 	return c
 }
 
@@ -91,10 +98,14 @@ func (c *cluster) queueDepth(t *testing.T) (ready, dead int) {
 	return q.Messages, d.Messages
 }
 
-func (c *cluster) deleteQueues(t *testing.T) {
+// cleanup stops the instances and removes the test's queues and Redis keys.
+func (c *cluster) cleanup(t *testing.T) {
 	for _, p := range c.procs {
 		p.Process.Kill()
 		p.Wait()
+	}
+	if err := testenv.DeleteKeys(testenv.URL(t, testenv.Redis), c.prefix); err != nil {
+		t.Errorf("delete redis keys %s*: %v", c.prefix, err)
 	}
 	conn, err := amqp091.Dial(testenv.URL(t, testenv.AMQP))
 	if err != nil {
