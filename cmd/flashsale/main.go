@@ -203,7 +203,11 @@ func (m *Main) openStock(ctx context.Context) error {
 		return fmt.Errorf("FLASHSALE_AMQP_URL needs FLASHSALE_REDIS_URL: the queue path relies on the Redis outbox")
 	}
 	released := &funnel.ReleasingStore{Store: m.store, Engine: m.engine, Logger: m.log}
-	qcfg := amqp.Config{URL: cfg.AMQPURL, Name: cfg.QueueName, RatePerSec: cfg.OrderRate, OnDead: released.Dead}
+	// A message is dead-lettered (its units returned, its guest's pending
+	// order gone) only after this many failed deliveries; with the
+	// consumer's backoff (up to 10 s) that rides out a database outage of a
+	// few minutes instead of a few seconds.
+	qcfg := amqp.Config{URL: cfg.AMQPURL, Name: cfg.QueueName, RatePerSec: cfg.OrderRate, MaxAttempts: 30, OnDead: released.Dead}
 	pub, err := amqp.NewPublisher(ctx, qcfg, m.log)
 	if err != nil {
 		return fmt.Errorf("open amqp publisher: %w", err)
