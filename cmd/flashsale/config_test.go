@@ -98,7 +98,11 @@ func TestRunCommands(t *testing.T) {
 	if err := run(t.Context(), []string{"migrate"}, getenv, io.Discard, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "flashsale.db")); err != nil {
+	fi, err := os.Stat(filepath.Join(dir, "flashsale.db"))
+	if err != nil {
 		t.Fatalf("migrate made no database: %v", err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Fatalf("database mode %v, want 0600: it holds every guest's orders", fi.Mode().Perm())
 	}
 }

@@ -33,6 +33,13 @@ func openStore(ctx context.Context, cfg Config, logger *slog.Logger) (flashsale.
 		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 			return nil, fmt.Errorf("create data dir: %w", err)
 		}
+		// Create the file owner-only before SQLite does; its -wal and -shm
+		// files take the database file's mode.
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("create database: %w", err)
+		}
+		f.Close()
 		s, err = sqlite.Open(ctx, path, logger)
 	case strings.HasPrefix(cfg.DatabaseURL, "mysql://"):
 		s, err = mysql.Open(ctx, cfg.DatabaseURL, logger)
