@@ -629,3 +629,66 @@ func TestSaleLookupCollapses(t *testing.T) {
 		t.Fatalf("500 concurrent first lookups read the sale %d times, want 1 (a few if the goroutines straggle)", n)
 	}
 }
+
+// flakyStore fails the next PlaceOrders transactions on purpose, as a
+// database that times out would.
+type flakyStore struct {
+	flashsale.Store
+	fail atomic.Int64
+}
+
+func (f *flakyStore) PlaceOrders(ctx context.Context, rs []flashsale.Reservation) ([]error, error) {
+	if f.fail.Add(-1) >= 0 {
+		return nil, errors.New("injected: database timed out")
+	}
+	return f.Store.PlaceOrders(ctx, rs)
+}
+
+// TestRetryAfterUnavailable: the order path refuses a purchase (503) and
+// the units go back; the client's retry with the same Idempotency-Key and
+// the same, now spent, token gets one order, not a 404 or a token error.
+func TestRetryAfterUnavailable(t *testing.T) {
+	ctx := context.Background()
+	c := &clock{t: t0}
+	store, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "fs.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	if err := store.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	flaky := &flakyStore{Store: store}
+	engine := inmem.NewEngine()
+	writer := inmem.NewWriter(flaky, inmem.WriterConfig{}, nil)
+	defer writer.Close()
+	svc := funnel.New(funnel.Config{
+		Store: flaky, Engine: engine, Writer: writer, Spender: inmem.NewSpender(),
+		Secret: []byte("test-secret"), Now: c.Now, ReapInterval: time.Hour,
+	})
+	defer svc.Close()
+	e := &env{svc: svc, store: store, engine: engine, writer: writer, clock: c}
+	s := e.sale(t, nil, 1)
+
+	flaky.fail.Store(1)
+	req := flashsale.PurchaseRequest{SaleID: s.ID, IdempotencyKey: "k", Token: e.token(t, alice, s.ID)}
+	_, err = svc.Purchase(ctx, alice, req)
+	wantErr(t, err, flashsale.ErrUnavailable)
+	if n := e.nights(t, s.ID)[0]; n.Available != 1 || n.Held != 0 {
+		t.Fatalf("after the refused write: %+v, want the unit back", n)
+	}
+	o, err := svc.Purchase(ctx, alice, req)
+	if err != nil || o.Status != flashsale.OrderHeld {
+		t.Fatalf("retry: %+v, %v", o, err)
+	}
+	again, err := svc.Purchase(ctx, alice, req)
+	if err != nil || again.ID != o.ID {
+		t.Fatalf("second retry: %+v, %v; want order %s", again, err, o.ID)
+	}
+	if n := e.nights(t, s.ID)[0]; n.Held != 1 || n.Available != 0 {
+		t.Fatalf("night = %+v, want exactly one held", n)
+	}
+	// Another guest's retry-less attempt finds it sold out.
+	_, err = e.buy(t, bob, flashsale.PurchaseRequest{SaleID: s.ID})
+	wantErr(t, err, flashsale.ErrSoldOut)
+}

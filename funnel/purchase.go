@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/flashsale/flashsale"
 	"github.com/oklog/ulid/v2"
@@ -110,10 +111,15 @@ func (s *Service) Purchase(ctx context.Context, u flashsale.User, req flashsale.
 	existing, err := s.engine.Reserve(ctx, r)
 	switch {
 	case errors.Is(err, flashsale.ErrDuplicate):
-		return s.order(ctx, u, existing)
+		return s.existing(ctx, u, sale, existing)
 	case err != nil:
 		return nil, err
 	}
+	return s.write(ctx, sale, r)
+}
+
+// write sends a reserved order down the order path and answers for it.
+func (s *Service) write(ctx context.Context, sale *flashsale.Sale, r *flashsale.Reservation) (*flashsale.Order, error) {
 	status, err := s.writer.Write(ctx, r)
 	if err != nil {
 		// The database refused (the order is recorded as failed) or the order
@@ -135,7 +141,33 @@ func (s *Service) replay(ctx context.Context, u flashsale.User, sale *flashsale.
 	if err != nil {
 		return nil, err
 	}
-	return s.order(ctx, u, id)
+	return s.existing(ctx, u, sale, id)
+}
+
+// existing answers for the order an idempotency key names. If the engine
+// bound the key but the order was never written (the order path refused
+// it, a 503, and its units went back), the retry is what the client is
+// for: take the units again under the same order ID and write it, so the
+// same key keeps naming one order.
+func (s *Service) existing(ctx context.Context, u flashsale.User, sale *flashsale.Sale, id string) (*flashsale.Order, error) {
+	o, err := s.order(ctx, u, id)
+	if !errors.Is(err, flashsale.ErrNotFound) {
+		return o, err
+	}
+	r, err := s.engine.Reservation(ctx, id)
+	if err != nil || r.UserID != u.ID {
+		return nil, flashsale.ErrNotFound
+	}
+	now := s.now()
+	if err := sale.Open(now); err != nil {
+		return nil, err
+	}
+	if err := s.engine.Retake(ctx, sale.ID, id); err != nil {
+		return nil, err
+	}
+	r.Active = true
+	r.HoldExpiresAt = now.Add(sale.HoldDuration()).UTC().Truncate(time.Millisecond)
+	return s.write(ctx, sale, r)
 }
 
 // Order returns the user's order: from the database, or, while it is still in

@@ -1,6 +1,7 @@
 package inmem
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -82,7 +83,7 @@ func NewWriter(store flashsale.Store, cfg WriterConfig, logger *slog.Logger) *Wr
 	}
 	w := &Writer{
 		store:    store,
-		logger:   logger,
+		logger:   cmp.Or(logger, slog.New(slog.DiscardHandler)),
 		maxBatch: cfg.MaxBatch,
 		queue:    make(chan *writeRequest, cfg.Queue),
 		done:     make(chan struct{}),
