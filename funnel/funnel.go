@@ -52,7 +52,7 @@ type Service struct {
 	engine  flashsale.StockEngine
 	writer  flashsale.OrderWriter
 	spender flashsale.TokenSpender
-	signer  signer
+	signer  *signer
 	ttl     time.Duration
 	reapInt time.Duration
 	log     *slog.Logger
