@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/sqlrows"
 )
 
 // ExpireHolds moves up to limit held orders whose hold ended at or before
@@ -76,7 +77,7 @@ func expireHolds(ctx context.Context, tx *sql.Tx, now time.Time, limit int) ([]*
 		return nil, fmt.Errorf("mark expired: %w", err)
 	}
 	for _, o := range orders {
-		o.Status, o.UpdatedAt = flashsale.OrderExpired, fromMS(nowMS)
+		o.Status, o.UpdatedAt = flashsale.OrderExpired, sqlrows.FromMS(nowMS)
 	}
 
 	nights, users := releases(orders)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/sqlrows"
 )
 
 // orderColumns reads an order with its check-in date (the date of its first
@@ -44,7 +45,7 @@ func scanOrder(row scanner) (*flashsale.Order, error) {
 	}
 	o.IdempotencyKey = key.String
 	o.Status = flashsale.OrderStatus(status)
-	o.HoldExpiresAt, o.CreatedAt, o.UpdatedAt = fromMS(holdExpires), fromMS(created), fromMS(updated)
+	o.HoldExpiresAt, o.CreatedAt, o.UpdatedAt = sqlrows.FromMS(holdExpires), sqlrows.FromMS(created), sqlrows.FromMS(updated)
 	return &o, nil
 }
 

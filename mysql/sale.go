@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/sqlrows"
 )
 
 // CreateSale inserts a sale and its nights in one transaction. A sale
@@ -90,28 +91,7 @@ func querySales(ctx context.Context, q querier, query string, args ...any) ([]*f
 		return nil, err
 	}
 	defer rows.Close()
-	sales := []*flashsale.Sale{}
-	for rows.Next() {
-		var (
-			sale                        flashsale.Sale
-			startsAt, endsAt, createdAt int64
-			minTier                     string
-			night                       flashsale.Night
-		)
-		if err := rows.Scan(&sale.ID, &sale.Title, &sale.Hotel, &sale.RoomType, &sale.Price,
-			&sale.OriginalPrice, &sale.Currency, &startsAt, &endsAt, &sale.PerUserLimit,
-			&sale.HoldSeconds, &sale.PurchaseToken, &minTier, &createdAt, &night.Date, &night.Stock); err != nil {
-			return nil, err
-		}
-		if len(sales) == 0 || sales[len(sales)-1].ID != sale.ID {
-			sale.StartsAt, sale.EndsAt, sale.CreatedAt = fromMS(startsAt), fromMS(endsAt), fromMS(createdAt)
-			sale.Eligibility.MinTier = flashsale.Tier(minTier)
-			sales = append(sales, &sale)
-		}
-		last := sales[len(sales)-1]
-		last.Nights = append(last.Nights, night)
-	}
-	return sales, rows.Err()
+	return sqlrows.Sales(rows)
 }
 
 // NightStocks returns the counters of each night of a sale, in night order,
@@ -138,22 +118,7 @@ func queryNightStocks(ctx context.Context, q querier, saleID string) ([]flashsal
 		return nil, err
 	}
 	defer rows.Close()
-	var nights []flashsale.NightStock
-	for rows.Next() {
-		var n flashsale.NightStock
-		if err := rows.Scan(&n.Date, &n.Stock, &n.Held, &n.Sold); err != nil {
-			return nil, err
-		}
-		n.Available = n.Stock - n.Held - n.Sold
-		nights = append(nights, n)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	if len(nights) == 0 {
-		return nil, flashsale.ErrNotFound
-	}
-	return nights, nil
+	return sqlrows.NightStocks(rows)
 }
 
 // Snapshot reads a sale, its counters and every one of its orders from one

@@ -298,14 +298,6 @@ func ms(t time.Time) int64 {
 	return t.UnixMilli()
 }
 
-// fromMS is the inverse of ms. Times come back in UTC.
-func fromMS(v int64) time.Time {
-	if v == 0 {
-		return time.Time{}
-	}
-	return time.UnixMilli(v).UTC()
-}
-
 // nullKey stores an empty idempotency key as NULL, which the unique key ignores.
 func nullKey(k string) sql.NullString { return sql.NullString{String: k, Valid: k != ""} }
 

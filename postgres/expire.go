@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/sqlrows"
 )
 
 // The statements of ExpireHolds after the locking read, sent as one
@@ -139,7 +140,7 @@ func expireHolds(ctx context.Context, tx pgx.Tx, now time.Time, limit int) ([]*f
 		return nil, err
 	}
 	for _, o := range orders {
-		o.Status, o.UpdatedAt = flashsale.OrderExpired, fromMS(nowMS)
+		o.Status, o.UpdatedAt = flashsale.OrderExpired, sqlrows.FromMS(nowMS)
 		o.CheckIn = dates[nightKey{o.SaleID, o.FirstNight}]
 	}
 	return orders, nil

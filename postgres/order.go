@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/sqlrows"
 )
 
 // orderColumns reads an order with its check-in date (the date of its first
@@ -40,7 +41,7 @@ func scanOrder(row pgx.Row) (*flashsale.Order, error) {
 		o.IdempotencyKey = *key
 	}
 	o.Status = flashsale.OrderStatus(status)
-	o.HoldExpiresAt, o.CreatedAt, o.UpdatedAt = fromMS(holdExpires), fromMS(created), fromMS(updated)
+	o.HoldExpiresAt, o.CreatedAt, o.UpdatedAt = sqlrows.FromMS(holdExpires), sqlrows.FromMS(created), sqlrows.FromMS(updated)
 	return &o, nil
 }
 

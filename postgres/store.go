@@ -213,14 +213,6 @@ func ms(t time.Time) int64 {
 	return t.UnixMilli()
 }
 
-// fromMS is the inverse of ms. Times come back in UTC.
-func fromMS(v int64) time.Time {
-	if v == 0 {
-		return time.Time{}
-	}
-	return time.UnixMilli(v).UTC()
-}
-
 // nullKey stores an empty idempotency key as NULL, which the unique
 // constraint ignores.
 func nullKey(k string) *string {

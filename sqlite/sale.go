@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/sqlrows"
 	sqlite3 "modernc.org/sqlite/lib"
 )
 
@@ -112,22 +113,7 @@ func nightStocks(ctx context.Context, q queryer, saleID string) ([]flashsale.Nig
 		return nil, err
 	}
 	defer rows.Close()
-	var nights []flashsale.NightStock
-	for rows.Next() {
-		var n flashsale.NightStock
-		if err := rows.Scan(&n.Date, &n.Stock, &n.Held, &n.Sold); err != nil {
-			return nil, err
-		}
-		n.Available = n.Stock - n.Held - n.Sold
-		nights = append(nights, n)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	if len(nights) == 0 {
-		return nil, flashsale.ErrNotFound
-	}
-	return nights, nil
+	return sqlrows.NightStocks(rows)
 }
 
 // findSale reads one sale and its nights.

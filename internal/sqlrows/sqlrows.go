@@ -1,0 +1,78 @@
+// Package sqlrows turns the rows every SQL store reads alike into domain
+// types. Each store package still writes out its own SQL (the dialects
+// differ: placeholders, date formatting, locking); what is shared is only
+// how a row that the query put in the documented column order becomes a
+// Sale or a NightStock.
+package sqlrows
+
+import (
+	"time"
+
+	"github.com/flashsale/flashsale"
+)
+
+// Rows is what database/sql's *sql.Rows and pgx.Rows both offer.
+type Rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
+// Sales groups sale-night rows into sales. Each row is a sale's columns
+// (id, title, hotel, room_type, price, original_price, currency,
+// starts_at_ms, ends_at_ms, per_user_limit, hold_seconds, purchase_token,
+// min_tier, created_at_ms) followed by one night's (date as YYYY-MM-DD,
+// stock), ordered by sale, then night.
+func Sales(rows Rows) ([]*flashsale.Sale, error) {
+	sales := []*flashsale.Sale{}
+	for rows.Next() {
+		var (
+			sale                        flashsale.Sale
+			startsAt, endsAt, createdAt int64
+			minTier                     string
+			night                       flashsale.Night
+		)
+		if err := rows.Scan(&sale.ID, &sale.Title, &sale.Hotel, &sale.RoomType, &sale.Price,
+			&sale.OriginalPrice, &sale.Currency, &startsAt, &endsAt, &sale.PerUserLimit,
+			&sale.HoldSeconds, &sale.PurchaseToken, &minTier, &createdAt, &night.Date, &night.Stock); err != nil {
+			return nil, err
+		}
+		if len(sales) == 0 || sales[len(sales)-1].ID != sale.ID {
+			sale.StartsAt, sale.EndsAt, sale.CreatedAt = FromMS(startsAt), FromMS(endsAt), FromMS(createdAt)
+			sale.Eligibility.MinTier = flashsale.Tier(minTier)
+			sales = append(sales, &sale)
+		}
+		last := sales[len(sales)-1]
+		last.Nights = append(last.Nights, night)
+	}
+	return sales, rows.Err()
+}
+
+// NightStocks reads (date, stock, held, sold) rows in night order, or
+// returns ErrNotFound when there are none (an unknown sale).
+func NightStocks(rows Rows) ([]flashsale.NightStock, error) {
+	var nights []flashsale.NightStock
+	for rows.Next() {
+		var n flashsale.NightStock
+		if err := rows.Scan(&n.Date, &n.Stock, &n.Held, &n.Sold); err != nil {
+			return nil, err
+		}
+		n.Available = n.Stock - n.Held - n.Sold
+		nights = append(nights, n)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if len(nights) == 0 {
+		return nil, flashsale.ErrNotFound
+	}
+	return nights, nil
+}
+
+// FromMS converts stored unix milliseconds to a UTC time; 0 is the zero time.
+func FromMS(v int64) time.Time {
+	if v == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(v).UTC()
+}
