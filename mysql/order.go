@@ -24,33 +24,13 @@ const orderColumns = orderFields + `,
 	COALESCE(DATE_FORMAT(n.date, '%Y-%m-%d'), '')
 	FROM orders o LEFT JOIN nights n ON n.sale_id = o.sale_id AND n.idx = o.first_night `
 
-// orderFields are the columns of an order row itself, in scanOrder's order
+// orderFields are the columns of an order row itself, in sqlrows.Order's order
 // (which then wants the check-in date).
 const orderFields = `o.id, o.sale_id, o.user_id, o.idempotency_key, o.status, o.first_night, o.nights,
 	o.rooms, o.amount, o.currency, o.hold_expires_at_ms, o.payment_ref, o.created_at_ms, o.updated_at_ms`
 
-// scanner is a *sql.Row or *sql.Rows.
-type scanner interface{ Scan(dest ...any) error }
-
-func scanOrder(row scanner) (*flashsale.Order, error) {
-	var (
-		o                             flashsale.Order
-		key                           sql.NullString
-		status                        string
-		holdExpires, created, updated int64
-	)
-	if err := row.Scan(&o.ID, &o.SaleID, &o.UserID, &key, &status, &o.FirstNight, &o.Nights,
-		&o.Rooms, &o.Amount, &o.Currency, &holdExpires, &o.PaymentRef, &created, &updated, &o.CheckIn); err != nil {
-		return nil, err
-	}
-	o.IdempotencyKey = key.String
-	o.Status = flashsale.OrderStatus(status)
-	o.HoldExpiresAt, o.CreatedAt, o.UpdatedAt = sqlrows.FromMS(holdExpires), sqlrows.FromMS(created), sqlrows.FromMS(updated)
-	return &o, nil
-}
-
 func queryOrder(ctx context.Context, q querier, where string, args ...any) (*flashsale.Order, error) {
-	o, err := scanOrder(q.QueryRowContext(ctx, `SELECT `+orderColumns+where, args...))
+	o, err := sqlrows.Order(q.QueryRowContext(ctx, `SELECT `+orderColumns+where, args...))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, flashsale.ErrNotFound
 	}
@@ -67,15 +47,7 @@ func scanOrders(rows *sql.Rows, err error) ([]*flashsale.Order, error) {
 		return nil, err
 	}
 	defer rows.Close()
-	orders := []*flashsale.Order{}
-	for rows.Next() {
-		o, err := scanOrder(rows)
-		if err != nil {
-			return nil, err
-		}
-		orders = append(orders, o)
-	}
-	return orders, rows.Err()
+	return sqlrows.Orders(rows)
 }
 
 // Order returns one order, or ErrNotFound.

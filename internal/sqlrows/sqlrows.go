@@ -76,3 +76,44 @@ func FromMS(v int64) time.Time {
 	}
 	return time.UnixMilli(v).UTC()
 }
+
+// Scanner is one row: *sql.Row, *sql.Rows, pgx.Row and pgx.Rows all offer it.
+type Scanner interface {
+	Scan(dest ...any) error
+}
+
+// Order reads an order row: id, sale_id, user_id, idempotency_key (NULL
+// for none), status, first_night, nights, rooms, amount, currency,
+// hold_expires_at_ms, payment_ref, created_at_ms, updated_at_ms, then the
+// check-in date as YYYY-MM-DD.
+func Order(row Scanner) (*flashsale.Order, error) {
+	var (
+		o                             flashsale.Order
+		key                           *string
+		status                        string
+		holdExpires, created, updated int64
+	)
+	if err := row.Scan(&o.ID, &o.SaleID, &o.UserID, &key, &status, &o.FirstNight, &o.Nights,
+		&o.Rooms, &o.Amount, &o.Currency, &holdExpires, &o.PaymentRef, &created, &updated, &o.CheckIn); err != nil {
+		return nil, err
+	}
+	if key != nil {
+		o.IdempotencyKey = *key
+	}
+	o.Status = flashsale.OrderStatus(status)
+	o.HoldExpiresAt, o.CreatedAt, o.UpdatedAt = FromMS(holdExpires), FromMS(created), FromMS(updated)
+	return &o, nil
+}
+
+// Orders reads order rows as Order does.
+func Orders(rows Rows) ([]*flashsale.Order, error) {
+	orders := []*flashsale.Order{}
+	for rows.Next() {
+		o, err := Order(rows)
+		if err != nil {
+			return nil, err
+		}
+		orders = append(orders, o)
+	}
+	return orders, rows.Err()
+}
