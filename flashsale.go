@@ -119,3 +119,19 @@ type TokenSpender interface {
 	// call was the first to do so.
 	Spend(ctx context.Context, id string, expires time.Time) (bool, error)
 }
+
+// TokenReserver is a StockEngine that spends a one-time purchase token in
+// the same atomic step as Reserve. Where the engine is across the network
+// that is one round trip per purchase instead of two, and the token and the
+// stock cannot disagree. The service uses it instead of a TokenSpender when
+// the engine has it.
+type TokenReserver interface {
+	// ReserveSpending is Reserve, preceded inside the same step by spending
+	// the token ID until expires: ErrTokenInvalid if it was already spent.
+	// The idempotency key is checked before the token, so a retry whose
+	// token its first attempt spent gets ErrDuplicate and its order.
+	// ErrLimitExceeded and an invalid stay leave the token spent, as a
+	// separate spend would; ErrSoldOut may leave it unspent (an engine may
+	// know a stay is sold out without looking at the token).
+	ReserveSpending(ctx context.Context, r *Reservation, token string, expires time.Time) (existing string, err error)
+}

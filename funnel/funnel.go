@@ -29,7 +29,8 @@ const (
 	MaxRooms = 1000
 )
 
-// Config wires a Service to its parts. Store, Engine, Writer and Spender are required.
+// Config wires a Service to its parts. Store, Engine and Writer are
+// required; so is Spender, unless Engine is a flashsale.TokenReserver.
 type Config struct {
 	Store   flashsale.Store
 	Engine  flashsale.StockEngine

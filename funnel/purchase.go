@@ -76,24 +76,13 @@ func (s *Service) Purchase(ctx context.Context, u flashsale.User, req flashsale.
 	if so, ok := s.engine.(soldOuter); ok && so.SoldOut(sale.ID, first, req.Nights) {
 		return nil, flashsale.ErrSoldOut
 	}
+	var token *tokenClaims
 	if sale.PurchaseToken {
 		c, err := s.signer.check(req.Token, u, sale, now)
 		if err != nil {
 			return nil, err
 		}
-		first, err := s.spender.Spend(ctx, c.Nonce, c.Expires)
-		if err != nil {
-			return nil, fmt.Errorf("purchase: spend token: %w", err)
-		}
-		if !first {
-			// A concurrent retry of the same request may have spent it.
-			if req.IdempotencyKey != "" {
-				if o, err := s.replay(ctx, u, sale, req.IdempotencyKey); err == nil {
-					return o, nil
-				}
-			}
-			return nil, flashsale.ErrTokenInvalid
-		}
+		token = &c
 	}
 
 	r := &flashsale.Reservation{
@@ -108,7 +97,7 @@ func (s *Service) Purchase(ctx context.Context, u flashsale.User, req flashsale.
 		HoldExpiresAt:  now.Add(sale.HoldDuration()).UTC().Truncate(1e6),
 		Active:         true,
 	}
-	existing, err := s.engine.Reserve(ctx, r)
+	existing, err := s.reserve(ctx, r, token)
 	switch {
 	case errors.Is(err, flashsale.ErrDuplicate):
 		return s.existing(ctx, u, sale, existing)
@@ -116,6 +105,32 @@ func (s *Service) Purchase(ctx context.Context, u flashsale.User, req flashsale.
 		return nil, err
 	}
 	return s.write(ctx, sale, r)
+}
+
+// reserve spends the purchase token, if the sale wants one, and takes the
+// stock: in one step when the engine can do both (a TokenReserver), or
+// with the TokenSpender first.
+func (s *Service) reserve(ctx context.Context, r *flashsale.Reservation, token *tokenClaims) (string, error) {
+	if token == nil {
+		return s.engine.Reserve(ctx, r)
+	}
+	if tr, ok := s.engine.(flashsale.TokenReserver); ok {
+		return tr.ReserveSpending(ctx, r, token.Nonce, token.Expires)
+	}
+	first, err := s.spender.Spend(ctx, token.Nonce, token.Expires)
+	if err != nil {
+		return "", fmt.Errorf("purchase: spend token: %w", err)
+	}
+	if !first {
+		// A concurrent retry of the same request may have spent it.
+		if r.IdempotencyKey != "" {
+			if id, err := s.engine.Lookup(ctx, r.SaleID, r.UserID, r.IdempotencyKey); err == nil {
+				return id, flashsale.ErrDuplicate
+			}
+		}
+		return "", flashsale.ErrTokenInvalid
+	}
+	return s.engine.Reserve(ctx, r)
 }
 
 // write sends a reserved order down the order path and answers for it.

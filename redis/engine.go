@@ -3,8 +3,9 @@
 // stateless instances share exact stock, per-user limits and idempotency
 // keys. It also carries the pieces the distributed order path needs around
 // the engine: a sold-out broadcast that lets each instance refuse a
-// sold-out stay without a round trip, a token spender, and an outbox of
-// reservations the queue has not confirmed yet.
+// sold-out stay without a round trip, purchase tokens spent inside the
+// reserve script, and an outbox of reservations the queue has not confirmed
+// yet.
 //
 // Keys of one sale share the hash tag {<sale id>} so that every script
 // touches a single Cluster slot:
@@ -17,7 +18,7 @@
 //	<prefix>{<sale>}:unconfirmed  sorted set: order id scored by reserve time (ms)
 //	<prefix>order:<order>         string: sale id (a hint that lets Reservation find the sale)
 //	<prefix>sales                 sorted set: sale id scored by its keys' expiry (ms)
-//	<prefix>token:<token>         string: a spent purchase token
+//	<prefix>{<sale>}:token:<id>   string: a spent purchase token, until the token expires
 //	<prefix>soldout               pub/sub channel of the sold-out broadcast
 //
 // Every sale key expires at the sale's end plus its hold window plus a day.
@@ -198,6 +199,7 @@ func (e *Engine) Ping(ctx context.Context) error {
 // path does not concatenate strings.
 type saleKeys struct {
 	meta, stock, users, keys, res, unconfirmed string
+	token                                      string // prefix of the spent-token keys
 	reserve, release, retake                   []string
 
 	// expire is the sale's key expiry (unix ms) as last seen by this engine
@@ -214,6 +216,7 @@ func (e *Engine) saleKeys(saleID string) *saleKeys {
 	k := &saleKeys{
 		meta: base + "meta", stock: base + "stock", users: base + "users",
 		keys: base + "keys", res: base + "res", unconfirmed: base + "unconfirmed",
+		token: base + "token:",
 	}
 	k.reserve = []string{k.meta, k.stock, k.users, k.keys, k.res, k.unconfirmed}
 	k.release = []string{k.meta, k.stock, k.users, k.res, k.unconfirmed}
@@ -403,6 +406,18 @@ func code(reply []any) int64 {
 //   - duplicate of this very order id (a retry whose first reply was lost):
 //     kept, it names the order's sale.
 func (e *Engine) Reserve(ctx context.Context, r *flashsale.Reservation) (string, error) {
+	return e.reserve(ctx, r, "", time.Time{})
+}
+
+var _ flashsale.TokenReserver = (*Engine)(nil)
+
+// ReserveSpending is Reserve with the purchase token spent by the same
+// script (SET NX under the sale's hash tag), in the same round trip.
+func (e *Engine) ReserveSpending(ctx context.Context, r *flashsale.Reservation, token string, expires time.Time) (string, error) {
+	return e.reserve(ctx, r, token, expires)
+}
+
+func (e *Engine) reserve(ctx context.Context, r *flashsale.Reservation, token string, expires time.Time) (string, error) {
 	if r.IdempotencyKey == "" && e.flags.soldOut(r.SaleID, r.FirstNight, r.Nights) {
 		return "", flashsale.ErrSoldOut
 	}
@@ -413,20 +428,28 @@ func (e *Engine) Reserve(ctx context.Context, r *flashsale.Reservation) (string,
 	}
 	var buf [128]byte
 	rec := appendRecord(buf[:0], r)
+	now := time.Now()
 	args := []any{r.OrderID, r.UserID, field, r.FirstNight, r.Nights, r.Rooms,
-		time.Now().UnixMilli(), rec, e.channel, r.SaleID}
+		now.UnixMilli(), rec, e.channel, r.SaleID}
+	keys := k.reserve
+	if token != "" {
+		keys = append(keys[:len(keys):len(keys)], k.token+token)
+		// SET needs an expiry in the future; a token past it was refused
+		// before it got here, so a millisecond is as good as any.
+		args = append(args, max(expires.UnixMilli(), now.UnixMilli()+1))
+	}
 	orderKey := e.orderKey(r.OrderID)
 
 	var script, index *goredis.Cmd
 	_, err := e.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
-		script = p.EvalSha(ctx, reserveScript.Hash(), k.reserve, args...)
+		script = p.EvalSha(ctx, reserveScript.Hash(), keys, args...)
 		index = p.Do(ctx, "set", orderKey, r.SaleID, "pxat", e.indexExpiry(k, r))
 		return nil
 	})
 	if err != nil && isNoScript(script.Err()) {
 		// A node that has not seen the script yet (a restart, a new Cluster
 		// node): EVAL caches it for the next call. The index is written.
-		script = reserveScript.Eval(ctx, e.client, k.reserve, args...)
+		script = reserveScript.Eval(ctx, e.client, keys, args...)
 	}
 	reply, err := script.Slice()
 	if err != nil {
@@ -459,6 +482,8 @@ func (e *Engine) Reserve(ctx context.Context, r *flashsale.Reservation) (string,
 		return "", flashsale.ErrNotLoaded
 	case 6:
 		return "", flashsale.Errorf(flashsale.EInvalid, "the stay is outside the sale's nights or rooms is not positive")
+	case 7:
+		return "", flashsale.ErrTokenInvalid
 	default:
 		return "", fmt.Errorf("reserve: sale=%s: unexpected script reply %v", r.SaleID, reply)
 	}

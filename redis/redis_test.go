@@ -560,30 +560,6 @@ func TestConfirm(t *testing.T) {
 	})
 }
 
-func TestSpender(t *testing.T) {
-	e := MustOpenEngine(t, redisURL(t), newPrefix())
-	s := e.Spender()
-	ctx := t.Context()
-	id := rand.Text()
-	for i, want := range []bool{true, false, false} {
-		if got, err := s.Spend(ctx, id, time.Now().Add(time.Minute)); err != nil || got != want {
-			t.Errorf("Spend #%d = %v, %v, want %v", i, got, err, want)
-		}
-	}
-	if ttl := e.client.PTTL(ctx, e.prefix+"token:"+id).Val(); ttl <= 0 || ttl > time.Minute {
-		t.Errorf("token TTL = %v, want (0, 1m]", ttl)
-	}
-	// The mark lasts only until the token expires.
-	short := rand.Text()
-	if got, err := s.Spend(ctx, short, time.Now().Add(20*time.Millisecond)); err != nil || !got {
-		t.Fatalf("Spend(short) = %v, %v, want true", got, err)
-	}
-	checkFor(t, 2*time.Second, "short token forgotten", func() bool {
-		got, err := s.Spend(ctx, short, time.Now().Add(time.Minute))
-		return err == nil && got
-	})
-}
-
 // startCluster starts a three-master Redis Cluster on free ports and
 // returns its seed URL; the servers are killed when the test ends.
 func startCluster(t *testing.T) string {

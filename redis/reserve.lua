@@ -1,12 +1,18 @@
 -- reserve.lua takes stock for one reservation in a single atomic step.
 --
--- KEYS: 1 meta, 2 stock, 3 users, 4 keys, 5 res, 6 unconfirmed
+-- KEYS: 1 meta, 2 stock, 3 users, 4 keys, 5 res, 6 unconfirmed,
+--       7 the purchase token to spend (absent when the sale has none)
 -- ARGV: 1 order id, 2 user id, 3 idempotency field ('' when the request has
 --       no key), 4 first night, 5 nights, 6 rooms, 7 now (unix ms),
---       8 record without its active flag, 9 sold-out channel, 10 sale id
+--       8 record without its active flag, 9 sold-out channel, 10 sale id,
+--       11 when the token expires (unix ms, with KEYS[7])
 --
 -- Reply: {1, expire_ms} ok, {2, order_id} existing order for the key or id,
--- {3} sold out, {4} limit exceeded, {5} not loaded, {6} invalid stay.
+-- {3} sold out, {4} limit exceeded, {5} not loaded, {6} invalid stay,
+-- {7} token already spent.
+-- The token is spent after the idempotency check (a retry gets its order
+-- back although its first attempt spent the token) and before every other
+-- answer, which leave it spent, as a separate spend would.
 -- Nights that this reservation leaves at 0 are published on the channel
 -- from inside the script, so the broadcast is ordered with every other
 -- change to the sale's stock.
@@ -22,6 +28,9 @@ if ARGV[3] ~= '' then
 end
 if redis.call('HEXISTS', KEYS[5], ARGV[1]) == 1 then
   return {2, ARGV[1]}
+end
+if KEYS[7] and not redis.call('SET', KEYS[7], '1', 'NX', 'PXAT', ARGV[11]) then
+  return {7}
 end
 local n = tonumber(meta[1])
 local first = tonumber(ARGV[4])

@@ -293,6 +293,40 @@ func checkBooks(t *testing.T, c *cluster, saleID string, stock int, accepted map
 	}
 }
 
+// checkTokenOnce presents one purchase token at every instance at once, 60
+// times: exactly one purchase is accepted, every other is token_invalid.
+func checkTokenOnce(t *testing.T, c *cluster) {
+	t.Helper()
+	ctx := context.Background()
+	id := c.clients[0].createSale(t, saleJSON([]int{100}, 100, true))
+	user := "token-replayer"
+	var tok struct {
+		Token string `json:"token"`
+	}
+	if status, err := c.clients[0].do(ctx, "POST", "/api/sales/"+id+"/token", c.clients[0].jwt(user), nil, nil, &tok); err != nil || status != http.StatusCreated {
+		t.Fatalf("token: %d %v", status, err)
+	}
+	var (
+		mu      sync.Mutex
+		answers = map[string]int{}
+		wg      sync.WaitGroup
+	)
+	for i := range 60 {
+		wg.Go(func() {
+			cl := c.clients[i%len(c.clients)]
+			var o orderJSON
+			status, err := cl.do(ctx, "POST", "/api/sales/"+id+"/purchase", cl.jwt(user), map[string]any{"token": tok.Token}, nil, &o)
+			mu.Lock()
+			defer mu.Unlock()
+			answers[fmt.Sprintf("%d %s %v", status, o.Error.Code, err)]++
+		})
+	}
+	wg.Wait()
+	if answers["202  <nil>"] != 1 || answers["403 token_invalid <nil>"] != 59 {
+		t.Fatalf("one token presented 60 times across instances: %v; want one 202 and 59 token_invalid", answers)
+	}
+}
+
 func distributedDatabases(t *testing.T) map[string]func(testing.TB) string {
 	return map[string]func(testing.TB) string{"mysql": testenv.MySQLDatabase, "postgres": testenv.PostgresDatabase}
 }
@@ -308,6 +342,7 @@ func TestDistributed(t *testing.T) {
 	for name, db := range distributedDatabases(t) {
 		t.Run(name, func(t *testing.T) {
 			c := startCluster(t, 3, db(t), "FLASHSALE_ORDER_RATE=2000")
+			checkTokenOnce(t, c)
 			id := c.clients[0].createSale(t, saleJSON([]int{500}, 1, true))
 			start := time.Now()
 			accepted := distributedStorm(t, c, id, 5000, 20000, 0)

@@ -177,7 +177,8 @@ func (m *Main) Open(ctx context.Context) error {
 	return nil
 }
 
-// openStock picks the stock engine and token spender (in-process, or Redis)
+// openStock picks the stock engine (in-process with its token spender, or
+// Redis, which spends tokens in the reserve itself)
 // and the order path (group commit into the database, or RabbitMQ with a
 // consumer and the outbox relay in every instance).
 func (m *Main) openStock(ctx context.Context) error {
@@ -190,7 +191,7 @@ func (m *Main) openStock(ctx context.Context) error {
 			return fmt.Errorf("open redis: %w", err)
 		}
 		m.closers = append(m.closers, e.Close)
-		m.engine, m.spender = e, e.Spender()
+		m.engine = e // spends tokens inside its reserve script: no Spender
 	}
 	if cfg.AMQPURL == "" {
 		w := inmem.NewWriter(m.store, inmem.WriterConfig{}, m.log)
