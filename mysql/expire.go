@@ -44,6 +44,17 @@ func (s *Store) ExpireHolds(ctx context.Context, now time.Time, limit int) ([]*f
 	if limit <= 0 {
 		return []*flashsale.Order{}, nil
 	}
+	// The reaper asks every 100 ms and almost always nothing is due:
+	// answer that with one indexed read instead of a locking transaction
+	// (three round trips on every instance, all sale long).
+	var due bool
+	if err := s.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM orders
+		WHERE status = 'held' AND hold_expires_at_ms <= ?)`, now.UnixMilli()).Scan(&due); err != nil {
+		return nil, fmt.Errorf("expire holds: %w", err)
+	}
+	if !due {
+		return []*flashsale.Order{}, nil
+	}
 	var orders []*flashsale.Order
 	err := s.inTx(ctx, "expire_holds", func(tx *sql.Tx) error {
 		var err error
