@@ -22,6 +22,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/amqp"
 	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/flashsale/flashsale/redis"
 )
@@ -57,9 +58,15 @@ const (
 //   - redis_script: reserve.lua alone, run by redis-benchmark through
 //     EVALSHA with the engine's key layout: the rate no purchase path on
 //     this Redis can beat.
+//   - engine_accepted: the Redis part of an accepted purchase (reserve,
+//     then confirm) through the engine and its Go client, distAcceptedWorkers
+//     goroutines; ratio to redis_script.
 //   - ceiling_accepted: the same client and loop as accepted against three
 //     ceiling processes: the most any HTTP path could do here; its ratio to
 //     redis_script bounds accepted's.
+//   - broker_confirm: the same loop publishing reservations straight to
+//     RabbitMQ through one publisher per instance: what the broker alone
+//     confirms on this machine.
 //   - accepted: accepted purchases (no token, stock never runs out) spread
 //     over the instances; ratio = accepted req/s / redis_script req/s.
 //   - burst: distGuests guests at once, each a token from one instance and
@@ -90,6 +97,28 @@ func BenchmarkDistributed(b *testing.B) {
 		b.ReportMetric(p99, "p99-ms")
 	})
 
+	// The Redis part of an accepted purchase as an instance does it (the
+	// script and the order index in one pipeline, then the confirm), through
+	// the engine and its Go client, in the same loop as accepted: how close
+	// the engine gets to the script's own rate.
+	b.Run("engine_accepted", func(b *testing.B) {
+		e, sale, _ := distEngine(b, redisURL)
+		hold := time.Now().Add(5 * time.Minute)
+		b.ResetTimer()
+		rps, lat := distClosedLoop(b, b.N*distScriptRound, 202, func(i int) (int, error) {
+			r := &flashsale.Reservation{
+				OrderID: fmt.Sprintf("bench-%09d", i), SaleID: sale.ID, UserID: fmt.Sprintf("a%05d", i%distAcceptedUsers),
+				Nights: 1, Rooms: 1, Amount: sale.Price, HoldExpiresAt: hold, Active: true,
+			}
+			if _, err := e.Reserve(ctx, r); err != nil {
+				return 0, err
+			}
+			return 202, e.Confirm(ctx, r.SaleID, r.OrderID)
+		})
+		b.StopTimer()
+		distReportLoop(b, rps, lat, scriptRPS)
+	})
+
 	var ceilings []*client
 	ceilingURLs, ceilingPIDs := startCeilingProcesses(b, distInstances)
 	for _, base := range ceilingURLs {
@@ -103,6 +132,27 @@ func BenchmarkDistributed(b *testing.B) {
 		rps, lat := distClosedLoop(b, b.N*distAcceptedRound, 409, func(i int) (int, error) {
 			c := ceilings[i%len(ceilings)]
 			return c.do(ctx, "POST", "/api/sales/x/purchase", c.jwt(fmt.Sprintf("a%05d", i%distAcceptedUsers)), map[string]any{}, nil, nil)
+		})
+		b.StopTimer()
+		distReportLoop(b, rps, lat, scriptRPS)
+	})
+
+	// What the broker alone confirms with the same loop: a publisher per
+	// instance, each order a persistent message on the quorum queue, no
+	// HTTP, no Redis, no consumer. An accepted purchase pays for this and
+	// for an HTTP exchange on the same two cores.
+	b.Run("broker_confirm", func(b *testing.B) {
+		ps := distPublishers(b, distInstances)
+		b.ResetTimer()
+		rps, lat := distClosedLoop(b, b.N*distAcceptedRound, 202, func(i int) (int, error) {
+			r := &flashsale.Reservation{
+				OrderID: fmt.Sprintf("bench-%09d", i), SaleID: "bench", UserID: fmt.Sprintf("a%05d", i%distAcceptedUsers),
+				FirstNight: 0, Nights: 1, Rooms: 1, Amount: 39900, HoldExpiresAt: time.Now().Add(5 * time.Minute), Active: true,
+			}
+			if _, err := ps[i%len(ps)].Write(ctx, r); err != nil {
+				return 0, err
+			}
+			return 202, nil
 		})
 		b.StopTimer()
 		distReportLoop(b, rps, lat, scriptRPS)
@@ -269,15 +319,7 @@ func (c *distCluster) stop(tb testing.TB) {
 			p.Process.Kill()
 			p.Wait()
 		}
-		if conn, err := amqp091.Dial(c.amqpURL); err == nil {
-			if ch, err := conn.Channel(); err == nil {
-				ch.QueueDelete(c.queue+".orders", false, false, false)
-				ch.QueueDelete(c.queue+".orders.dead", false, false, false)
-				ch.ExchangeDelete(c.queue+".orders", false, false)
-				ch.ExchangeDelete(c.queue+".orders.dlx", false, false)
-			}
-			conn.Close()
-		}
+		deleteTopology(c.amqpURL, c.queue)
 		if err := testenv.DeleteKeys(c.redisURL, c.prefix); err != nil {
 			tb.Logf("delete redis keys %s*: %v", c.prefix, err)
 		}
@@ -389,24 +431,8 @@ func distRedisBenchmark(b *testing.B, redisURL string, n int) (rps, p50, p99 flo
 		b.Fatal(err)
 	}
 	ctx := context.Background()
-	prefix := testenv.Name("fs-bs-") + ":"
-	saleID := testenv.Name("bench-")
-	defer testenv.DeleteKeys(redisURL, prefix)
-
-	e, err := redis.Open(ctx, redisURL, redis.Options{Prefix: prefix}, slog.New(slog.DiscardHandler))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer e.Close()
-	now := time.Now()
-	sale := &flashsale.Sale{
-		ID: saleID, Nights: []flashsale.Night{{Date: "2026-12-24", Stock: 1_000_000_000}},
-		Price: 39900, StartsAt: now.Add(-time.Second), EndsAt: now.Add(time.Hour),
-		PerUserLimit: 1_000_000_000, HoldSeconds: 300,
-	}
-	if err := e.Load(ctx, &flashsale.StockSnapshot{Sale: sale}, now); err != nil {
-		b.Fatal(err)
-	}
+	_, sale, prefix := distEngine(b, redisURL)
+	saleID, now := sale.ID, time.Now()
 	rc := goredis.NewClient(o)
 	defer rc.Close()
 	sha, err := rc.ScriptLoad(ctx, string(src)).Result()
@@ -443,6 +469,30 @@ func distRedisBenchmark(b *testing.B, redisURL string, n int) (rps, p50, p99 flo
 		b.Fatalf("reserve.lua recorded %d of %d reservations (%v): has the engine's key layout changed?", got, n, err)
 	}
 	return distParseRedisBenchmark(b, out)
+}
+
+// distEngine opens a Redis engine on keys of its own (removed when the
+// benchmark ends) and loads a sale that never runs out: stock and per-user
+// limit of a billion. It returns the engine's key prefix too.
+func distEngine(b *testing.B, redisURL string) (*redis.Engine, *flashsale.Sale, string) {
+	b.Helper()
+	prefix := testenv.Name("fs-bs-") + ":"
+	b.Cleanup(func() { testenv.DeleteKeys(redisURL, prefix) })
+	e, err := redis.Open(context.Background(), redisURL, redis.Options{Prefix: prefix}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { e.Close() })
+	now := time.Now()
+	sale := &flashsale.Sale{
+		ID: testenv.Name("bench-"), Nights: []flashsale.Night{{Date: "2026-12-24", Stock: 1_000_000_000}},
+		Price: 39900, StartsAt: now.Add(-time.Second), EndsAt: now.Add(time.Hour),
+		PerUserLimit: 1_000_000_000, HoldSeconds: 300,
+	}
+	if err := e.Load(context.Background(), &flashsale.StockSnapshot{Sale: sale}, now); err != nil {
+		b.Fatal(err)
+	}
+	return e, sale, prefix
 }
 
 // distParseRedisBenchmark reads redis-benchmark's --csv report.
@@ -551,6 +601,41 @@ func (p *distPairs) report(b *testing.B) {
 		b.ReportMetric(distMS(p.ceilCPU)/n, "ceiling-cpu-ms")
 		b.ReportMetric(distMS(p.cpu)/n, "cpu-ms")
 	}
+}
+
+// distPublishers declares a topology of its own on the test broker and
+// opens n publishers on it; the queues go when the benchmark ends.
+func distPublishers(b *testing.B, n int) []*amqp.Publisher {
+	b.Helper()
+	cfg := amqp.Config{URL: testenv.URL(b, testenv.AMQP), Name: testenv.Name("fs-bb-")}
+	b.Cleanup(func() { deleteTopology(cfg.URL, cfg.Name) })
+	var ps []*amqp.Publisher
+	for range n {
+		p, err := amqp.NewPublisher(context.Background(), cfg, slog.New(slog.DiscardHandler))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { p.Close() })
+		ps = append(ps, p)
+	}
+	return ps
+}
+
+// deleteTopology removes the queues and exchanges named name.
+func deleteTopology(url, name string) {
+	conn, err := amqp091.Dial(url)
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		return
+	}
+	ch.QueueDelete(name+".orders", false, false, false)
+	ch.QueueDelete(name+".orders.dead", false, false, false)
+	ch.ExchangeDelete(name+".orders", false, false)
+	ch.ExchangeDelete(name+".orders.dlx", false, false)
 }
 
 // distReportLoop reports a closed loop's rate and latency, and its rate as

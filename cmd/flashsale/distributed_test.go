@@ -107,19 +107,7 @@ func (c *cluster) cleanup(t *testing.T) {
 	if err := testenv.DeleteKeys(testenv.URL(t, testenv.Redis), c.prefix); err != nil {
 		t.Errorf("delete redis keys %s*: %v", c.prefix, err)
 	}
-	conn, err := amqp091.Dial(testenv.URL(t, testenv.AMQP))
-	if err != nil {
-		return
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		return
-	}
-	ch.QueueDelete(c.queue+".orders", false, false, false)
-	ch.QueueDelete(c.queue+".orders.dead", false, false, false)
-	ch.ExchangeDelete(c.queue+".orders", false, false)
-	ch.ExchangeDelete(c.queue+".orders.dlx", false, false)
+	deleteTopology(testenv.URL(t, testenv.AMQP), c.queue)
 }
 
 // distributedStorm fires attempts purchases from users guests at the
