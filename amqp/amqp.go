@@ -81,12 +81,13 @@ type Config struct {
 	// the database's budget by the number of instances.
 	//
 	// While a backlog lasts the consumer writes at the cap even when commits
-	// are slow: its limiter holds a second of quota, and the quota a slow
-	// commit leaves unused makes the next batch bigger (up to BatchSize), so
-	// it is caught up rather than lost. Over any one second the consumer
-	// writes at most RatePerSec plus that one second's carried quota; quota
-	// does not build up while the queue is empty, so a consumer that was
-	// idle starts a burst at the cap, not above it.
+	// are slow, up to a quarter second each: its limiter holds a quarter
+	// second of quota, and the quota a slow commit leaves unused makes the
+	// next batch bigger (up to BatchSize), so it is caught up rather than
+	// lost. Commits slower than that (a database starved of CPU) write below
+	// the cap. Over any one second the consumer writes at most 1.25 ×
+	// RatePerSec; quota does not build up while the queue is empty, so a
+	// consumer that was idle starts a burst at the cap, not above it.
 	RatePerSec float64
 	// MaxAttempts is how many deliveries a reservation gets whose
 	// transaction keeps failing before it is dead-lettered.
