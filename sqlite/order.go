@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/sqlrows"
 	sqlite3 "modernc.org/sqlite/lib"
 )
 
@@ -455,7 +456,7 @@ func (s *Store) expireHolds(ctx context.Context, now time.Time, limit int) ([]*f
 		return nil, err
 	}
 
-	updated := fromMS(at)
+	updated := sqlrows.FromMS(at)
 	for _, o := range orders {
 		o.Status, o.UpdatedAt = flashsale.OrderExpired, updated
 	}
@@ -550,7 +551,7 @@ func (s *Store) snapshot(ctx context.Context, saleID string) (*flashsale.StockSn
 			&r.Amount, &hold); err != nil {
 			return nil, err
 		}
-		r.HoldExpiresAt = fromMS(hold)
+		r.HoldExpiresAt = sqlrows.FromMS(hold)
 		r.Active = flashsale.OrderStatus(st).Active()
 		snap.Reservations = append(snap.Reservations, r)
 	}
@@ -571,6 +572,6 @@ func scanOrder(row scanner) (*flashsale.Order, error) {
 		return nil, errNoRows(err)
 	}
 	o.Status = flashsale.OrderStatus(st)
-	o.HoldExpiresAt, o.CreatedAt, o.UpdatedAt = fromMS(hold), fromMS(createdAt), fromMS(updatedAt)
+	o.HoldExpiresAt, o.CreatedAt, o.UpdatedAt = sqlrows.FromMS(hold), sqlrows.FromMS(createdAt), sqlrows.FromMS(updatedAt)
 	return &o, nil
 }

@@ -162,7 +162,7 @@ func scanSales(ctx context.Context, q queryer, tail string, args ...any) ([]*fla
 			&sale.Currency, &startsAt, &endsAt, &sale.PerUserLimit, &sale.HoldSeconds, &token, &tier, &createdAt); err != nil {
 			return nil, err
 		}
-		sale.StartsAt, sale.EndsAt, sale.CreatedAt = fromMS(startsAt), fromMS(endsAt), fromMS(createdAt)
+		sale.StartsAt, sale.EndsAt, sale.CreatedAt = sqlrows.FromMS(startsAt), sqlrows.FromMS(endsAt), sqlrows.FromMS(createdAt)
 		sale.PurchaseToken = token != 0
 		sale.Eligibility.MinTier = flashsale.Tier(tier)
 		sales = append(sales, &sale)

@@ -230,9 +230,6 @@ func constraint(err error) int {
 // ms converts a time to the unix milliseconds the schema stores.
 func ms(t time.Time) int64 { return t.UnixMilli() }
 
-// fromMS converts stored unix milliseconds back to a UTC time.
-func fromMS(v int64) time.Time { return time.UnixMilli(v).UTC() }
-
 // queryer is what both *sql.DB and *sql.Tx offer, so reads can run alone
 // or inside a transaction.
 type queryer interface {
