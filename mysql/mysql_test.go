@@ -46,44 +46,12 @@ func MustCreateDatabase(tb testing.TB) string {
 
 func TestMigrate(t *testing.T) {
 	dsn := MustCreateDatabase(t)
-	ctx := t.Context()
-	// Several instances starting at once: all succeed, the schema is applied once.
-	const instances = 4
-	var wg sync.WaitGroup
-	errs := make([]error, instances)
-	for i := range instances {
-		wg.Go(func() {
-			s, err := mysql.Open(ctx, dsn, nil)
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			defer s.Close()
-			errs[i] = s.Migrate(ctx)
-		})
-	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			t.Errorf("instance %d: %v", i, err)
-		}
-	}
-	s, err := mysql.Open(ctx, dsn, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	// And once more, serially: nothing to do.
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	var n int
-	if err := s.DB().QueryRowContext(ctx, "SELECT COUNT(*) FROM schema_migrations").Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	if got, want := n, 1; got != want {
-		t.Errorf("schema_migrations rows = %d, want %d", got, want)
-	}
+	storetest.RunMigrate(t, func(ctx context.Context) (storetest.Migrator, error) {
+		return mysql.Open(ctx, dsn, nil)
+	}, func(ctx context.Context, m storetest.Migrator) (n int, err error) {
+		err = m.(*mysql.Store).DB().QueryRowContext(ctx, "SELECT COUNT(*) FROM schema_migrations").Scan(&n)
+		return n, err
+	}, 1)
 }
 
 func TestOpen(t *testing.T) {
