@@ -1,6 +1,6 @@
 // Package flashsale holds the domain of a limited-stock flash sale: sales,
 // nights, reservations, orders, the errors callers branch on, and the small
-// interfaces (Store, StockEngine, OrderWriter, TokenSpender) that the adapter
+// interfaces (Store, StockEngine, OrderWriter) that the adapter
 // packages implement. It imports only the standard library, so every adapter
 // and the HTTP layer can depend on it without depending on each other.
 //
@@ -86,6 +86,16 @@ type StockEngine interface {
 	// already holds the key. Other errors: ErrSoldOut, ErrLimitExceeded,
 	// ErrNotLoaded.
 	Reserve(ctx context.Context, r *Reservation) (existing string, err error)
+	// ReserveSpending is Reserve, preceded inside the same atomic step by
+	// spending the one-time purchase token ID until expires: ErrTokenInvalid
+	// if it was already spent. One step means one round trip where the
+	// engine is across the network, and a token and the stock it bought
+	// cannot disagree. The idempotency key is checked before the token, so a
+	// retry whose token its first attempt spent gets ErrDuplicate and its
+	// order. ErrLimitExceeded and an invalid stay leave the token spent;
+	// ErrSoldOut may leave it unspent (an engine may know a stay is sold out
+	// without looking at the token).
+	ReserveSpending(ctx context.Context, r *Reservation, token string, expires time.Time) (existing string, err error)
 	// Release returns a reservation's units and frees the user's limit. It
 	// is idempotent: releasing an order that is not active does nothing.
 	// The idempotency key stays bound to the order.
@@ -111,27 +121,4 @@ type StockEngine interface {
 // was not accepted and the caller must return the units.
 type OrderWriter interface {
 	Write(ctx context.Context, r *Reservation) (OrderStatus, error)
-}
-
-// TokenSpender remembers which one-time purchase tokens were used.
-type TokenSpender interface {
-	// Spend marks the token ID used until expires and reports whether this
-	// call was the first to do so.
-	Spend(ctx context.Context, id string, expires time.Time) (bool, error)
-}
-
-// TokenReserver is a StockEngine that spends a one-time purchase token in
-// the same atomic step as Reserve. Where the engine is across the network
-// that is one round trip per purchase instead of two, and the token and the
-// stock cannot disagree. The service uses it instead of a TokenSpender when
-// the engine has it.
-type TokenReserver interface {
-	// ReserveSpending is Reserve, preceded inside the same step by spending
-	// the token ID until expires: ErrTokenInvalid if it was already spent.
-	// The idempotency key is checked before the token, so a retry whose
-	// token its first attempt spent gets ErrDuplicate and its order.
-	// ErrLimitExceeded and an invalid stay leave the token spent, as a
-	// separate spend would; ErrSoldOut may leave it unspent (an engine may
-	// know a stay is sold out without looking at the token).
-	ReserveSpending(ctx context.Context, r *Reservation, token string, expires time.Time) (existing string, err error)
 }

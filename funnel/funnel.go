@@ -29,13 +29,11 @@ const (
 	MaxRooms = 1000
 )
 
-// Config wires a Service to its parts. Store, Engine and Writer are
-// required; so is Spender, unless Engine is a flashsale.TokenReserver.
+// Config wires a Service to its parts. Store, Engine and Writer are required.
 type Config struct {
-	Store   flashsale.Store
-	Engine  flashsale.StockEngine
-	Writer  flashsale.OrderWriter
-	Spender flashsale.TokenSpender
+	Store  flashsale.Store
+	Engine flashsale.StockEngine
+	Writer flashsale.OrderWriter
 	// Secret signs purchase tokens; share it across instances.
 	Secret []byte
 	// TokenTTL is how long a purchase token is valid (default 120 s).
@@ -52,7 +50,6 @@ type Service struct {
 	store   flashsale.Store
 	engine  flashsale.StockEngine
 	writer  flashsale.OrderWriter
-	spender flashsale.TokenSpender
 	signer  *signer
 	ttl     time.Duration
 	reapInt time.Duration
@@ -83,7 +80,6 @@ func New(cfg Config) *Service {
 		store:   cfg.Store,
 		engine:  cfg.Engine,
 		writer:  cfg.Writer,
-		spender: cfg.Spender,
 		signer:  newSigner(cfg.Secret),
 		ttl:     cmp.Or(cfg.TokenTTL, TokenTTLDefault),
 		reapInt: cmp.Or(cfg.ReapInterval, ReapIntervalDefault),

@@ -55,7 +55,7 @@ func mustOpenAt(tb testing.TB, path string, c *clock) *env {
 	engine := inmem.NewEngine()
 	writer := inmem.NewWriter(store, inmem.WriterConfig{}, nil)
 	svc := funnel.New(funnel.Config{
-		Store: store, Engine: engine, Writer: writer, Spender: inmem.NewSpender(),
+		Store: store, Engine: engine, Writer: writer,
 		Secret: []byte("test-secret"), Now: c.Now, ReapInterval: time.Hour,
 	})
 	if err := svc.Start(ctx); err != nil {
@@ -610,7 +610,7 @@ func TestSaleLookupCollapses(t *testing.T) {
 	// b is a second instance: it never created the sale, so only the
 	// database knows it.
 	b := funnel.New(funnel.Config{
-		Store: counting, Engine: inmem.NewEngine(), Writer: writer, Spender: inmem.NewSpender(),
+		Store: counting, Engine: inmem.NewEngine(), Writer: writer,
 		Secret: []byte("test-secret"), Now: a.clock.Now, ReapInterval: time.Hour,
 	})
 	var wg sync.WaitGroup
@@ -663,7 +663,7 @@ func TestRetryAfterUnavailable(t *testing.T) {
 	writer := inmem.NewWriter(flaky, inmem.WriterConfig{}, nil)
 	defer writer.Close()
 	svc := funnel.New(funnel.Config{
-		Store: flaky, Engine: engine, Writer: writer, Spender: inmem.NewSpender(),
+		Store: flaky, Engine: engine, Writer: writer,
 		Secret: []byte("test-secret"), Now: c.Now, ReapInterval: time.Hour,
 	})
 	defer svc.Close()

@@ -107,30 +107,13 @@ func (s *Service) Purchase(ctx context.Context, u flashsale.User, req flashsale.
 	return s.write(ctx, sale, r)
 }
 
-// reserve spends the purchase token, if the sale wants one, and takes the
-// stock: in one step when the engine can do both (a TokenReserver), or
-// with the TokenSpender first.
+// reserve takes the stock, spending the purchase token in the same step if
+// the sale wants one.
 func (s *Service) reserve(ctx context.Context, r *flashsale.Reservation, token *tokenClaims) (string, error) {
 	if token == nil {
 		return s.engine.Reserve(ctx, r)
 	}
-	if tr, ok := s.engine.(flashsale.TokenReserver); ok {
-		return tr.ReserveSpending(ctx, r, token.Nonce, token.Expires)
-	}
-	first, err := s.spender.Spend(ctx, token.Nonce, token.Expires)
-	if err != nil {
-		return "", fmt.Errorf("purchase: spend token: %w", err)
-	}
-	if !first {
-		// A concurrent retry of the same request may have spent it.
-		if r.IdempotencyKey != "" {
-			if id, err := s.engine.Lookup(ctx, r.SaleID, r.UserID, r.IdempotencyKey); err == nil {
-				return id, flashsale.ErrDuplicate
-			}
-		}
-		return "", flashsale.ErrTokenInvalid
-	}
-	return s.engine.Reserve(ctx, r)
+	return s.engine.ReserveSpending(ctx, r, token.Nonce, token.Expires)
 }
 
 // write sends a reserved order down the order path and answers for it.

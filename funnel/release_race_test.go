@@ -63,7 +63,7 @@ func mustOpenGated(tb testing.TB, g *gatedEngine) *env {
 	}
 	writer := inmem.NewWriter(store, inmem.WriterConfig{}, nil)
 	svc := funnel.New(funnel.Config{
-		Store: store, Engine: g, Writer: writer, Spender: inmem.NewSpender(),
+		Store: store, Engine: g, Writer: writer,
 		Secret: []byte("test-secret"), Now: c.Now, ReapInterval: time.Hour,
 	})
 	if err := svc.Start(ctx); err != nil {

@@ -31,7 +31,7 @@ const (
 
 // Server is the real API over the real embedded service: SQLite in a
 // temporary directory, the in-process stock engine, the group-commit
-// writer and the in-process token spender.
+// writer.
 type Server struct {
 	*httptest.Server
 	Store  *sqlite.Store
@@ -54,7 +54,7 @@ func MustOpenServer(tb testing.TB) *Server {
 	engine := inmem.NewEngine()
 	writer := inmem.NewWriter(store, inmem.WriterConfig{}, nil)
 	svc := funnel.New(funnel.Config{
-		Store: store, Engine: engine, Writer: writer, Spender: inmem.NewSpender(),
+		Store: store, Engine: engine, Writer: writer,
 		Secret: []byte("e2e-token-secret"), Now: time.Now,
 		// No hold expires during a test; the reaper must not change counters
 		// between the before and after snapshots.

@@ -2,5 +2,16 @@ package inmem
 
 import "time"
 
-// SetClock replaces the spender's clock, so tests can expire tokens.
-func (s *Spender) SetClock(now func() time.Time) { s.now = now }
+// SpentTokens exposes the engine's spent-token set to the package's tests.
+type SpentTokens = spentTokens
+
+// NewSpentTokens returns an empty set whose clock is now, so tests can
+// expire tokens.
+func NewSpentTokens(now func() time.Time) *SpentTokens {
+	s := newSpentTokens()
+	s.now = now
+	return s
+}
+
+func (s *SpentTokens) Spend(id string, expires time.Time) bool { return s.spend(id, expires) }
+func (s *SpentTokens) Len() int                                { return s.len() }

@@ -409,8 +409,6 @@ func (e *Engine) Reserve(ctx context.Context, r *flashsale.Reservation) (string,
 	return e.reserve(ctx, r, "", time.Time{})
 }
 
-var _ flashsale.TokenReserver = (*Engine)(nil)
-
 // ReserveSpending is Reserve with the purchase token spent by the same
 // script (SET NX under the sale's hash tag), in the same round trip.
 func (e *Engine) ReserveSpending(ctx context.Context, r *flashsale.Reservation, token string, expires time.Time) (string, error) {

@@ -296,22 +296,13 @@ func testReserve(t *testing.T, newEngine func(tb testing.TB) flashsale.StockEngi
 	})
 }
 
-// testReserveSpending runs for engines that are also a
-// flashsale.TokenReserver: a token buys at most one reservation, however
-// many requests race with it, and stays spent until it expires.
+// testReserveSpending: a token buys at most one reservation, however many
+// requests race with it, and stays spent until it expires.
 func testReserveSpending(t *testing.T, newEngine func(tb testing.TB) flashsale.StockEngine) {
-	tokenReserver := func(t *testing.T) (flashsale.StockEngine, flashsale.TokenReserver) {
-		e := newEngine(t)
-		tr, ok := e.(flashsale.TokenReserver)
-		if !ok {
-			t.Skipf("%T spends tokens through a separate TokenSpender", e)
-		}
-		return e, tr
-	}
 	later := func() time.Time { return time.Now().Add(time.Minute) }
 
 	t.Run("Once", func(t *testing.T) {
-		e, tr := tokenReserver(t)
+		e := newEngine(t)
 		ctx := t.Context()
 		snap := newSnapshot(1000, 1000)
 		mustLoad(t, e, snap, before(snap))
@@ -322,7 +313,7 @@ func testReserveSpending(t *testing.T, newEngine func(tb testing.TB) flashsale.S
 			errs = map[error]int{}
 		)
 		parallel(64, func(int) {
-			_, err := tr.ReserveSpending(ctx, newReservation(snap, newID("user"), 0, 1, 1, ""), token, exp)
+			_, err := e.ReserveSpending(ctx, newReservation(snap, newID("user"), 0, 1, 1, ""), token, exp)
 			mu.Lock()
 			defer mu.Unlock()
 			if err == nil {
@@ -340,15 +331,15 @@ func testReserveSpending(t *testing.T, newEngine func(tb testing.TB) flashsale.S
 	t.Run("SpentWhenRefused", func(t *testing.T) {
 		// A refusal other than sold out still spends the token: it cannot
 		// be tried again once the guest is under the limit.
-		e, tr := tokenReserver(t)
+		e := newEngine(t)
 		ctx := t.Context()
 		snap := newSnapshot(1, 10)
 		mustLoad(t, e, snap, before(snap))
 		user, token, exp := newID("user"), newID("token"), later()
-		if _, err := tr.ReserveSpending(ctx, newReservation(snap, user, 0, 1, 2, ""), token, exp); !errors.Is(err, flashsale.ErrLimitExceeded) {
+		if _, err := e.ReserveSpending(ctx, newReservation(snap, user, 0, 1, 2, ""), token, exp); !errors.Is(err, flashsale.ErrLimitExceeded) {
 			t.Fatalf("ReserveSpending over the limit = %v, want ErrLimitExceeded", err)
 		}
-		if _, err := tr.ReserveSpending(ctx, newReservation(snap, user, 0, 1, 1, ""), token, exp); !errors.Is(err, flashsale.ErrTokenInvalid) {
+		if _, err := e.ReserveSpending(ctx, newReservation(snap, user, 0, 1, 1, ""), token, exp); !errors.Is(err, flashsale.ErrTokenInvalid) {
 			t.Fatalf("ReserveSpending with the spent token = %v, want ErrTokenInvalid", err)
 		}
 		checkAvailable(t, e, snap, 10)
@@ -357,16 +348,16 @@ func testReserveSpending(t *testing.T, newEngine func(tb testing.TB) flashsale.S
 	t.Run("RetryGetsItsOrder", func(t *testing.T) {
 		// The idempotency key is checked before the token: a retry carrying
 		// the token its first attempt spent gets that order back.
-		e, tr := tokenReserver(t)
+		e := newEngine(t)
 		ctx := t.Context()
 		snap := newSnapshot(1, 1)
 		mustLoad(t, e, snap, before(snap))
 		user, key, token, exp := newID("user"), newID("key"), newID("token"), later()
 		first := newReservation(snap, user, 0, 1, 1, key)
-		if _, err := tr.ReserveSpending(ctx, first, token, exp); err != nil {
+		if _, err := e.ReserveSpending(ctx, first, token, exp); err != nil {
 			t.Fatalf("ReserveSpending: %v", err)
 		}
-		got, err := tr.ReserveSpending(ctx, newReservation(snap, user, 0, 1, 1, key), token, exp)
+		got, err := e.ReserveSpending(ctx, newReservation(snap, user, 0, 1, 1, key), token, exp)
 		if !errors.Is(err, flashsale.ErrDuplicate) || got != first.OrderID {
 			t.Fatalf("retry = %q, %v, want %q, ErrDuplicate", got, err, first.OrderID)
 		}
@@ -374,18 +365,18 @@ func testReserveSpending(t *testing.T, newEngine func(tb testing.TB) flashsale.S
 	})
 
 	t.Run("ForgottenAfterExpiry", func(t *testing.T) {
-		e, tr := tokenReserver(t)
+		e := newEngine(t)
 		ctx := t.Context()
 		snap := newSnapshot(10, 10)
 		mustLoad(t, e, snap, before(snap))
 		token := newID("token")
-		if _, err := tr.ReserveSpending(ctx, newReservation(snap, newID("user"), 0, 1, 1, ""), token, time.Now().Add(50*time.Millisecond)); err != nil {
+		if _, err := e.ReserveSpending(ctx, newReservation(snap, newID("user"), 0, 1, 1, ""), token, time.Now().Add(50*time.Millisecond)); err != nil {
 			t.Fatalf("ReserveSpending: %v", err)
 		}
 		// The mark lasts as long as the token could be presented, no longer.
 		deadline := time.Now().Add(3 * time.Second)
 		for {
-			_, err := tr.ReserveSpending(ctx, newReservation(snap, newID("user"), 0, 1, 1, ""), token, later())
+			_, err := e.ReserveSpending(ctx, newReservation(snap, newID("user"), 0, 1, 1, ""), token, later())
 			if err == nil {
 				break
 			}

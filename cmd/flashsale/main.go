@@ -100,13 +100,12 @@ type Main struct {
 	log    *slog.Logger
 	out    io.Writer
 
-	store   flashsale.Store
-	engine  flashsale.StockEngine
-	writer  flashsale.OrderWriter
-	spender flashsale.TokenSpender
-	svc     *funnel.Service
-	ln      net.Listener
-	server  *http.Server
+	store  flashsale.Store
+	engine flashsale.StockEngine
+	writer flashsale.OrderWriter
+	svc    *funnel.Service
+	ln     net.Listener
+	server *http.Server
 
 	closers []func() error // in opening order; Close runs them backwards
 }
@@ -141,7 +140,7 @@ func (m *Main) Open(ctx context.Context) error {
 	}
 
 	m.svc = funnel.New(funnel.Config{
-		Store: m.store, Engine: m.engine, Writer: m.writer, Spender: m.spender,
+		Store: m.store, Engine: m.engine, Writer: m.writer,
 		Secret: []byte(jwtSecret), ReapInterval: cfg.ReapInterval, Logger: m.log,
 	})
 	if err := m.svc.Start(ctx); err != nil {
@@ -177,21 +176,20 @@ func (m *Main) Open(ctx context.Context) error {
 	return nil
 }
 
-// openStock picks the stock engine (in-process with its token spender, or
-// Redis, which spends tokens in the reserve itself)
-// and the order path (group commit into the database, or RabbitMQ with a
-// consumer and the outbox relay in every instance).
+// openStock picks the stock engine (in-process, or Redis) and the order
+// path (group commit into the database, or RabbitMQ with a consumer and the
+// outbox relay in every instance).
 func (m *Main) openStock(ctx context.Context) error {
 	cfg := m.Config
 	if cfg.RedisURL == "" {
-		m.engine, m.spender = inmem.NewEngine(), inmem.NewSpender()
+		m.engine = inmem.NewEngine()
 	} else {
 		e, err := redis.Open(ctx, cfg.RedisURL, redis.Options{Prefix: cfg.RedisPrefix}, m.log)
 		if err != nil {
 			return fmt.Errorf("open redis: %w", err)
 		}
 		m.closers = append(m.closers, e.Close)
-		m.engine = e // spends tokens inside its reserve script: no Spender
+		m.engine = e
 	}
 	if cfg.AMQPURL == "" {
 		w := inmem.NewWriter(m.store, inmem.WriterConfig{}, m.log)

@@ -28,40 +28,34 @@ func (c *fakeClock) Add(d time.Duration) {
 	c.now = c.now.Add(d)
 }
 
-func MustNewSpender(tb testing.TB) (*inmem.Spender, *fakeClock) {
+func MustNewSpentTokens(tb testing.TB) (*inmem.SpentTokens, *fakeClock) {
 	tb.Helper()
 	clock := &fakeClock{now: time.Date(2030, 1, 1, 20, 0, 0, 0, time.UTC)}
-	s := inmem.NewSpender()
-	s.SetClock(clock.Now)
-	return s, clock
+	return inmem.NewSpentTokens(clock.Now), clock
 }
 
-func TestSpender(t *testing.T) {
+func TestSpentTokens(t *testing.T) {
 	t.Run("FirstWins", func(t *testing.T) {
-		s, clock := MustNewSpender(t)
+		s, clock := MustNewSpentTokens(t)
 		exp := clock.Now().Add(time.Minute)
 		for i, want := range []bool{true, false, false} {
-			if got, err := s.Spend(t.Context(), "tok-a", exp); err != nil || got != want {
-				t.Fatalf("Spend #%d = %v, %v, want %v", i+1, got, err, want)
+			if got := s.Spend("tok-a", exp); got != want {
+				t.Fatalf("Spend #%d = %v, want %v", i+1, got, want)
 			}
 		}
-		if got, err := s.Spend(t.Context(), "tok-b", exp); err != nil || !got {
-			t.Fatalf("Spend(other token) = %v, %v, want true", got, err)
+		if got := s.Spend("tok-b", exp); !got {
+			t.Fatal("Spend(other token) = false, want true")
 		}
 	})
 
 	t.Run("Concurrent", func(t *testing.T) {
-		s, clock := MustNewSpender(t)
+		s, clock := MustNewSpentTokens(t)
 		exp := clock.Now().Add(time.Minute)
 		var wins atomic.Int64
 		var wg sync.WaitGroup
 		for range 200 {
 			wg.Go(func() {
-				ok, err := s.Spend(t.Context(), "tok", exp)
-				if err != nil {
-					t.Errorf("Spend: %v", err)
-				}
-				if ok {
+				if s.Spend("tok", exp) {
 					wins.Add(1)
 				}
 			})
@@ -73,17 +67,17 @@ func TestSpender(t *testing.T) {
 	})
 
 	t.Run("Expiry", func(t *testing.T) {
-		s, clock := MustNewSpender(t)
+		s, clock := MustNewSpentTokens(t)
 		exp := clock.Now().Add(time.Minute)
-		if ok, _ := s.Spend(t.Context(), "tok", exp); !ok {
+		if ok := s.Spend("tok", exp); !ok {
 			t.Fatal("first Spend lost")
 		}
 		clock.Add(59 * time.Second)
-		if ok, _ := s.Spend(t.Context(), "tok", exp); ok {
+		if ok := s.Spend("tok", exp); ok {
 			t.Fatal("Spend before expiry won")
 		}
 		clock.Add(time.Second)
-		if ok, _ := s.Spend(t.Context(), "tok", clock.Now().Add(time.Minute)); !ok {
+		if ok := s.Spend("tok", clock.Now().Add(time.Minute)); !ok {
 			t.Fatal("Spend after expiry lost, want the entry forgotten")
 		}
 	})
@@ -91,9 +85,9 @@ func TestSpender(t *testing.T) {
 	t.Run("BoundedMemory", func(t *testing.T) {
 		// Tokens live a second; spending 20 000 of them over time must
 		// not keep 20 000 entries.
-		s, clock := MustNewSpender(t)
+		s, clock := MustNewSpentTokens(t)
 		for i := range 20_000 {
-			if ok, _ := s.Spend(t.Context(), fmt.Sprint("tok-", i), clock.Now().Add(time.Second)); !ok {
+			if ok := s.Spend(fmt.Sprint("tok-", i), clock.Now().Add(time.Second)); !ok {
 				t.Fatalf("Spend(tok-%d) lost", i)
 			}
 			if i%100 == 99 {
@@ -101,7 +95,7 @@ func TestSpender(t *testing.T) {
 			}
 		}
 		if got := s.Len(); got > 2048 {
-			t.Fatalf("spender remembers %d tokens, want at most 2048 (100 live)", got)
+			t.Fatalf("set remembers %d tokens, want at most 2048 (100 live)", got)
 		}
 	})
 }
