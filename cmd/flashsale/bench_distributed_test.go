@@ -55,9 +55,10 @@ const (
 // own ceiling in the same run, because absolute numbers on a shared two-core
 // machine mean little:
 //
-//   - redis_script: reserve.lua alone, run by redis-benchmark through
-//     EVALSHA with the engine's key layout: the rate no purchase path on
-//     this Redis can beat.
+//   - redis_script: reserve.lua alone, run by redis-benchmark (a C client
+//     that does nothing else) through EVALSHA with the engine's key layout:
+//     what this Redis does with the script, the rate the others are quoted
+//     against.
 //   - engine_accepted: the Redis part of an accepted purchase (reserve,
 //     then confirm) through the engine and its Go client, distAcceptedWorkers
 //     goroutines; ratio to redis_script.
