@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -108,8 +110,12 @@ const (
 )
 
 // PlaceOrders writes a batch of reservations in one transaction, pipelined.
-// Each reservation is three statements that report rows rather than raise
-// errors:
+// It first tries the whole batch at once with set-based statements (see
+// together), which is how a flash sale's batches nearly always go: one
+// round trip and one new version of each night row, whatever the batch's
+// size. If any order is refused, it places the batch exactly, reservation
+// by reservation. Each reservation is then three statements that report
+// rows rather than raise errors:
 //
 //  1. insert the order as held, ON CONFLICT DO NOTHING: no row means the ID
 //     (ErrDuplicate) or the idempotency key (ErrKeyConflict) is taken;
@@ -215,6 +221,141 @@ type placer struct {
 }
 
 func (p *placer) run(ctx context.Context) error {
+	if ok, err := p.together(ctx); err != nil || ok {
+		return err
+	}
+	return p.windows(ctx)
+}
+
+// Set-based statements for together: every order of the batch in one
+// INSERT, every user's total of one sale in one upsert. Like the
+// per-reservation statements they report rows instead of raising errors.
+const (
+	sqlInsertHeldAll = `INSERT INTO orders (id, sale_id, user_id, idempotency_key, status, first_night,
+		nights, rooms, amount, currency, hold_expires_at_ms, payment_ref, created_at_ms, updated_at_ms)
+		SELECT id, sale_id, user_id, NULLIF(key, ''), 'held', first, nights, rooms, amount, currency, hold, '', $11, $11
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::int[], $7::int[],
+			$8::bigint[], $9::text[], $10::bigint[])
+			AS t(id, sale_id, user_id, key, first, nights, rooms, amount, currency, hold)
+		ON CONFLICT DO NOTHING`
+	sqlAddUsersRooms = `INSERT INTO user_rooms (sale_id, user_id, rooms)
+		SELECT $1::text, u, r FROM unnest($2::text[], $3::int[]) AS t(u, r) WHERE r <= $4::int
+		ON CONFLICT (sale_id, user_id) DO UPDATE SET rooms = user_rooms.rooms + EXCLUDED.rooms
+		WHERE user_rooms.rooms + EXCLUDED.rooms <= $4::int`
+)
+
+// together places the batch the way a flash sale's batches nearly always
+// go (every order new, every user within the limit, every night with room)
+// in one round trip, whatever its size: one INSERT of all the orders, one
+// upsert of the users' totals per sale, one conditional UPDATE per stay,
+// behind a savepoint. If any of them did less than all of its rows (an ID
+// or key taken, a user over the limit, a night short), which one is to
+// blame depends on batch order, so together rolls back to the savepoint
+// and reports false, results untouched, for the windows to place the
+// batch exactly. It also leaves the night rows one new version per stay
+// rather than one per order.
+func (p *placer) together(ctx context.Context) (bool, error) {
+	type stay struct {
+		sale          string
+		first, nights int
+	}
+	type user struct{ sale, id string }
+	var (
+		ids, sales, users, keys, currencies []string
+		firsts, nightss, roomss             []int32
+		amounts, holds                      []int64
+		stays                               = map[stay]int{}
+		totals                              = map[user]int{}
+		saleUsers                           = map[string][]string{}
+		stayOrder                           []stay
+	)
+	for i := range p.rs {
+		if p.refuse(i) != nil {
+			continue
+		}
+		r := &p.rs[i]
+		ids, sales, users, keys = append(ids, r.OrderID), append(sales, r.SaleID), append(users, r.UserID), append(keys, r.IdempotencyKey)
+		currencies = append(currencies, p.terms[r.SaleID].currency)
+		firsts, nightss, roomss = append(firsts, int32(r.FirstNight)), append(nightss, int32(r.Nights)), append(roomss, int32(r.Rooms))
+		amounts, holds = append(amounts, r.Amount), append(holds, ms(r.HoldExpiresAt))
+		st := stay{r.SaleID, r.FirstNight, r.Nights}
+		if _, ok := stays[st]; !ok {
+			stayOrder = append(stayOrder, st)
+		}
+		stays[st] += r.Rooms
+		u := user{r.SaleID, r.UserID}
+		if _, ok := totals[u]; !ok {
+			saleUsers[r.SaleID] = append(saleUsers[r.SaleID], r.UserID)
+		}
+		totals[u] += r.Rooms
+	}
+	if len(ids) == 0 {
+		for i := range p.rs {
+			p.results[i] = p.refuse(i)
+		}
+		return true, nil
+	}
+
+	b := &pgx.Batch{}
+	b.Queue("SAVEPOINT together")
+	b.Queue(sqlInsertHeldAll, ids, sales, users, keys, firsts, nightss, roomss, amounts, currencies, holds, p.nowMS)
+	saleOrder := slices.Sorted(maps.Keys(saleUsers))
+	for _, sale := range saleOrder {
+		us := saleUsers[sale]
+		rooms := make([]int32, len(us))
+		for k, u := range us {
+			rooms[k] = int32(totals[user{sale, u}])
+		}
+		b.Queue(sqlAddUsersRooms, sale, us, rooms, p.terms[sale].limit)
+	}
+	for _, st := range stayOrder {
+		b.Queue(sqlHoldNights, stays[st], st.sale, st.first, st.first+st.nights)
+	}
+	br := p.tx.SendBatch(ctx, b)
+	ok, err := func() (bool, error) {
+		if _, err := br.Exec(); err != nil { // SAVEPOINT
+			return false, err
+		}
+		tag, err := br.Exec()
+		if err != nil {
+			return false, fmt.Errorf("insert orders: %w", err)
+		}
+		ok := tag.RowsAffected() == int64(len(ids))
+		for _, sale := range saleOrder {
+			tag, err := br.Exec()
+			if err != nil {
+				return false, fmt.Errorf("users: sale=%s: %w", sale, err)
+			}
+			ok = ok && tag.RowsAffected() == int64(len(saleUsers[sale]))
+		}
+		for _, st := range stayOrder {
+			tag, err := br.Exec()
+			if err != nil {
+				return false, fmt.Errorf("nights: sale=%s: %w", st.sale, err)
+			}
+			ok = ok && tag.RowsAffected() == int64(st.nights)
+		}
+		return ok, nil
+	}()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return false, err
+	}
+	if !ok {
+		_, err := p.tx.Exec(ctx, "ROLLBACK TO SAVEPOINT together")
+		return false, err
+	}
+	for i := range p.rs {
+		p.results[i] = p.refuse(i)
+	}
+	return true, nil
+}
+
+// windows places the batch reservation by reservation, in pipelined
+// windows (see PlaceOrders).
+func (p *placer) windows(ctx context.Context) error {
 	var (
 		pos     = 0         // the first reservation not yet settled
 		window  = len(p.rs) // how many to send next
