@@ -28,7 +28,7 @@ var _ flashsale.StockEngine = (*Engine)(nil)
 type Engine struct {
 	mu     sync.RWMutex
 	sales  map[string]*sale
-	tokens *spentTokens
+	tokens *spentTokens // purchase tokens spent by ReserveSpending, for every sale
 }
 
 // sale is one loaded sale's stock and bookkeeping, guarded by mu.
