@@ -22,6 +22,20 @@ func (s OrderStatus) Active() bool {
 	return s == OrderPending || s == OrderHeld || s == OrderPaid
 }
 
+// CanBecome reports whether Store.Transition moves an order from s to to:
+// a hold is paid, expires or is cancelled; an expired or cancelled hold may
+// still be paid (if its rooms can be taken again). Every other pair is
+// ErrInvalid.
+func (s OrderStatus) CanBecome(to OrderStatus) bool {
+	switch s {
+	case OrderHeld:
+		return to == OrderPaid || to == OrderExpired || to == OrderCancelled
+	case OrderExpired, OrderCancelled:
+		return to == OrderPaid
+	}
+	return false
+}
+
 // Reservation is what the stock engine records for one purchase and what
 // travels down the order path: just enough to write the order row.
 type Reservation struct {

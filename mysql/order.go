@@ -567,7 +567,7 @@ func holdNights(ctx context.Context, tx *sql.Tx, sale string, first, nights, roo
 // status change is itself the guard (UPDATE ... WHERE status = from), so of
 // many racing callers exactly one proceeds.
 func (s *Store) Transition(ctx context.Context, id string, from, to flashsale.OrderStatus, paymentRef string, now time.Time) (*flashsale.Order, error) {
-	if !validTransition(from, to) {
+	if !from.CanBecome(to) {
 		return nil, fmt.Errorf("transition: order=%s %s->%s: %w", id, from, to, flashsale.ErrInvalid)
 	}
 	var order *flashsale.Order
@@ -600,17 +600,6 @@ func (s *Store) Transition(ctx context.Context, id string, from, to flashsale.Or
 		return nil, fmt.Errorf("transition: order=%s %s->%s: %w", id, from, to, err)
 	}
 	return order, nil
-}
-
-// validTransition lists the pairs Transition accepts.
-func validTransition(from, to flashsale.OrderStatus) bool {
-	switch from {
-	case flashsale.OrderHeld:
-		return to == flashsale.OrderPaid || to == flashsale.OrderExpired || to == flashsale.OrderCancelled
-	case flashsale.OrderExpired, flashsale.OrderCancelled:
-		return to == flashsale.OrderPaid
-	}
-	return false
 }
 
 // moveCounters applies a transition to the night and user counters. It

@@ -241,7 +241,7 @@ func (s *Store) OrderByKey(ctx context.Context, saleID, userID, key string) (*fl
 // Transition moves an order between statuses with its counters, in one
 // transaction; see flashsale.Store.
 func (s *Store) Transition(ctx context.Context, id string, from, to flashsale.OrderStatus, paymentRef string, now time.Time) (*flashsale.Order, error) {
-	if !legal(from, to) {
+	if !from.CanBecome(to) {
 		return nil, flashsale.ErrInvalid
 	}
 	o, err := s.transition(ctx, id, from, to, paymentRef, now)
@@ -333,17 +333,6 @@ func (s *Store) transition(ctx context.Context, id string, from, to flashsale.Or
 		return nil, err
 	}
 	return o, nil
-}
-
-// legal reports whether Transition accepts the pair.
-func legal(from, to flashsale.OrderStatus) bool {
-	switch from {
-	case flashsale.OrderHeld:
-		return to == flashsale.OrderPaid || to == flashsale.OrderExpired || to == flashsale.OrderCancelled
-	case flashsale.OrderExpired, flashsale.OrderCancelled:
-		return to == flashsale.OrderPaid
-	}
-	return false
 }
 
 // ExpireHolds moves up to limit due holds to expired, oldest first, with
