@@ -222,39 +222,39 @@ func fillCheckIn(ctx context.Context, tx *sql.Tx, orders []*flashsale.Order, nig
 // statement. The range scan of the primary key locks them in idx order;
 // every night must still hold what its orders held.
 func releaseNights(ctx context.Context, tx *sql.Tx, nights []nightRelease) error {
-	var b strings.Builder
-	b.WriteString("CASE idx")
-	whens := make([]any, 0, 2*len(nights))
-	idxs := make([]any, 0, len(nights))
-	for _, n := range nights {
-		b.WriteString(" WHEN ? THEN ?")
-		whens = append(whens, n.idx, n.rooms)
-		idxs = append(idxs, n.idx)
+	keys, rooms := make([]any, len(nights)), make([]int, len(nights))
+	for i, n := range nights {
+		keys[i], rooms[i] = n.idx, n.rooms
 	}
-	b.WriteString(" END")
-	rooms := b.String()
-	args := slices.Concat(whens, []any{nights[0].sale}, idxs, whens)
-	return expectRows(tx.ExecContext(ctx, `UPDATE nights SET held = held - `+rooms+`
-		WHERE sale_id = ? AND idx IN `+placeholders(len(nights))+` AND held >= `+rooms, args...))(len(nights), errCounters)
+	return subtract(ctx, tx, "nights", "held", "idx", nights[0].sale, keys, rooms)
 }
 
 // releaseUsers lowers one sale's user counts with one statement, locking
 // the rows in user order.
 func releaseUsers(ctx context.Context, tx *sql.Tx, users []userRelease) error {
+	keys, rooms := make([]any, len(users)), make([]int, len(users))
+	for i, u := range users {
+		keys[i], rooms[i] = u.user, u.rooms
+	}
+	return subtract(ctx, tx, "user_rooms", "rooms", "user_id", users[0].sale, keys, rooms)
+}
+
+// subtract lowers column of the rows of table whose key (within sale) is
+// keys[i] by amounts[i], with one UPDATE ... CASE, and fails with
+// errCounters unless every row had at least its amount.
+func subtract(ctx context.Context, tx *sql.Tx, table, column, key, sale string, keys []any, amounts []int) error {
 	var b strings.Builder
-	b.WriteString("CASE user_id")
-	whens := make([]any, 0, 2*len(users))
-	ids := make([]any, 0, len(users))
-	for _, u := range users {
+	b.WriteString("CASE " + key)
+	whens := make([]any, 0, 2*len(keys))
+	for i, k := range keys {
 		b.WriteString(" WHEN ? THEN ?")
-		whens = append(whens, u.user, u.rooms)
-		ids = append(ids, u.user)
+		whens = append(whens, k, amounts[i])
 	}
 	b.WriteString(" END")
-	rooms := b.String()
-	args := slices.Concat(whens, []any{users[0].sale}, ids, whens)
-	return expectRows(tx.ExecContext(ctx, `UPDATE user_rooms SET rooms = rooms - `+rooms+`
-		WHERE sale_id = ? AND user_id IN `+placeholders(len(users))+` AND rooms >= `+rooms, args...))(len(users), errCounters)
+	by := b.String()
+	args := slices.Concat(whens, []any{sale}, keys, whens)
+	return expectRows(tx.ExecContext(ctx, `UPDATE `+table+` SET `+column+` = `+column+` - `+by+`
+		WHERE sale_id = ? AND `+key+` IN `+placeholders(len(keys))+` AND `+column+` >= `+by, args...))(len(keys), errCounters)
 }
 
 // placeholders returns "(?, ?, ...)" with n markers.
