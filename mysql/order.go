@@ -445,12 +445,11 @@ func (p *placer) takeUsers(ctx context.Context, byUser []int) (taken []int, ok b
 			return nil, false, fmt.Errorf("users: sale=%s: %w", sale, err)
 		}
 		limit := p.terms[sale].limit
-		rooms := maps.Clone(had)
 		added := map[string]int{}
 		var users []string // in (user_id) order, as they were locked
 		for _, i := range orders {
 			r := &p.rs[i]
-			if r.Rooms > limit || rooms[r.UserID]+r.Rooms > limit {
+			if r.Rooms > limit || had[r.UserID]+added[r.UserID]+r.Rooms > limit {
 				if err := p.markFailed(ctx, r); err != nil {
 					return nil, false, fmt.Errorf("order=%s: %w", r.OrderID, err)
 				}
@@ -460,7 +459,6 @@ func (p *placer) takeUsers(ctx context.Context, byUser []int) (taken []int, ok b
 			if added[r.UserID] == 0 {
 				users = append(users, r.UserID)
 			}
-			rooms[r.UserID] += r.Rooms
 			added[r.UserID] += r.Rooms
 			taken = append(taken, i)
 		}
