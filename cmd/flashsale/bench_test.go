@@ -102,24 +102,16 @@ func BenchmarkBurst(b *testing.B) {
 		ceiling.jwt(users[i])
 	}
 	burst := func(cl *client, saleID string) time.Duration {
-		lat := make([]time.Duration, guests)
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		for i := range guests {
-			wg.Go(func() {
-				<-start
-				t := time.Now()
-				status, err := guest(ctx, cl, saleID, users[i])
-				lat[i] = time.Since(t)
-				if err != nil || (status != 202 && status != 409) {
-					b.Errorf("guest %d: %d %v", i, status, err)
-				}
-			})
-		}
-		close(start)
-		wg.Wait()
+		lat, errs := distBurst(guests, func(i int) error {
+			status, err := guest(ctx, cl, saleID, users[i])
+			if err != nil || (status != 202 && status != 409) {
+				return fmt.Errorf("guest %d: %d %v", i, status, err)
+			}
+			return nil
+		})
+		distErrs(b, errs)
 		slices.Sort(lat)
-		return lat[guests*99/100]
+		return distPct(lat, 0.99)
 	}
 	var ceil, fs []float64
 	for b.Loop() {
