@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -583,6 +584,72 @@ func TestOpenAPIInSync(t *testing.T) {
 	})
 	if diff := cmp.Diff(codes, enum); diff != "" {
 		t.Errorf("ErrorCode enum (-code +openapi.yaml):\n%s", diff)
+	}
+}
+
+// TestOrderJSON checks the order's wire form against the Order schema of
+// openapi.yaml, field for field, and that the optional fields appear only
+// when set: payment_ref once paid, failure_reason when an order failed
+// with a reason.
+func TestOrderJSON(t *testing.T) {
+	var documented []string
+	inOrder, inProps := false, false
+	sc := bufio.NewScanner(bytes.NewReader(api.OpenAPI))
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "    Order:":
+			inOrder = true
+		case inOrder && line == "      properties:":
+			inProps = true
+		case inProps && strings.HasPrefix(line, "        ") && !strings.HasPrefix(line, "         "):
+			name, _, _ := strings.Cut(strings.TrimSpace(line), ":")
+			documented = append(documented, name)
+		case inProps && strings.TrimSpace(line) != "" && !strings.HasPrefix(line, "        "):
+			inOrder, inProps = false, false
+		}
+	}
+	var fields []string
+	typ := reflect.TypeFor[orderJSON]()
+	for i := range typ.NumField() {
+		name, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
+		fields = append(fields, name)
+	}
+	slices.Sort(documented)
+	slices.Sort(fields)
+	if diff := cmp.Diff(fields, documented); diff != "" {
+		t.Errorf("order fields (-orderJSON +openapi.yaml Order):\n%s", diff)
+	}
+
+	held := (&stubService{}).order(flashsale.User{ID: "alice"}, "o1")
+	failed := *held
+	failed.Status, failed.FailureReason = flashsale.OrderFailed, flashsale.ESoldOut
+	paid := *held
+	paid.Status, paid.PaymentRef = flashsale.OrderPaid, "pay-1"
+	for _, tc := range []struct {
+		name  string
+		o     *flashsale.Order
+		extra map[string]any
+	}{
+		{"Held", held, nil},
+		{"Failed", &failed, map[string]any{"failure_reason": "sold_out"}},
+		{"Paid", &paid, map[string]any{"payment_ref": "pay-1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := json.Marshal(orderView(tc.o))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got map[string]any
+			if err := json.Unmarshal(b, &got); err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range []string{"payment_ref", "failure_reason"} {
+				if got[k] != tc.extra[k] { // nil for absent
+					t.Errorf("%s = %v, want %v", k, got[k], tc.extra[k])
+				}
+			}
+		})
 	}
 }
 

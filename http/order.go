@@ -136,13 +136,14 @@ type orderJSON struct {
 	Currency      string                `json:"currency"`
 	HoldExpiresAt time.Time             `json:"hold_expires_at"`
 	PaymentRef    string                `json:"payment_ref,omitempty"`
+	FailureReason string                `json:"failure_reason,omitempty"`
 }
 
 func orderView(o *flashsale.Order) orderJSON {
 	return orderJSON{
 		ID: o.ID, SaleID: o.SaleID, UserID: o.UserID, Status: o.Status, CheckIn: o.CheckIn,
 		Nights: o.Nights, Rooms: o.Rooms, Amount: o.Amount, Currency: o.Currency,
-		HoldExpiresAt: o.HoldExpiresAt, PaymentRef: o.PaymentRef,
+		HoldExpiresAt: o.HoldExpiresAt, PaymentRef: o.PaymentRef, FailureReason: o.FailureReason,
 	}
 }
 

@@ -27,7 +27,8 @@ const orderColumns = orderFields + `,
 // orderFields are the columns of an order row itself, in sqlrows.Order's order
 // (which then wants the check-in date).
 const orderFields = `o.id, o.sale_id, o.user_id, o.idempotency_key, o.status, o.first_night, o.nights,
-	o.rooms, o.amount, o.currency, o.hold_expires_at_ms, o.payment_ref, o.created_at_ms, o.updated_at_ms`
+	o.rooms, o.amount, o.currency, o.hold_expires_at_ms, o.payment_ref, o.failure_reason, o.created_at_ms,
+	o.updated_at_ms`
 
 func queryOrder(ctx context.Context, q querier, where string, args ...any) (*flashsale.Order, error) {
 	o, err := sqlrows.Order(q.QueryRowContext(ctx, `SELECT `+orderColumns+where, args...))
@@ -241,8 +242,8 @@ func invalid(r *flashsale.Reservation) bool {
 
 const (
 	insertOrders = `INSERT INTO orders (id, sale_id, user_id, idempotency_key, status, first_night,
-	nights, rooms, amount, currency, hold_expires_at_ms, payment_ref, created_at_ms, updated_at_ms) VALUES `
-	orderRow    = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', ?, ?)`
+	nights, rooms, amount, currency, hold_expires_at_ms, payment_ref, failure_reason, created_at_ms, updated_at_ms) VALUES `
+	orderRow    = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', ?, ?, ?)`
 	insertOrder = insertOrders + orderRow
 )
 
@@ -258,13 +259,13 @@ func (p *placer) insertAll(ctx context.Context, idx []int) ([]int, error) {
 	var q strings.Builder
 	q.Grow(len(insertOrders) + len(idx)*(len(orderRow)+2))
 	q.WriteString(insertOrders)
-	args := make([]any, 0, 13*len(idx))
+	args := make([]any, 0, 14*len(idx))
 	for n, i := range idx {
 		if n > 0 {
 			q.WriteString(", ")
 		}
 		q.WriteString(orderRow)
-		args = p.orderArgs(args, &p.rs[i], flashsale.OrderHeld, p.rs[i].IdempotencyKey)
+		args = p.orderArgs(args, &p.rs[i], flashsale.OrderHeld, p.rs[i].IdempotencyKey, "")
 	}
 	_, err := p.tx.ExecContext(ctx, q.String(), args...)
 	if err == nil {
@@ -287,21 +288,22 @@ func (p *placer) insertAll(ctx context.Context, idx []int) ([]int, error) {
 	return live, nil
 }
 
-// orderArgs appends the arguments of orderRow for r.
-func (p *placer) orderArgs(args []any, r *flashsale.Reservation, status flashsale.OrderStatus, key string) []any {
+// orderArgs appends the arguments of orderRow for r, with the reason it
+// failed (empty unless status is failed).
+func (p *placer) orderArgs(args []any, r *flashsale.Reservation, status flashsale.OrderStatus, key, reason string) []any {
 	return append(args, r.OrderID, r.SaleID, r.UserID, nullKey(key), string(status),
-		r.FirstNight, r.Nights, r.Rooms, r.Amount, p.terms[r.SaleID].currency, ms(r.HoldExpiresAt), p.nowMS, p.nowMS)
+		r.FirstNight, r.Nights, r.Rooms, r.Amount, p.terms[r.SaleID].currency, ms(r.HoldExpiresAt), reason, p.nowMS, p.nowMS)
 }
 
 // insert writes one order as held. It returns ErrDuplicate if the ID
 // exists (nothing written) and ErrKeyConflict if the key is taken (the order
 // written as failed without the key); any other error aborts the batch.
 func (p *placer) insert(ctx context.Context, r *flashsale.Reservation) (outcome, err error) {
-	write := func(status flashsale.OrderStatus, key string) error {
-		_, err := p.tx.ExecContext(ctx, insertOrder, p.orderArgs(nil, r, status, key)...)
+	write := func(status flashsale.OrderStatus, key, reason string) error {
+		_, err := p.tx.ExecContext(ctx, insertOrder, p.orderArgs(nil, r, status, key, reason)...)
 		return err
 	}
-	err = write(flashsale.OrderHeld, r.IdempotencyKey)
+	err = write(flashsale.OrderHeld, r.IdempotencyKey, "")
 	if !isDuplicate(err) {
 		return nil, err
 	}
@@ -313,10 +315,58 @@ func (p *placer) insert(ctx context.Context, r *flashsale.Reservation) (outcome,
 	if exists {
 		return flashsale.ErrDuplicate, nil
 	}
-	if err := write(flashsale.OrderFailed, ""); err != nil {
+	if err := write(flashsale.OrderFailed, "", flashsale.ErrorCode(flashsale.ErrKeyConflict)); err != nil {
 		return nil, err
 	}
 	return flashsale.ErrKeyConflict, nil
+}
+
+// failOrder writes a failed order with the sale's currency, so no row means
+// no such sale. It touches no counter.
+const failOrder = `INSERT INTO orders (id, sale_id, user_id, idempotency_key, status, first_night,
+	nights, rooms, amount, currency, hold_expires_at_ms, payment_ref, failure_reason, created_at_ms, updated_at_ms)
+	SELECT ?, id, ?, ?, 'failed', ?, ?, ?, ?, currency, ?, '', ?, ?, ? FROM sales WHERE id = ?`
+
+// FailOrder records a reservation the order path gave up on as a failed
+// order with reason, taking no stock; see flashsale.Store. Its INSERT takes
+// the currency from the sale row, so an unknown sale writes nothing. A
+// unique key that refuses the row is the ID (ErrDuplicate) if an order with
+// it exists, or else the idempotency key, and the row is written again
+// without it. In READ COMMITTED the INSERT reads the sale row without
+// locking it, so it does not queue behind a PlaceOrders batch that holds it.
+func (s *Store) FailOrder(ctx context.Context, r flashsale.Reservation, reason string) error {
+	reason = sqlrows.FailureReason(reason)
+	err := s.inTx(ctx, "fail_order", func(tx *sql.Tx) error {
+		at := time.Now().UnixMilli()
+		return sqlrows.FailOrder(&r, func(key string) (sqlrows.Inserted, error) {
+			res, err := tx.ExecContext(ctx, failOrder, r.OrderID, r.UserID, nullKey(key), r.FirstNight, r.Nights,
+				r.Rooms, r.Amount, ms(r.HoldExpiresAt), reason, at, at, r.SaleID)
+			if isDuplicate(err) {
+				// Which unique key? InnoDB rolled back only the statement, so look.
+				var exists bool
+				if err := tx.QueryRowContext(ctx, "SELECT EXISTS(SELECT 1 FROM orders WHERE id = ?)", r.OrderID).Scan(&exists); err != nil {
+					return 0, err
+				}
+				if exists {
+					return sqlrows.IDTaken, nil
+				}
+				return sqlrows.KeyTaken, nil
+			}
+			if err != nil {
+				return 0, err
+			}
+			if n, err := res.RowsAffected(); err != nil {
+				return 0, err
+			} else if n == 0 {
+				return sqlrows.NoSale, nil
+			}
+			return sqlrows.Written, nil
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("fail order: order=%s: %w", r.OrderID, err)
+	}
+	return nil
 }
 
 // takeTogether is phase 2's fast path: the users' counts one by one, then
@@ -409,7 +459,7 @@ func (p *placer) takeOne(ctx context.Context, r *flashsale.Reservation) (outcome
 	if _, err := p.tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT reservation"); err != nil {
 		return nil, err
 	}
-	if err := p.markFailed(ctx, r); err != nil {
+	if err := p.markFailed(ctx, r, outcome); err != nil {
 		return nil, err
 	}
 	return outcome, nil
@@ -450,7 +500,7 @@ func (p *placer) takeUsers(ctx context.Context, byUser []int) (taken []int, ok b
 		for _, i := range orders {
 			r := &p.rs[i]
 			if r.Rooms > limit || had[r.UserID]+added[r.UserID]+r.Rooms > limit {
-				if err := p.markFailed(ctx, r); err != nil {
+				if err := p.markFailed(ctx, r, flashsale.ErrLimitExceeded); err != nil {
 					return nil, false, fmt.Errorf("order=%s: %w", r.OrderID, err)
 				}
 				p.results[i] = flashsale.ErrLimitExceeded
@@ -539,10 +589,11 @@ func (p *placer) takeUserRooms(ctx context.Context, r *flashsale.Reservation) (b
 }
 
 // markFailed turns an order this transaction inserted as held into a
-// failed one, keeping its idempotency key.
-func (p *placer) markFailed(ctx context.Context, r *flashsale.Reservation) error {
-	return expectRows(p.tx.ExecContext(ctx, "UPDATE orders SET status = 'failed' WHERE id = ? AND status = 'held'",
-		r.OrderID))(1, errCounters)
+// failed one, keeping its idempotency key, with the refusal's code as its
+// reason.
+func (p *placer) markFailed(ctx context.Context, r *flashsale.Reservation, refusal error) error {
+	return expectRows(p.tx.ExecContext(ctx, "UPDATE orders SET status = 'failed', failure_reason = ? WHERE id = ? AND status = 'held'",
+		flashsale.ErrorCode(refusal), r.OrderID))(1, errCounters)
 }
 
 // holdNights adds rooms to the held count of nights [first, first+nights)

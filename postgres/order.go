@@ -26,7 +26,8 @@ const orderColumns = orderFields + `,
 // orderFields are the columns of an order row itself, in sqlrows.Order's order
 // (which then wants the check-in date).
 const orderFields = `o.id, o.sale_id, o.user_id, o.idempotency_key, o.status, o.first_night, o.nights,
-	o.rooms, o.amount, o.currency, o.hold_expires_at_ms, o.payment_ref, o.created_at_ms, o.updated_at_ms`
+	o.rooms, o.amount, o.currency, o.hold_expires_at_ms, o.payment_ref, o.failure_reason, o.created_at_ms,
+	o.updated_at_ms`
 
 func queryOrder(ctx context.Context, q querier, where string, args ...any) (*flashsale.Order, error) {
 	o, err := sqlrows.Order(q.QueryRow(ctx, `SELECT `+orderColumns+where, args...))
@@ -94,10 +95,58 @@ const (
 	// sqlInsertFailed writes a refused order. Without a key it cannot clash
 	// on the key, so zero rows means the ID exists: a redelivery.
 	sqlInsertFailed = `INSERT INTO orders (id, sale_id, user_id, idempotency_key, status, first_night,
-		nights, rooms, amount, currency, hold_expires_at_ms, payment_ref, created_at_ms, updated_at_ms)
-		VALUES ($1, $2, $3, $4, 'failed', $5, $6, $7, $8, $9, $10, '', $11, $11)
+		nights, rooms, amount, currency, hold_expires_at_ms, payment_ref, failure_reason, created_at_ms, updated_at_ms)
+		VALUES ($1, $2, $3, $4, 'failed', $5, $6, $7, $8, $9, $10, '', $12, $11, $11)
 		ON CONFLICT (id) DO NOTHING`
 )
+
+// sqlFailOrder writes a failed order with the sale's currency, touching no
+// counter. No row means no such sale, or a unique key (the ID, the
+// idempotency key) refused it; like the statements of PlaceOrders it does
+// not raise an error for that.
+const sqlFailOrder = `INSERT INTO orders (id, sale_id, user_id, idempotency_key, status, first_night,
+	nights, rooms, amount, currency, hold_expires_at_ms, payment_ref, failure_reason, created_at_ms, updated_at_ms)
+	SELECT $1::text, id, $2::text, $3::text, 'failed', $4::int, $5::int, $6::int, $7::bigint, currency,
+		$8::bigint, '', $9::text, $10::bigint, $10::bigint
+	FROM sales WHERE id = $11
+	ON CONFLICT DO NOTHING`
+
+// FailOrder records a reservation the order path gave up on as a failed
+// order with reason, taking no stock; see flashsale.Store. When its INSERT
+// writes nothing, one read tells why: no sale (ErrNotFound), an order with
+// the ID (ErrDuplicate), or else the idempotency key, and the row is
+// written again without it. ON CONFLICT waits for a concurrent insert of
+// the same ID to commit, so the read sees it.
+func (s *Store) FailOrder(ctx context.Context, r flashsale.Reservation, reason string) error {
+	reason = sqlrows.FailureReason(reason)
+	at := time.Now().UnixMilli()
+	err := sqlrows.FailOrder(&r, func(key string) (sqlrows.Inserted, error) {
+		tag, err := s.pool.Exec(ctx, sqlFailOrder, r.OrderID, r.UserID, nullKey(key), r.FirstNight, r.Nights,
+			r.Rooms, r.Amount, ms(r.HoldExpiresAt), reason, at, r.SaleID)
+		if err != nil {
+			return 0, err
+		}
+		if tag.RowsAffected() == 1 {
+			return sqlrows.Written, nil
+		}
+		var sale, order bool
+		if err := s.pool.QueryRow(ctx, `SELECT EXISTS(SELECT 1 FROM sales WHERE id = $1),
+			EXISTS(SELECT 1 FROM orders WHERE id = $2)`, r.SaleID, r.OrderID).Scan(&sale, &order); err != nil {
+			return 0, err
+		}
+		switch {
+		case !sale:
+			return sqlrows.NoSale, nil
+		case order:
+			return sqlrows.IDTaken, nil
+		}
+		return sqlrows.KeyTaken, nil
+	})
+	if err != nil {
+		return fmt.Errorf("fail order: order=%s: %w", r.OrderID, err)
+	}
+	return nil
+}
 
 // head is what a batch must do first about the previous window.
 type head int
@@ -382,13 +431,13 @@ func (p *placer) windows(ctx context.Context) error {
 			b.Queue("RELEASE SAVEPOINT w")
 		case headRefuse:
 			r := &p.rs[refused]
-			key := r.IdempotencyKey
+			key, why := r.IdempotencyKey, flashsale.ErrorCode(reason)
 			if reason == nil {
-				key = ""
+				key, why = "", flashsale.ErrorCode(flashsale.ErrKeyConflict)
 			}
 			b.Queue("ROLLBACK TO SAVEPOINT w")
 			b.Queue(sqlInsertFailed, r.OrderID, r.SaleID, r.UserID, nullKey(key), r.FirstNight, r.Nights,
-				r.Rooms, r.Amount, p.terms[r.SaleID].currency, ms(r.HoldExpiresAt), p.nowMS)
+				r.Rooms, r.Amount, p.terms[r.SaleID].currency, ms(r.HoldExpiresAt), p.nowMS, why)
 			b.Queue("RELEASE SAVEPOINT w")
 		}
 		if end > pos {

@@ -153,7 +153,7 @@ func TestMigrate(t *testing.T) {
 	}, func(ctx context.Context, m storetest.Migrator) (n int, err error) {
 		err = m.(*postgres.Store).Pool().QueryRow(ctx, "SELECT COUNT(*) FROM schema_migrations").Scan(&n)
 		return n, err
-	}, 1)
+	}, 2)
 }
 
 func TestOpen(t *testing.T) {

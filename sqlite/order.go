@@ -19,8 +19,13 @@ import (
 // a value read earlier in Go.
 const (
 	insertOrderSQL = `INSERT INTO orders (id, sale_id, user_id, idempotency_key, status, first_night, nights,
-		rooms, amount, currency, hold_expires_at_ms, created_at_ms, updated_at_ms)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+		rooms, amount, currency, hold_expires_at_ms, failure_reason, created_at_ms, updated_at_ms)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	// failOrderSQL writes a failed order with the sale's currency, so no
+	// row means no such sale. It touches no counter.
+	failOrderSQL = `INSERT INTO orders (id, sale_id, user_id, idempotency_key, status, first_night, nights,
+		rooms, amount, currency, hold_expires_at_ms, failure_reason, created_at_ms, updated_at_ms)
+		SELECT ?, id, ?, ?, 'failed', ?, ?, ?, ?, currency, ?, ?, ?, ? FROM sales WHERE id = ?`
 	// takeUserRoomsSQL adds rooms to a user's count unless that would pass
 	// the limit (the insert case, rooms > limit, is checked before).
 	takeUserRoomsSQL = `INSERT INTO user_rooms (sale_id, user_id, rooms) VALUES (?, ?, ?)
@@ -35,9 +40,10 @@ const (
 	payNightsSQL     = `UPDATE nights SET held = held - ?, sold = sold + ? WHERE sale_id = ? AND idx >= ? AND idx < ?`
 	releaseNightsSQL = `UPDATE nights SET held = held - ? WHERE sale_id = ? AND idx >= ? AND idx < ?`
 
-	selectOrderSQL = `SELECT o.id, o.sale_id, o.user_id, coalesce(o.idempotency_key, ''), o.status, o.first_night,
-		coalesce(n.date, ''), o.nights, o.rooms, o.amount, o.currency, o.hold_expires_at_ms, o.payment_ref,
-		o.created_at_ms, o.updated_at_ms
+	// selectOrderSQL reads the columns sqlrows.Order reads, in its order.
+	selectOrderSQL = `SELECT o.id, o.sale_id, o.user_id, o.idempotency_key, o.status, o.first_night, o.nights,
+		o.rooms, o.amount, o.currency, o.hold_expires_at_ms, o.payment_ref, o.failure_reason, o.created_at_ms,
+		o.updated_at_ms, coalesce(n.date, '')
 		FROM orders o LEFT JOIN nights n ON n.sale_id = o.sale_id AND n.idx = o.first_night `
 )
 
@@ -124,7 +130,7 @@ func (p *placer) place(ctx context.Context, r *flashsale.Reservation) (error, er
 		if _, err := p.rollbackTo.ExecContext(ctx); err != nil {
 			return nil, err
 		}
-		if err := p.insert(ctx, r, terms, flashsale.OrderFailed, r.IdempotencyKey); err != nil {
+		if err := p.insert(ctx, r, terms, flashsale.OrderFailed, r.IdempotencyKey, flashsale.ErrorCode(result)); err != nil {
 			return nil, err
 		}
 	}
@@ -138,7 +144,7 @@ func (p *placer) place(ctx context.Context, r *flashsale.Reservation) (error, er
 // nights' stock. ErrSoldOut and ErrLimitExceeded leave work for the caller
 // to roll back.
 func (p *placer) take(ctx context.Context, r *flashsale.Reservation, terms *saleTerms) (error, error) {
-	err := p.insert(ctx, r, terms, flashsale.OrderHeld, r.IdempotencyKey)
+	err := p.insert(ctx, r, terms, flashsale.OrderHeld, r.IdempotencyKey, "")
 	switch constraint(err) {
 	case 0:
 		if err != nil {
@@ -149,7 +155,7 @@ func (p *placer) take(ctx context.Context, r *flashsale.Reservation, terms *sale
 	case sqlite3.SQLITE_CONSTRAINT_UNIQUE:
 		// Another order holds the key. This one is recorded as failed
 		// without it, unless it turns out to be a redelivery after all.
-		err := p.insert(ctx, r, terms, flashsale.OrderFailed, "")
+		err := p.insert(ctx, r, terms, flashsale.OrderFailed, "", flashsale.ErrorCode(flashsale.ErrKeyConflict))
 		if constraint(err) == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY {
 			return flashsale.ErrDuplicate, nil
 		} else if err != nil {
@@ -185,13 +191,17 @@ func (p *placer) take(ctx context.Context, r *flashsale.Reservation, terms *sale
 	return nil, nil
 }
 
-// insert writes the order row in status st with key (none if empty).
-func (p *placer) insert(ctx context.Context, r *flashsale.Reservation, terms *saleTerms, st flashsale.OrderStatus, key string) error {
+// insert writes the order row in status st with key (none if empty) and
+// the reason it failed (empty unless st is failed).
+func (p *placer) insert(ctx context.Context, r *flashsale.Reservation, terms *saleTerms, st flashsale.OrderStatus, key, reason string) error {
 	_, err := p.insertOrder.ExecContext(ctx,
-		r.OrderID, r.SaleID, r.UserID, sql.NullString{String: key, Valid: key != ""}, string(st),
-		r.FirstNight, r.Nights, r.Rooms, r.Amount, terms.currency, ms(r.HoldExpiresAt), p.now, p.now)
+		r.OrderID, r.SaleID, r.UserID, nullKey(key), string(st),
+		r.FirstNight, r.Nights, r.Rooms, r.Amount, terms.currency, ms(r.HoldExpiresAt), reason, p.now, p.now)
 	return err
 }
+
+// nullKey stores an empty idempotency key as NULL, which the unique key ignores.
+func nullKey(k string) sql.NullString { return sql.NullString{String: k, Valid: k != ""} }
 
 // terms returns a sale's terms, cached for the batch, or nil if the sale
 // does not exist.
@@ -217,6 +227,43 @@ func readTerms(ctx context.Context, q queryer, saleID string) (*saleTerms, error
 		return nil, errNoRows(err)
 	}
 	return &t, nil
+}
+
+// FailOrder records a reservation the order path gave up on as a failed
+// order with reason, taking no stock; see flashsale.Store. Its INSERT takes
+// the currency from the sale row, so an unknown sale writes nothing, and the
+// constraint that refuses a row says what was taken: the primary key (an
+// order with this ID exists: ErrDuplicate) or the idempotency key (the row
+// is written again without it).
+func (s *Store) FailOrder(ctx context.Context, r flashsale.Reservation, reason string) error {
+	reason = sqlrows.FailureReason(reason)
+	at := time.Now().UnixMilli()
+	err := sqlrows.FailOrder(&r, func(key string) (sqlrows.Inserted, error) {
+		res, err := s.write.ExecContext(ctx, failOrderSQL, r.OrderID, r.UserID, nullKey(key),
+			r.FirstNight, r.Nights, r.Rooms, r.Amount, ms(r.HoldExpiresAt), reason, at, at, r.SaleID)
+		switch constraint(err) {
+		case 0:
+		case sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
+			return sqlrows.IDTaken, nil
+		case sqlite3.SQLITE_CONSTRAINT_UNIQUE:
+			return sqlrows.KeyTaken, nil
+		default:
+			return 0, err
+		}
+		if err != nil {
+			return 0, err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return 0, err
+		} else if n == 0 {
+			return sqlrows.NoSale, nil
+		}
+		return sqlrows.Written, nil
+	})
+	if err != nil {
+		return fmt.Errorf("fail order: order=%s: %w", r.OrderID, err)
+	}
+	return nil
 }
 
 // Order returns one order, or ErrNotFound.
@@ -547,20 +594,11 @@ func (s *Store) snapshot(ctx context.Context, saleID string) (*flashsale.StockSn
 	return snap, rows.Err()
 }
 
-// scanner is a *sql.Row or *sql.Rows.
-type scanner interface{ Scan(dest ...any) error }
-
-func scanOrder(row scanner) (*flashsale.Order, error) {
-	var (
-		o                          flashsale.Order
-		st                         string
-		hold, createdAt, updatedAt int64
-	)
-	if err := row.Scan(&o.ID, &o.SaleID, &o.UserID, &o.IdempotencyKey, &st, &o.FirstNight, &o.CheckIn, &o.Nights,
-		&o.Rooms, &o.Amount, &o.Currency, &hold, &o.PaymentRef, &createdAt, &updatedAt); err != nil {
+// scanOrder reads a row of selectOrderSQL; no row is ErrNotFound.
+func scanOrder(row sqlrows.Scanner) (*flashsale.Order, error) {
+	o, err := sqlrows.Order(row)
+	if err != nil {
 		return nil, errNoRows(err)
 	}
-	o.Status = flashsale.OrderStatus(st)
-	o.HoldExpiresAt, o.CreatedAt, o.UpdatedAt = sqlrows.FromMS(hold), sqlrows.FromMS(createdAt), sqlrows.FromMS(updatedAt)
-	return &o, nil
+	return o, nil
 }

@@ -44,7 +44,11 @@ type OpenFunc = func(tb testing.TB) flashsale.Store
 // sale, failed ones inactive; a reservation for an unknown sale is
 // ErrNotFound and one with no rooms, no nights or a negative first night
 // is ErrInvalid, both refused before anything is written (no row, no key
-// bound, no ID taken), so a redelivery gets the same answer again.
+// bound, no ID taken), so a redelivery gets the same answer again; an order
+// PlaceOrders fails carries the refusal's error code as its FailureReason;
+// FailOrder obeys the same refusals, writes a failed order with the
+// stay's first night as its check-in and the hold expiry it was given, and
+// keeps a reason of up to 200 characters.
 func Run(t *testing.T, open OpenFunc) {
 	t.Run("Sale", func(t *testing.T) { testSale(t, open) })
 	t.Run("Sales", func(t *testing.T) { testSales(t, open) })
@@ -55,6 +59,7 @@ func Run(t *testing.T, open OpenFunc) {
 	t.Run("Transition", func(t *testing.T) { testTransition(t, open) })
 	t.Run("ExpireHolds", func(t *testing.T) { testExpireHolds(t, open) })
 	t.Run("Snapshot", func(t *testing.T) { testSnapshot(t, open) })
+	t.Run("FailOrder", func(t *testing.T) { testFailOrder(t, open) })
 	t.Run("PlaceOrdersModel", func(t *testing.T) { testPlaceOrdersModel(t, open) })
 	t.Run("Lifecycle", func(t *testing.T) { testLifecycle(t, open) })
 	t.Run("Storm", func(t *testing.T) { testStorm(t, open) })
@@ -186,16 +191,22 @@ func checkNights(tb testing.TB, s flashsale.Store, sale *flashsale.Sale, want ..
 	if err != nil {
 		tb.Fatalf("NightStocks(%s): %v", sale.ID, err)
 	}
-	var wantNS []flashsale.NightStock
+	if diff := cmp.Diff(nightStocks(sale, want...), got); diff != "" {
+		tb.Errorf("NightStocks(%s) mismatch (-want +got):\n%s", sale.ID, diff)
+	}
+}
+
+// nightStocks returns the NightStocks of a sale whose nights have the
+// counters want, one per night.
+func nightStocks(sale *flashsale.Sale, want ...hs) []flashsale.NightStock {
+	var ns []flashsale.NightStock
 	for i, n := range sale.Nights {
 		w := want[i]
-		wantNS = append(wantNS, flashsale.NightStock{
+		ns = append(ns, flashsale.NightStock{
 			Date: n.Date, Stock: n.Stock, Available: n.Stock - w.held - w.sold, Held: w.held, Sold: w.sold,
 		})
 	}
-	if diff := cmp.Diff(wantNS, got); diff != "" {
-		tb.Errorf("NightStocks(%s) mismatch (-want +got):\n%s", sale.ID, diff)
-	}
+	return ns
 }
 
 // mustOrder returns an order or fails the test.
@@ -595,7 +606,7 @@ func testOrder(t *testing.T, open OpenFunc) {
 		want := &flashsale.Order{
 			ID: "o1", SaleID: "s1", UserID: "u1", IdempotencyKey: "k1", Status: flashsale.OrderFailed,
 			FirstNight: 0, CheckIn: "2026-12-24", Nights: 1, Rooms: 2, Amount: r.Amount, Currency: "CNY",
-			HoldExpiresAt: r.HoldExpiresAt,
+			HoldExpiresAt: r.HoldExpiresAt, FailureReason: flashsale.ESoldOut,
 		}
 		if diff := cmp.Diff(want, mustOrder(t, s, "o1"), msTime, ignoreStamps); diff != "" {
 			t.Errorf("Order mismatch (-want +got):\n%s", diff)

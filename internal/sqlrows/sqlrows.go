@@ -1,12 +1,16 @@
-// Package sqlrows turns the rows every SQL store reads alike into domain
-// types. Each store package still writes out its own SQL (the dialects
-// differ: placeholders, date formatting, locking); what is shared is only
+// Package sqlrows holds what every SQL store does alike. Each store package
+// still writes out its own SQL (the dialects differ: placeholders, date
+// formatting, locking, how a unique key refuses a row); what is shared is
 // how a row that the query put in the documented column order becomes a
-// Sale or a NightStock.
+// Sale, a NightStock or an Order, and the steps of FailOrder around each
+// store's own insert.
 package sqlrows
 
 import (
+	"errors"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/flashsale/flashsale"
 )
@@ -83,9 +87,9 @@ type Scanner interface {
 }
 
 // Order reads an order row: id, sale_id, user_id, idempotency_key (NULL
-// for none), status, first_night, nights, rooms, amount, currency,
-// hold_expires_at_ms, payment_ref, created_at_ms, updated_at_ms, then the
-// check-in date as YYYY-MM-DD.
+// or empty for none), status, first_night, nights, rooms, amount, currency,
+// hold_expires_at_ms, payment_ref, failure_reason, created_at_ms,
+// updated_at_ms, then the check-in date as YYYY-MM-DD.
 func Order(row Scanner) (*flashsale.Order, error) {
 	var (
 		o                             flashsale.Order
@@ -93,8 +97,8 @@ func Order(row Scanner) (*flashsale.Order, error) {
 		status                        string
 		holdExpires, created, updated int64
 	)
-	if err := row.Scan(&o.ID, &o.SaleID, &o.UserID, &key, &status, &o.FirstNight, &o.Nights,
-		&o.Rooms, &o.Amount, &o.Currency, &holdExpires, &o.PaymentRef, &created, &updated, &o.CheckIn); err != nil {
+	if err := row.Scan(&o.ID, &o.SaleID, &o.UserID, &key, &status, &o.FirstNight, &o.Nights, &o.Rooms,
+		&o.Amount, &o.Currency, &holdExpires, &o.PaymentRef, &o.FailureReason, &created, &updated, &o.CheckIn); err != nil {
 		return nil, err
 	}
 	if key != nil {
@@ -116,4 +120,73 @@ func Orders(rows Rows) ([]*flashsale.Order, error) {
 		orders = append(orders, o)
 	}
 	return orders, rows.Err()
+}
+
+// MaxFailureReason is the longest failure reason the stores keep, in
+// characters: the column is VARCHAR(200) where the engine has a length.
+const MaxFailureReason = 200
+
+// FailureReason returns reason as every store keeps it: valid UTF-8 (an
+// invalid byte becomes U+FFFD) cut to MaxFailureReason characters. A
+// reason is for the order's owner and the audit; a long or garbled one must
+// not make the failed order impossible to record.
+func FailureReason(reason string) string {
+	reason = strings.ToValidUTF8(reason, string(utf8.RuneError))
+	n := 0
+	for i := range reason {
+		if n == MaxFailureReason {
+			return reason[:i]
+		}
+		n++
+	}
+	return reason
+}
+
+// errKeyWithoutKey means a store's insert reported KeyTaken for a row it
+// wrote without a key: a bug in the store, never a customer-facing outcome.
+var errKeyWithoutKey = errors.New("the insert without a key reported the key taken")
+
+// Inserted is what a store's insert of a failed order row reports.
+type Inserted int
+
+const (
+	// Written: the row went in.
+	Written Inserted = iota
+	// NoSale: the sale does not exist, and nothing was written.
+	NoSale
+	// IDTaken: an order with this ID exists, and nothing was written.
+	IDTaken
+	// KeyTaken: another order of the user holds the idempotency key, and
+	// nothing was written.
+	KeyTaken
+)
+
+// FailOrder is flashsale.Store.FailOrder around a store's insert, which
+// writes r as a failed order with its reason, the given key (NULL when
+// empty), the sale's currency and the store's own created and updated
+// time, with one INSERT and no counter touched, and reports which Inserted
+// happened. The steps are the same in every engine: refuse a stay the
+// stock engine never produces, insert with the key, and if another order
+// holds the key, insert again without it (an ID that appeared in between is
+// still ErrDuplicate).
+func FailOrder(r *flashsale.Reservation, insert func(key string) (Inserted, error)) error {
+	if r.Rooms < 1 || r.Nights < 1 || r.FirstNight < 0 {
+		return flashsale.ErrInvalid
+	}
+	got, err := insert(r.IdempotencyKey)
+	if err == nil && got == KeyTaken && r.IdempotencyKey != "" {
+		got, err = insert("")
+	}
+	if err != nil {
+		return err
+	}
+	switch got {
+	case Written:
+		return nil
+	case NoSale:
+		return flashsale.ErrNotFound
+	case IDTaken:
+		return flashsale.ErrDuplicate
+	}
+	return errKeyWithoutKey
 }
