@@ -1,8 +1,13 @@
 package flashsale
 
 import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 )
 
 // Error codes are stable strings that clients branch on. The HTTP layer maps
@@ -81,6 +86,31 @@ var (
 	ErrKeyConflict = &Error{EConflict, "idempotency key already used by another order"}
 	// ErrStale means a conditional transition found the order in another status.
 	ErrStale = &Error{EConflict, "order changed concurrently"}
+	// ErrIndeterminate means a call may or may not have taken effect (a
+	// publish whose confirm never came, a call that timed out): it is a 503
+	// to the caller, and the caller keeps what it recorded instead of
+	// undoing it, so the relay or the audit can settle the outcome. It is
+	// never guessed either way. Errors that wrap it wrap ErrUnavailable too.
+	ErrIndeterminate = &Error{EUnavailable, "the outcome is not known yet; retry with the same Idempotency-Key to learn it"}
 	// ErrNotLoaded means the stock engine has no stock for the sale (not preheated).
 	ErrNotLoaded = &Error{EUnavailable, "sale stock is not loaded"}
 )
+
+// Unreachable reports whether err means a dependency did not answer rather
+// than refused: ErrUnavailable in the chain, a deadline that passed, a
+// network error, or a connection the database driver gave up on. Callers
+// answer these 503 with Retry-After, never 500, and a queue consumer treats
+// them as an outage to wait out rather than a message to give up on.
+func Unreachable(err error) bool {
+	if err == nil {
+		return false
+	}
+	if e, ok := errors.AsType[*Error](err); ok {
+		return e.Code == EUnavailable
+	}
+	if _, ok := errors.AsType[net.Error](err); ok {
+		return true
+	}
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, driver.ErrBadConn) ||
+		errors.Is(err, sql.ErrConnDone) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
+}

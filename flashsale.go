@@ -69,6 +69,18 @@ type Store interface {
 	ExpireHolds(ctx context.Context, now time.Time, limit int) ([]*Order, error)
 	// Snapshot returns what a stock engine needs to rebuild a sale.
 	Snapshot(ctx context.Context, saleID string) (*StockSnapshot, error)
+	// FailOrder records a reservation the order path gave up on (the queue
+	// dead-lettered it: its data was refused, or its write kept failing
+	// while the database answered) as a failed order with reason, taking no
+	// stock, so its owner reads a final status instead of nothing. If an
+	// order with this ID exists it changes nothing and returns ErrDuplicate;
+	// if the reservation's idempotency key is bound to another order the
+	// row is written without the key. ErrNotFound when the sale does not
+	// exist (there is nothing to attach the order to).
+	FailOrder(ctx context.Context, r Reservation, reason string) error
+	// Ping reports whether the database answers, for readiness and for
+	// telling an outage (retry for as long as it takes) from a refusal.
+	Ping(ctx context.Context) error
 	Close() error
 }
 
@@ -78,7 +90,8 @@ type StockEngine interface {
 	// Load installs a sale's stock from a snapshot (preheat, or rebuild at
 	// start). If the sale is already loaded and has started at now, it
 	// returns ErrAlreadyStarted and changes nothing, so a stray preheat can
-	// never reset stock mid-sale.
+	// never reset stock mid-sale. A zero now always loads: only the fenced
+	// rebuild passes it, once nothing of the sale is in flight.
 	Load(ctx context.Context, snap *StockSnapshot, now time.Time) error
 	// Reserve atomically checks the idempotency key, the user's limit and
 	// every night of the stay, then deducts and records the reservation
@@ -111,6 +124,41 @@ type StockEngine interface {
 	Reservation(ctx context.Context, orderID string) (*Reservation, error)
 	// Available returns the units left per night, or ErrNotLoaded.
 	Available(ctx context.Context, saleID string) ([]int, error)
+	// Snapshot returns the engine's whole view of a sale, in the shape
+	// Store.Snapshot gives the database's: the units left per night (in
+	// NightStock.Available; Stock, Held and Sold are the store's to know)
+	// and every reservation it records, active or released, in no
+	// particular order. ErrNotLoaded if it has none. The audit compares the
+	// two; it is not a hot-path call.
+	Snapshot(ctx context.Context, saleID string) (*StockSnapshot, error)
+	// SoldOut reports, without I/O, that a stay certainly cannot be served
+	// (false when the engine cannot tell). The purchase path asks it before
+	// spending a token, so a sold-out sale costs neither a token nor a round
+	// trip; a wrapper that dropped it would make every sold-out answer cost
+	// one.
+	SoldOut(saleID string, firstNight, nights int) bool
+	// Ping reports whether the engine answers, for readiness and the
+	// circuit breaker (an in-process engine always does).
+	Ping(ctx context.Context) error
+	// Outbox returns the engine's outbox of reservations the order path has
+	// not confirmed yet, or nil when the engine keeps none (the in-process
+	// engine: its writer commits before Reserve's caller answers). The queue
+	// path needs one.
+	Outbox() Outbox
+}
+
+// Outbox closes the gap between "the engine took the units" and "the order
+// path has the order": the engine records every reservation as
+// unconfirmed in the same atomic step as the deduction, Confirm clears it
+// once the queue confirmed the publish, and a relay republishes what stays
+// unconfirmed (a crash, a lost confirm). Publishing twice is harmless: the
+// order ID is the database's primary key.
+type Outbox interface {
+	// Confirm records that the order path has the order.
+	Confirm(ctx context.Context, saleID, orderID string) error
+	// Unconfirmed returns up to limit active reservations recorded at or
+	// before olderThan and never confirmed, oldest first.
+	Unconfirmed(ctx context.Context, olderThan time.Time, limit int) ([]Reservation, error)
 }
 
 // OrderWriter makes a reservation durable before the purchase is answered.

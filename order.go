@@ -68,8 +68,11 @@ type Order struct {
 	Currency       string      `json:"currency"`
 	HoldExpiresAt  time.Time   `json:"hold_expires_at"`
 	PaymentRef     string      `json:"payment_ref,omitempty"`
-	CreatedAt      time.Time   `json:"created_at"`
-	UpdatedAt      time.Time   `json:"updated_at"`
+	// FailureReason says why a failed order failed, for its owner and the
+	// audit ("sold_out", or what the order path gave up on).
+	FailureReason string    `json:"failure_reason,omitempty"`
+	CreatedAt     time.Time `json:"created_at"`
+	UpdatedAt     time.Time `json:"updated_at"`
 }
 
 // Reservation returns the stock-engine view of the order.

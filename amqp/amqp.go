@@ -90,14 +90,18 @@ type Config struct {
 	// consumer that was idle starts a burst at the cap, not above it.
 	RatePerSec float64
 	// MaxAttempts is how many deliveries a reservation gets whose
-	// transaction keeps failing before it is dead-lettered.
+	// transaction keeps failing while the database answers before it is
+	// dead-lettered. While the database does not answer at all (Handler.Ping
+	// fails) attempts are not spent: the consumer holds the batch and
+	// retries for as long as the outage lasts.
 	MaxAttempts int
 	// OnDead, if set, is called by the consumer before it dead-letters a
-	// decodable reservation the database never recorded, so the caller can
-	// return the units to the stock engine. It may be called more than once
-	// for a reservation (if the connection drops before the dead-lettering
-	// reached the broker), so it must be idempotent, as StockEngine.Release is.
-	OnDead func(ctx context.Context, r flashsale.Reservation, reason error)
+	// decodable reservation the database never placed, so the caller can
+	// record the order as failed and return its units. If it returns an
+	// error the message is requeued instead, and dead-lettered only once
+	// OnDead succeeds. It may be called more than once for a reservation,
+	// so it must be idempotent.
+	OnDead func(ctx context.Context, r flashsale.Reservation, reason error) error
 }
 
 // withDefaults returns cfg with every zero field set to its default.
@@ -234,25 +238,31 @@ func nextBackoff(d time.Duration) time.Duration {
 type Stats struct {
 	Published uint64 // messages handed to the broker
 	Confirmed uint64 // publishes the broker confirmed (Write returned OrderPending)
-	Failed    uint64 // publishes that failed: full, nack, return, timeout, connection loss
+	Failed    uint64 // publishes that certainly failed: full, disconnected, blocked, nack, return
+	// Indeterminate counts publishes sent whose confirm never came (timeout,
+	// connection loss, the caller gave up): the broker may have kept them.
+	Indeterminate uint64
 
 	Consumed uint64 // deliveries received
 	Batches  uint64 // transactions committed by the handler
 	Acked    uint64 // deliveries acknowledged
 	Requeued uint64 // deliveries returned to the queue after a failed transaction
+	Retried  uint64 // batches written again after a database outage, unsettled meanwhile
 	Dead     uint64 // deliveries dead-lettered
 }
 
 // counters is Stats updated concurrently.
 type counters struct {
-	published, confirmed, failed                     atomic.Uint64
+	published, confirmed, failed, indeterminate      atomic.Uint64
 	consumed, batches, acked, requeued, deadLettered atomic.Uint64
+	retried                                          atomic.Uint64
 }
 
 func (c *counters) snapshot() Stats {
 	return Stats{
 		Published: c.published.Load(), Confirmed: c.confirmed.Load(), Failed: c.failed.Load(),
-		Consumed: c.consumed.Load(), Batches: c.batches.Load(), Acked: c.acked.Load(),
-		Requeued: c.requeued.Load(), Dead: c.deadLettered.Load(),
+		Indeterminate: c.indeterminate.Load(),
+		Consumed:      c.consumed.Load(), Batches: c.batches.Load(), Acked: c.acked.Load(),
+		Requeued: c.requeued.Load(), Retried: c.retried.Load(), Dead: c.deadLettered.Load(),
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -20,6 +21,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/faultproxy"
 	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/flashsale/flashsale/sqlite"
 )
@@ -186,6 +188,17 @@ type memStore struct {
 	// latency, if set, is how long each transaction takes before it
 	// commits, as a database under load would.
 	latency time.Duration
+	// down makes every transaction and Ping fail, as an unreachable database.
+	down atomic.Bool
+}
+
+var errDown = errors.New("database unreachable")
+
+func (s *memStore) Ping(context.Context) error {
+	if s.down.Load() {
+		return errDown
+	}
+	return nil
 }
 
 func newMemStore() *memStore {
@@ -199,6 +212,9 @@ func (s *memStore) PlaceOrders(ctx context.Context, rs []flashsale.Reservation) 
 		case <-ctx.Done():
 			return nil, fmt.Errorf("place orders: %w", ctx.Err())
 		}
+	}
+	if s.down.Load() {
+		return nil, fmt.Errorf("place orders: %w", errDown)
 	}
 	s.mu.Lock()
 	if s.fail != nil {
@@ -297,8 +313,9 @@ func TestEndToEndSQLite(t *testing.T) {
 	}
 	stock := n * 4 / 5
 	cfg := MustConfig(t)
-	cfg.OnDead = func(ctx context.Context, r flashsale.Reservation, reason error) {
+	cfg.OnDead = func(ctx context.Context, r flashsale.Reservation, reason error) error {
 		t.Errorf("OnDead(%s): %v", r.OrderID, reason)
+		return nil
 	}
 	p := MustPublisher(t, cfg)
 	db, path := MustOpenSQLite(t)
@@ -342,7 +359,7 @@ func TestPublishErrors(t *testing.T) {
 			return err
 		})
 		_, err := p.Write(context.Background(), reservation("sale-1", 1))
-		if !errors.Is(err, flashsale.ErrUnavailable) || !errors.Is(err, errReturned) {
+		if !errors.Is(err, flashsale.ErrUnavailable) || !errors.Is(err, errReturned) || errors.Is(err, flashsale.ErrIndeterminate) {
 			t.Fatalf("Write error = %v, want ErrUnavailable (returned)", err)
 		}
 		if got := p.Stats(); got.Failed != 1 || got.Confirmed != 0 {
@@ -356,7 +373,7 @@ func TestPublishErrors(t *testing.T) {
 		p.slots <- struct{}{} // two publishes stuck awaiting confirms
 		p.slots <- struct{}{}
 		_, err := p.Write(context.Background(), reservation("sale-1", 1))
-		if !errors.Is(err, flashsale.ErrUnavailable) || !errors.Is(err, errFull) {
+		if !errors.Is(err, flashsale.ErrUnavailable) || !errors.Is(err, errFull) || errors.Is(err, flashsale.ErrIndeterminate) {
 			t.Fatalf("Write error = %v, want ErrUnavailable (full)", err)
 		}
 		<-p.slots
@@ -572,13 +589,20 @@ func TestPoison(t *testing.T) {
 	cfg.MaxAttempts = 3
 	var mu sync.Mutex
 	var dead []flashsale.Reservation
-	cfg.OnDead = func(ctx context.Context, r flashsale.Reservation, reason error) {
+	var refusals atomic.Int32
+	cfg.OnDead = func(ctx context.Context, r flashsale.Reservation, reason error) error {
 		if !errors.Is(reason, errTx) {
 			t.Errorf("OnDead reason = %v, want the transaction error", reason)
+		}
+		// The first call fails, as if the failed row could not be written:
+		// the message must stay queued and come back.
+		if refusals.Add(1) == 1 {
+			return errDown
 		}
 		mu.Lock()
 		dead = append(dead, r)
 		mu.Unlock()
+		return nil
 	}
 	p := MustPublisher(t, cfg)
 	const n = 20
@@ -601,9 +625,63 @@ func TestPoison(t *testing.T) {
 	if len(dead) != 1 || dead[0].OrderID != poison.OrderID {
 		t.Errorf("OnDead calls = %+v, want one for %s", dead, poison.OrderID)
 	}
-	if got := c.Stats(); got.Requeued != uint64(cfg.MaxAttempts-1) {
-		t.Errorf("requeued = %d, want %d", got.Requeued, cfg.MaxAttempts-1)
+	// MaxAttempts-1 requeues before the first give-up, which OnDead
+	// refused: one more, and then the last attempt is dead-lettered.
+	if got := c.Stats(); got.Requeued != uint64(cfg.MaxAttempts) {
+		t.Errorf("requeued = %d, want %d", got.Requeued, cfg.MaxAttempts)
 	}
+}
+
+// TestDatabaseOutage makes the database unreachable for longer than
+// MaxAttempts deliveries would last: the consumer holds its batch, spends no
+// attempt, dead-letters nothing, and writes every order exactly once when
+// the database is back. (Before, an outage of minutes dead-lettered every
+// queued order and their owners read 404.)
+func TestDatabaseOutage(t *testing.T) {
+	cfg := MustConfig(t)
+	cfg.MaxAttempts = 2
+	cfg.OnDead = func(ctx context.Context, r flashsale.Reservation, reason error) error {
+		t.Errorf("OnDead(%s) during an outage: %v", r.OrderID, reason)
+		return nil
+	}
+	p := MustPublisher(t, cfg)
+	const n = 50
+	rs := publishAll(t, p, "sale-1", n, 10)
+	store := newMemStore()
+	store.down.Store(true)
+	c := StartConsumer(t, cfg, store)
+	checkFor(t, 30*time.Second, "several retries of the held batch", func() bool { return c.Stats().Retried >= 5 })
+	if got := c.Stats(); got.Dead != 0 || got.Requeued != 0 || got.Acked != 0 {
+		t.Fatalf("during the outage: %+v, want nothing settled", got)
+	}
+	store.down.Store(false)
+	checkFor(t, 30*time.Second, "all orders written", func() bool { return store.count() == n })
+	store.checkExactlyOnce(t, rs)
+	checkFor(t, 10*time.Second, "all acked", func() bool { return c.Stats().Acked == n })
+	if got := queueLen(t, cfg, cfg.withDefaults().deadQueue()); got != 0 {
+		t.Errorf("dead letters = %d, want 0", got)
+	}
+}
+
+// TestQueueDeleted deletes the queue while the consumer holds a batch it has
+// not written yet: the batch is written anyway, since nothing will ever
+// redeliver it. (Before, those orders stayed pending forever.)
+func TestQueueDeleted(t *testing.T) {
+	cfg := MustConfig(t)
+	cfg.BatchSize = 1000
+	cfg.BatchWait = 3 * time.Second // the batch is still gathering when the queue goes
+	p := MustPublisher(t, cfg)
+	const n = 10
+	rs := publishAll(t, p, "sale-1", n, 10)
+	store := newMemStore()
+	c := StartConsumer(t, cfg, store)
+	checkFor(t, 10*time.Second, "the batch in hand", func() bool { return c.Stats().Consumed == n })
+	withChannel(t, cfg, func(ch *amqp091.Channel) error {
+		_, err := ch.QueueDelete(cfg.withDefaults().queue(), false, false, false)
+		return err
+	})
+	checkFor(t, 10*time.Second, "the batch written", func() bool { return store.count() == n })
+	store.checkExactlyOnce(t, rs)
 }
 
 // TestUndecodable publishes a body that is not a reservation: it is
@@ -611,7 +689,7 @@ func TestPoison(t *testing.T) {
 func TestUndecodable(t *testing.T) {
 	cfg := MustConfig(t)
 	var called atomic.Bool
-	cfg.OnDead = func(context.Context, flashsale.Reservation, error) { called.Store(true) }
+	cfg.OnDead = func(context.Context, flashsale.Reservation, error) error { called.Store(true); return nil }
 	withChannel(t, cfg, func(ch *amqp091.Channel) error {
 		return ch.Publish(cfg.withDefaults().exchange(), routingKey, true, false, amqp091.Publishing{Body: []byte(`{"order_id":"x"}`)})
 	})
@@ -743,4 +821,65 @@ func BenchmarkPublish(b *testing.B) {
 			})
 		})
 	}
+}
+
+// TestLostConfirm makes a lost confirm certain: a proxy holds the broker's
+// replies, so a publish reaches the queue but its confirm never comes back,
+// first until ConfirmTimeout and then until the link is cut. Either way
+// Write must say ErrIndeterminate, never a certain failure: the broker did
+// keep the message, and a caller that returned the units on a certain
+// failure sold those rooms twice (most 202s of a storm ended failed).
+func TestLostConfirm(t *testing.T) {
+	cfg := MustConfig(t)
+	u, err := url.Parse(cfg.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := faultproxy.Start(t, u.Host)
+	pcfg := cfg
+	pcfg.URL = proxy.URL(cfg.URL)
+	pcfg.ConfirmTimeout = 300 * time.Millisecond
+	queued := func() int { return queueLen(t, cfg, cfg.withDefaults().queue()) }
+	write := func(p *Publisher, i int) error {
+		_, err := p.Write(context.Background(), reservation("sale-1", i))
+		return err
+	}
+
+	t.Run("Timeout", func(t *testing.T) {
+		p := MustPublisher(t, pcfg)
+		if err := write(p, 0); err != nil {
+			t.Fatal(err)
+		}
+		proxy.HoldReplies(true)
+		defer proxy.HoldReplies(false)
+		err := write(p, 1)
+		if !errors.Is(err, flashsale.ErrIndeterminate) || !errors.Is(err, flashsale.ErrUnavailable) {
+			t.Fatalf("Write with the confirm held = %v, want ErrIndeterminate", err)
+		}
+		checkFor(t, 10*time.Second, "the unconfirmed message in the queue", func() bool { return queued() == 2 })
+		if got := p.Stats(); got.Indeterminate != 1 || got.Failed != 0 {
+			t.Errorf("stats = %+v, want 1 indeterminate and no certain failure", got)
+		}
+		proxy.Cut()
+	})
+	t.Run("Cut", func(t *testing.T) {
+		pcfg := pcfg
+		pcfg.ConfirmTimeout = time.Minute // the cut, not the timer, ends the wait
+		p := MustPublisher(t, pcfg)
+		if err := write(p, 2); err != nil {
+			t.Fatal(err)
+		}
+		proxy.HoldReplies(true)
+		defer proxy.HoldReplies(false)
+		done := make(chan error, 1)
+		go func() { done <- write(p, 3) }()
+		checkFor(t, 10*time.Second, "the message in the queue", func() bool { return queued() == 4 })
+		proxy.Cut()
+		if err := <-done; !errors.Is(err, flashsale.ErrIndeterminate) {
+			t.Fatalf("Write cut while awaiting its confirm = %v, want ErrIndeterminate", err)
+		}
+		if got := p.Stats(); got.Indeterminate != 1 || got.Failed != 0 {
+			t.Errorf("stats = %+v, want 1 indeterminate and no certain failure", got)
+		}
+	})
 }

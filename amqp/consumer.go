@@ -20,10 +20,14 @@ import (
 
 // Handler writes a batch of reservations in one transaction, with the
 // contract of flashsale.Store.PlaceOrders: one error per reservation, or a
-// transaction error and nothing changed. flashsale.Store satisfies it; a
-// wrapper can return the stock engine's units for orders the database failed.
+// transaction error and nothing changed. Ping tells an outage (the
+// database does not answer: hold the batch and retry for as long as it
+// takes) from a transaction this batch made fail (retry it, and give up on
+// it after MaxAttempts). flashsale.Store satisfies it; a wrapper can return
+// the stock engine's units for orders the database failed.
 type Handler interface {
 	PlaceOrders(ctx context.Context, rs []flashsale.Reservation) ([]error, error)
+	Ping(ctx context.Context) error
 }
 
 var _ Handler = flashsale.Store(nil)
@@ -33,6 +37,8 @@ const (
 	// is written with a context detached from Run's, so a stop never
 	// abandons a transaction halfway and the batch in hand is finished.
 	writeTimeout = 30 * time.Second
+	// pingTimeout bounds the check that tells an outage from a bad batch.
+	pingTimeout = 2 * time.Second
 	// retryMinDefault and retryMax bound the pause after a failed
 	// transaction, so a database outage is not met with a tight
 	// redelivery loop that burns every message's attempts in milliseconds.
@@ -220,8 +226,11 @@ func (c *Consumer) session(ctx context.Context) (connected bool, err error) {
 		var state gatherState
 		batch, state = c.gather(ctx, deliveries, timer, batch[:0])
 		if state == gatherLost {
-			// Acks could not reach the broker: leave the batch unwritten,
-			// it will be redelivered.
+			// Acks can no longer reach the broker, but the batch in hand is
+			// written anyway: if the queue itself is gone (deleted, or its
+			// data lost) nothing will redeliver it, and if it is redelivered
+			// the order ID makes the copy a duplicate.
+			c.salvage(batch)
 			return true, errors.New("deliveries channel closed")
 		}
 		if len(batch) > 0 {
@@ -394,7 +403,23 @@ func (c *Consumer) process(ctx context.Context, ch *amqp091.Channel, batch []ite
 	results := make([]error, len(batch)) // per reservation, as PlaceOrders says
 	txErrs := make([]error, len(batch))  // non-nil where its transaction failed
 	failed := false
-	if err := c.place(wctx, rs, results); err != nil {
+	err := c.place(wctx, rs, results)
+	for err != nil && c.down(ctx) {
+		// The database does not answer: an outage, not this batch's fault.
+		// The batch is held unsettled (a crash redelivers it) and written
+		// again after a capped backoff for as long as the outage lasts, so
+		// no delivery spends an attempt and nothing is dead-lettered for
+		// it. A stop leaves it unsettled too.
+		c.log.Warn("database unreachable, holding the batch", "batch", len(rs), "err", err)
+		if !c.pause(ctx) {
+			return fmt.Errorf("stopped during a database outage: %w", err)
+		}
+		c.stats.retried.Add(1)
+		tctx, tcancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+		err = c.place(tctx, rs, results)
+		tcancel()
+	}
+	if err != nil {
 		if len(rs) == 1 {
 			txErrs[0], failed = err, true
 		} else {
@@ -419,6 +444,32 @@ func (c *Consumer) process(ctx context.Context, ch *amqp091.Channel, batch []ite
 		c.retry = 0
 	}
 	return nil
+}
+
+// down reports whether the database does not answer.
+func (c *Consumer) down(ctx context.Context) bool {
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pingTimeout)
+	defer cancel()
+	return c.store.Ping(pctx) != nil
+}
+
+// salvage writes a batch whose deliveries can no longer be settled.
+func (c *Consumer) salvage(batch []item) {
+	if len(batch) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+	defer cancel()
+	rs := make([]flashsale.Reservation, len(batch))
+	for i := range batch {
+		rs[i] = batch[i].r
+	}
+	results := make([]error, len(batch))
+	if err := c.place(ctx, rs, results); err != nil {
+		c.log.Warn("batch of a lost channel not written; it is redelivered if the queue still has it", "batch", len(rs), "err", err)
+		return
+	}
+	c.log.Info("wrote the batch of a lost channel", "batch", len(rs))
 }
 
 // place calls the handler once, checking it kept the one-result-per-input
@@ -494,10 +545,19 @@ func (c *Consumer) settle(ctx context.Context, ch *amqp091.Channel, batch []item
 			}
 			c.stats.requeued.Add(1)
 		case verdictDead:
-			c.log.Error("dead-lettering order", "order_id", it.r.OrderID, "sale_id", it.r.SaleID, "attempt", it.count+1, "err", reason)
 			if c.cfg.OnDead != nil {
-				c.cfg.OnDead(ctx, it.r, reason)
+				if err := c.cfg.OnDead(ctx, it.r, reason); err != nil {
+					// Its failed row is not written (or its units not back):
+					// keep the message until both are done.
+					c.log.Warn("requeueing order: giving up on it failed", "order_id", it.r.OrderID, "sale_id", it.r.SaleID, "err", err)
+					if err := ch.Nack(it.tag, false, true); err != nil {
+						return fmt.Errorf("nack: %w", err)
+					}
+					c.stats.requeued.Add(1)
+					continue
+				}
 			}
+			c.log.Error("dead-lettering order", "order_id", it.r.OrderID, "sale_id", it.r.SaleID, "attempt", it.count+1, "err", reason)
 			if err := ch.Nack(it.tag, false, false); err != nil {
 				return fmt.Errorf("nack: %w", err)
 			}
@@ -507,12 +567,12 @@ func (c *Consumer) settle(ctx context.Context, ch *amqp091.Channel, batch []item
 	return flush(len(batch) - 1)
 }
 
-// pause waits after a batch with failed transactions, doubling the wait on
-// each consecutive failure, so that MaxAttempts spans seconds of database
-// trouble rather than milliseconds. A stop cuts it short.
-func (c *Consumer) pause(ctx context.Context) {
+// pause waits after a failed transaction, doubling the wait on each
+// consecutive failure up to retryMax, so a struggling database is not met
+// with a tight loop. It reports false when a stop cut it short.
+func (c *Consumer) pause(ctx context.Context) bool {
 	c.retry = min(max(2*c.retry, c.retryMin), retryMax)
-	sleep(ctx, c.stop, c.retry)
+	return sleep(ctx, c.stop, c.retry)
 }
 
 // killConnection closes the current connection without settling anything,

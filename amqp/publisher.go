@@ -256,15 +256,22 @@ func (p *Publisher) drain(s *session, ev events) {
 
 // Write publishes r and waits for the broker to confirm it, returning
 // OrderPending: the order is durable in the queue and the consumer will
-// write it. Any error wraps flashsale.ErrUnavailable and means the caller
-// must treat the reservation as not accepted.
+// write it. Every error wraps flashsale.ErrUnavailable, and says which of
+// two kinds it is:
 //
-// Write does not queue: when MaxInFlight publishes await confirms, or the
-// connection is down or blocked, it fails at once. It waits for the confirm
-// at most ConfirmTimeout or until ctx ends. An error after the message was
-// sent (timeout, ctx, connection loss) is ambiguous: the message may still
-// be delivered, in which case the database's guards decide the order (it is
-// written, or failed if the units went to someone else), never oversold.
+//   - certain: the message never reached a queue (MaxInFlight publishes
+//     await confirms, the connection is down or blocked, the broker nacked
+//     or returned it). The caller returns the units.
+//   - flashsale.ErrIndeterminate: the message was sent and its confirm
+//     never came (ConfirmTimeout, ctx ended, the connection was lost). The
+//     broker may have kept it, so the caller must not return the units:
+//     the reservation stays in the outbox and the relay publishes it again
+//     (a second copy is a duplicate to the consumer). Returning the units
+//     here sold phantom rooms: the order landed anyway and its units were
+//     sold twice, so every later buyer's order failed.
+//
+// Write does not queue: it fails at once rather than wait for a slot or a
+// connection. It waits for the confirm at most ConfirmTimeout or until ctx ends.
 func (p *Publisher) Write(ctx context.Context, r *flashsale.Reservation) (flashsale.OrderStatus, error) {
 	if err := ctx.Err(); err != nil {
 		return "", p.fail(r, err)
@@ -307,8 +314,12 @@ func (p *Publisher) Write(ctx context.Context, r *flashsale.Reservation) (flashs
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
-	if err != nil {
+	switch {
+	case err == nil:
+	case errors.Is(err, errNacked), errors.Is(err, errReturned):
 		return "", p.fail(r, err)
+	default:
+		return "", p.unsure(r, err)
 	}
 	p.stats.confirmed.Add(1)
 	return flashsale.OrderPending, nil
@@ -355,10 +366,17 @@ func (p *Publisher) publish(ctx context.Context, r *flashsale.Reservation, body 
 	return nil
 }
 
-// fail counts and wraps a failed Write.
+// fail counts and wraps a Write that certainly did not enqueue r.
 func (p *Publisher) fail(r *flashsale.Reservation, err error) error {
 	p.stats.failed.Add(1)
 	return fmt.Errorf("publish order=%s: %w: %w", r.OrderID, flashsale.ErrUnavailable, err)
+}
+
+// unsure counts and wraps a Write that sent r and never learnt whether the
+// broker kept it.
+func (p *Publisher) unsure(r *flashsale.Reservation, err error) error {
+	p.stats.indeterminate.Add(1)
+	return fmt.Errorf("publish order=%s: %w (%w): %w", r.OrderID, flashsale.ErrIndeterminate, flashsale.ErrUnavailable, err)
 }
 
 // Stats returns the publish counters.

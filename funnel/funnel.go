@@ -296,16 +296,11 @@ func (s *Service) Sales(ctx context.Context) ([]*flashsale.SaleView, error) {
 
 // Ready reports whether the database and the stock engine answer.
 func (s *Service) Ready(ctx context.Context) error {
-	type pinger interface{ Ping(context.Context) error }
-	if p, ok := s.store.(pinger); ok {
-		if err := p.Ping(ctx); err != nil {
-			return fmt.Errorf("ready: database: %w", err)
-		}
+	if err := s.store.Ping(ctx); err != nil {
+		return fmt.Errorf("ready: database: %w", err)
 	}
-	if p, ok := s.engine.(pinger); ok {
-		if err := p.Ping(ctx); err != nil {
-			return fmt.Errorf("ready: stock engine: %w", err)
-		}
+	if err := s.engine.Ping(ctx); err != nil {
+		return fmt.Errorf("ready: stock engine: %w", err)
 	}
 	return nil
 }

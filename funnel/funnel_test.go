@@ -42,7 +42,8 @@ func mustOpen(tb testing.TB) *env {
 	return mustOpenAt(tb, filepath.Join(tb.TempDir(), "fs.db"), &clock{t: t0})
 }
 
-func mustOpenAt(tb testing.TB, path string, c *clock) *env {
+// mustSQLite opens and migrates a SQLite store at path; the caller closes it.
+func mustSQLite(tb testing.TB, path string) *sqlite.Store {
 	tb.Helper()
 	ctx := context.Background()
 	store, err := sqlite.Open(ctx, path, nil)
@@ -52,6 +53,13 @@ func mustOpenAt(tb testing.TB, path string, c *clock) *env {
 	if err := store.Migrate(ctx); err != nil {
 		tb.Fatal(err)
 	}
+	return store
+}
+
+func mustOpenAt(tb testing.TB, path string, c *clock) *env {
+	tb.Helper()
+	ctx := context.Background()
+	store := mustSQLite(tb, path)
 	engine := inmem.NewEngine()
 	writer := inmem.NewWriter(store, inmem.WriterConfig{}, nil)
 	svc := funnel.New(funnel.Config{
@@ -650,14 +658,8 @@ func (f *flakyStore) PlaceOrders(ctx context.Context, rs []flashsale.Reservation
 func TestRetryAfterUnavailable(t *testing.T) {
 	ctx := context.Background()
 	c := &clock{t: t0}
-	store, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "fs.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := mustSQLite(t, filepath.Join(t.TempDir(), "fs.db"))
 	defer store.Close()
-	if err := store.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
 	flaky := &flakyStore{Store: store}
 	engine := inmem.NewEngine()
 	writer := inmem.NewWriter(flaky, inmem.WriterConfig{}, nil)
@@ -672,7 +674,7 @@ func TestRetryAfterUnavailable(t *testing.T) {
 
 	flaky.fail.Store(1)
 	req := flashsale.PurchaseRequest{SaleID: s.ID, IdempotencyKey: "k", Token: e.token(t, alice, s.ID)}
-	_, err = svc.Purchase(ctx, alice, req)
+	_, err := svc.Purchase(ctx, alice, req)
 	wantErr(t, err, flashsale.ErrUnavailable)
 	if n := e.nights(t, s.ID)[0]; n.Available != 1 || n.Held != 0 {
 		t.Fatalf("after the refused write: %+v, want the unit back", n)

@@ -3,27 +3,18 @@ package funnel
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/flashsale/flashsale"
 )
 
-// Outbox is implemented by a stock engine that records reservations as
-// unconfirmed until the order path has them (the Redis engine). It closes
-// the gap between "Redis took the units" and "RabbitMQ confirmed the
-// message": a crash in between leaves the reservation unconfirmed, and the
-// Relay republishes it.
-type Outbox interface {
-	Confirm(ctx context.Context, saleID, orderID string) error
-	Unconfirmed(ctx context.Context, olderThan time.Time, limit int) ([]flashsale.Reservation, error)
-}
-
 // ConfirmingWriter writes through w and marks each reservation confirmed in
 // the outbox once w accepted it.
 type ConfirmingWriter struct {
 	W      flashsale.OrderWriter
-	Outbox Outbox
+	Outbox flashsale.Outbox
 	Logger *slog.Logger
 }
 
@@ -43,7 +34,7 @@ func (c *ConfirmingWriter) Write(ctx context.Context, r *flashsale.Reservation) 
 // never confirmed. Publishing twice is harmless: the order id is the
 // database's primary key.
 type Relay struct {
-	Outbox Outbox
+	Outbox flashsale.Outbox
 	W      flashsale.OrderWriter
 	// Age is how old an unconfirmed reservation must be before it is
 	// republished: longer than a normal publish takes (default 2 s).
@@ -117,18 +108,46 @@ func (s *ReleasingStore) PlaceOrders(ctx context.Context, rs []flashsale.Reserva
 			failed = oerr == nil && o.Status == flashsale.OrderFailed
 		}
 		if failed {
-			s.Dead(ctx, rs[i], res)
+			if err := s.Engine.Release(ctx, rs[i].SaleID, rs[i].OrderID); err != nil {
+				// The engine undersells this order's rooms until the audit
+				// returns them; it never oversells.
+				s.Logger.Error("release refused order", "sale_id", rs[i].SaleID, "order_id", rs[i].OrderID, "err", err)
+				continue
+			}
+			s.Logger.Warn("order refused, units released", "sale_id", rs[i].SaleID, "order_id", rs[i].OrderID, "reason", res)
 		}
 	}
 	return results, nil
 }
 
-// Dead returns the units of an order that will never be written (refused
-// by the database or dead-lettered).
-func (s *ReleasingStore) Dead(ctx context.Context, r flashsale.Reservation, reason error) {
-	if err := s.Engine.Release(ctx, r.SaleID, r.OrderID); err != nil {
-		s.Logger.Error("release refused order", "sale_id", r.SaleID, "order_id", r.OrderID, "err", err)
-		return
+// Ping implements the consumer's handler.
+func (s *ReleasingStore) Ping(ctx context.Context) error { return s.Store.Ping(ctx) }
+
+// Dead gives up on an order the queue could not place: it records the
+// order as failed with the reason, so its owner reads a final status
+// instead of a 404, then returns its units. An error (the database or the
+// engine did not answer) keeps the message queued until both are done;
+// both steps are idempotent.
+func (s *ReleasingStore) Dead(ctx context.Context, r flashsale.Reservation, reason error) error {
+	err := s.Store.FailOrder(ctx, r, reason.Error())
+	switch {
+	case errors.Is(err, flashsale.ErrDuplicate):
+		o, oerr := s.Store.Order(ctx, r.OrderID)
+		if oerr != nil {
+			return fmt.Errorf("dead order=%s: %w", r.OrderID, oerr)
+		}
+		if o.Status != flashsale.OrderFailed {
+			return nil // it was placed after all: its units stay taken
+		}
+	case errors.Is(err, flashsale.ErrNotFound):
+		// No such sale in the database: no row can be written, and the
+		// engine has nothing to return if it never knew the sale either.
+	case err != nil:
+		return fmt.Errorf("dead order=%s: record failed: %w", r.OrderID, err)
 	}
-	s.Logger.Warn("order refused, units released", "sale_id", r.SaleID, "order_id", r.OrderID, "reason", reason)
+	if err := s.Engine.Release(ctx, r.SaleID, r.OrderID); err != nil && !errors.Is(err, flashsale.ErrNotLoaded) {
+		return fmt.Errorf("dead order=%s: release: %w", r.OrderID, err)
+	}
+	s.Logger.Warn("order given up, recorded as failed and units released", "sale_id", r.SaleID, "order_id", r.OrderID, "reason", reason)
+	return nil
 }

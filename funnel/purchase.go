@@ -10,13 +10,6 @@ import (
 	"github.com/oklog/ulid/v2"
 )
 
-// soldOuter is implemented by engines that can tell, without I/O, that a
-// stay cannot be served. The purchase path asks it before spending a token,
-// so a sold-out sale costs neither a token nor a round trip.
-type soldOuter interface {
-	SoldOut(saleID string, firstNight, nights int) bool
-}
-
 // IssueToken gives a guest a one-time purchase token for an open sale.
 func (s *Service) IssueToken(ctx context.Context, u flashsale.User, saleID string) (*flashsale.PurchaseToken, error) {
 	sale, err := s.sale(ctx, saleID)
@@ -73,7 +66,7 @@ func (s *Service) Purchase(ctx context.Context, u flashsale.User, req flashsale.
 	if !sale.Eligibility.Allows(u.Tier) {
 		return nil, flashsale.ErrNotEligible
 	}
-	if so, ok := s.engine.(soldOuter); ok && so.SoldOut(sale.ID, first, req.Nights) {
+	if s.engine.SoldOut(sale.ID, first, req.Nights) {
 		return nil, flashsale.ErrSoldOut
 	}
 	var token *tokenClaims
@@ -119,6 +112,14 @@ func (s *Service) reserve(ctx context.Context, r *flashsale.Reservation, token *
 // write sends a reserved order down the order path and answers for it.
 func (s *Service) write(ctx context.Context, sale *flashsale.Sale, r *flashsale.Reservation) (*flashsale.Order, error) {
 	status, err := s.writer.Write(ctx, r)
+	if errors.Is(err, flashsale.ErrIndeterminate) {
+		// The order path may have the order (a publish whose confirm was
+		// lost): keep the units, or they would be sold twice. The
+		// reservation stays in the engine's outbox and the relay publishes
+		// it again; a retry with the same Idempotency-Key reads it.
+		s.log.Warn("order path outcome unknown; the relay settles it", "sale_id", r.SaleID, "order_id", r.OrderID, "err", err)
+		return nil, err
+	}
 	if err != nil {
 		// The database refused (the order is recorded as failed) or the order
 		// path did not take it: either way the units go back.
@@ -179,16 +180,26 @@ func (s *Service) Order(ctx context.Context, u flashsale.User, id string) (*flas
 
 func (s *Service) order(ctx context.Context, u flashsale.User, id string) (*flashsale.Order, error) {
 	o, err := s.store.Order(ctx, id)
-	if errors.Is(err, flashsale.ErrNotFound) {
+	if errors.Is(err, flashsale.ErrNotFound) || flashsale.Unreachable(err) {
+		// Not written yet (in the queue), or the database is down: the
+		// engine's record answers for an active order, so a guest who got
+		// a 202 reads pending rather than a 404 or a 503.
 		r, rerr := s.engine.Reservation(ctx, id)
-		if rerr != nil || !r.Active || r.UserID != u.ID {
-			return nil, flashsale.ErrNotFound
+		switch {
+		case rerr == nil && r.Active && r.UserID == u.ID:
+			sale, serr := s.sale(ctx, r.SaleID)
+			if serr != nil {
+				return nil, serr
+			}
+			return orderOf(sale, r, flashsale.OrderPending), nil
+		case err != nil && !errors.Is(err, flashsale.ErrNotFound):
+			// The database did not answer and the engine cannot vouch for
+			// the order: say unavailable, not not-found.
+			return nil, fmt.Errorf("order=%s: %w: %w", id, flashsale.ErrUnavailable, err)
+		case flashsale.Unreachable(rerr):
+			return nil, fmt.Errorf("order=%s: %w", id, rerr)
 		}
-		sale, serr := s.sale(ctx, r.SaleID)
-		if serr != nil {
-			return nil, serr
-		}
-		return orderOf(sale, r, flashsale.OrderPending), nil
+		return nil, flashsale.ErrNotFound
 	}
 	if err != nil {
 		return nil, fmt.Errorf("order=%s: %w", id, err)

@@ -64,7 +64,7 @@ var sentinelBodies = func() map[*flashsale.Error][]byte {
 		flashsale.ErrNotStarted, flashsale.ErrEnded, flashsale.ErrHoldExpired,
 		flashsale.ErrAlreadyStarted, flashsale.ErrTokenInvalid, flashsale.ErrNotEligible,
 		flashsale.ErrUnavailable, flashsale.ErrInvalid, flashsale.ErrDuplicate,
-		flashsale.ErrKeyConflict, flashsale.ErrStale, flashsale.ErrNotLoaded,
+		flashsale.ErrKeyConflict, flashsale.ErrStale, flashsale.ErrNotLoaded, flashsale.ErrIndeterminate,
 		errUnauthenticated, errForbidden, errMethodNotAllowed,
 	} {
 		m[e] = encodeError(e.Code, e.Message)
@@ -86,6 +86,11 @@ func encodeError(code, message string) []byte {
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	code := flashsale.EInternal
 	fe, ok := errors.AsType[*flashsale.Error](err)
+	if !ok && flashsale.Unreachable(err) {
+		// A dependency that did not answer is a 503 to retry, never a 500.
+		s.log.WarnContext(r.Context(), "dependency unreachable", "method", r.Method, "path", r.URL.Path, "err", err)
+		fe, ok = flashsale.ErrUnavailable, true
+	}
 	if ok {
 		if _, known := statuses[fe.Code]; known {
 			code = fe.Code

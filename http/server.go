@@ -5,6 +5,8 @@
 package http
 
 import (
+	"cmp"
+	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -27,14 +29,27 @@ type Config struct {
 	// Demo registers POST /api/demo/login, which hands out user tokens to
 	// anyone. Never enable it in production.
 	Demo bool
+	// RequestTimeout is every request's deadline (default
+	// RequestTimeoutDefault): a dependency that stalls is answered 503
+	// within it, never a hang until the client gives up.
+	RequestTimeout time.Duration
 	// Now is the clock for token expiry; time.Now when nil.
 	Now func() time.Time
 	// Logger receives internal errors; discarded when nil.
 	Logger *slog.Logger
 }
 
+// Defaults for Config.
+const (
+	RequestTimeoutDefault = time.Second
+	// readyTimeout bounds /readyz on its own, shorter than a request: a
+	// load balancer's probe must learn "not ready" before it gives up.
+	readyTimeout = 250 * time.Millisecond
+)
+
 // Server serves the API. It is safe for concurrent use.
 type Server struct {
+	timeout time.Duration
 	svc     flashsale.Service
 	admin   []byte
 	secret  []byte
@@ -50,14 +65,15 @@ type Server struct {
 // NewServer returns a Server over svc.
 func NewServer(svc flashsale.Service, cfg Config) *Server {
 	s := &Server{
-		svc:    svc,
-		admin:  []byte(cfg.AdminToken),
-		secret: cfg.JWTSecret,
-		demo:   cfg.Demo,
-		now:    cfg.Now,
-		log:    cfg.Logger,
-		users:  newUserCache(userCacheSize),
-		mux:    http.NewServeMux(),
+		svc:     svc,
+		timeout: cmp.Or(cfg.RequestTimeout, RequestTimeoutDefault),
+		admin:   []byte(cfg.AdminToken),
+		secret:  cfg.JWTSecret,
+		demo:    cfg.Demo,
+		now:     cfg.Now,
+		log:     cfg.Logger,
+		users:   newUserCache(userCacheSize),
+		mux:     http.NewServeMux(),
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -116,8 +132,12 @@ func (s *Server) routes() []route {
 	return rs
 }
 
-// serveHTTP recovers from handler panics with a JSON 500.
+// serveHTTP gives the request its deadline and recovers from handler
+// panics with a JSON 500.
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), s.timeout)
+	defer cancel()
+	r = r.WithContext(ctx)
 	defer func() {
 		if v := recover(); v != nil {
 			if v == http.ErrAbortHandler {
@@ -161,7 +181,9 @@ func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
-	if err := s.svc.Ready(r.Context()); err != nil {
+	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+	defer cancel()
+	if err := s.svc.Ready(ctx); err != nil {
 		// Not ready is an expected state, not an internal error: log the
 		// cause and answer 503 so the load balancer stops sending traffic.
 		s.log.WarnContext(r.Context(), "not ready", "err", err)

@@ -297,3 +297,31 @@ func (e *Engine) SoldOut(saleID string, first, nights int) bool {
 	s := e.sale(saleID)
 	return s != nil && s.soldOut.Load()
 }
+
+// Ping always succeeds: the engine is in the process.
+func (e *Engine) Ping(context.Context) error { return nil }
+
+// Outbox returns nil: the in-process engine's writer commits the order
+// before the purchase is answered, so there is nothing to relay.
+func (e *Engine) Outbox() flashsale.Outbox { return nil }
+
+// Snapshot copies the sale's units left and its reservations.
+func (e *Engine) Snapshot(ctx context.Context, saleID string) (*flashsale.StockSnapshot, error) {
+	s := e.sale(saleID)
+	if s == nil {
+		return nil, flashsale.ErrNotLoaded
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	snap := &flashsale.StockSnapshot{
+		Nights:       make([]flashsale.NightStock, len(s.avail)),
+		Reservations: make([]flashsale.Reservation, 0, len(s.orders)),
+	}
+	for i, a := range s.avail {
+		snap.Nights[i].Available = a
+	}
+	for _, r := range s.orders {
+		snap.Reservations = append(snap.Reservations, *r)
+	}
+	return snap, nil
+}

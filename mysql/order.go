@@ -35,7 +35,7 @@ func queryOrder(ctx context.Context, q querier, where string, args ...any) (*fla
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, flashsale.ErrNotFound
 	}
-	return o, err
+	return o, down(err)
 }
 
 func queryOrders(ctx context.Context, q querier, where string, args ...any) ([]*flashsale.Order, error) {
@@ -45,7 +45,7 @@ func queryOrders(ctx context.Context, q querier, where string, args ...any) ([]*
 // scanOrders reads every row of a query that selects what scanOrder reads.
 func scanOrders(rows *sql.Rows, err error) ([]*flashsale.Order, error) {
 	if err != nil {
-		return nil, err
+		return nil, down(err)
 	}
 	defer rows.Close()
 	return sqlrows.Orders(rows)

@@ -64,7 +64,7 @@ func (s *Store) Sale(ctx context.Context, id string) (*flashsale.Sale, error) {
 	sales, err := querySales(ctx, s.db, `SELECT `+saleColumns+` FROM sales s
 		JOIN nights n ON n.sale_id = s.id WHERE s.id = ? ORDER BY n.idx`, id)
 	if err != nil {
-		return nil, fmt.Errorf("sale: sale=%s: %w", id, err)
+		return nil, fmt.Errorf("sale: sale=%s: %w", id, down(err))
 	}
 	if len(sales) == 0 {
 		return nil, fmt.Errorf("sale: sale=%s: %w", id, flashsale.ErrNotFound)
@@ -79,7 +79,7 @@ func (s *Store) Sales(ctx context.Context, now time.Time) ([]*flashsale.Sale, er
 		JOIN nights n ON n.sale_id = s.id WHERE s.ends_at_ms > ?
 		ORDER BY s.starts_at_ms, s.id, n.idx`, now.UnixMilli())
 	if err != nil {
-		return nil, fmt.Errorf("sales: %w", err)
+		return nil, fmt.Errorf("sales: %w", down(err))
 	}
 	return sales, nil
 }
@@ -99,7 +99,7 @@ func querySales(ctx context.Context, q querier, query string, args ...any) ([]*f
 func (s *Store) NightStocks(ctx context.Context, saleID string) ([]flashsale.NightStock, error) {
 	nights, err := queryNightStocks(ctx, s.db, saleID)
 	if err != nil {
-		return nil, fmt.Errorf("night stocks: sale=%s: %w", saleID, err)
+		return nil, fmt.Errorf("night stocks: sale=%s: %w", saleID, down(err))
 	}
 	return nights, nil
 }
@@ -127,12 +127,12 @@ func queryNightStocks(ctx context.Context, q querier, saleID string) ([]flashsal
 func (s *Store) Snapshot(ctx context.Context, saleID string) (*flashsale.StockSnapshot, error) {
 	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
 	if err != nil {
-		return nil, fmt.Errorf("snapshot: sale=%s: %w", saleID, err)
+		return nil, fmt.Errorf("snapshot: sale=%s: %w", saleID, down(err))
 	}
 	defer tx.Rollback()
 	snap, err := snapshot(ctx, tx, saleID)
 	if err != nil {
-		return nil, fmt.Errorf("snapshot: sale=%s: %w", saleID, err)
+		return nil, fmt.Errorf("snapshot: sale=%s: %w", saleID, down(err))
 	}
 	return snap, tx.Commit()
 }

@@ -274,13 +274,24 @@ func (s *Store) inTx(ctx context.Context, op string, fn func(tx *sql.Tx) error) 
 func (s *Store) tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
-		return err
+		return down(err)
 	}
 	if err := fn(tx); err != nil {
 		tx.Rollback()
-		return err
+		return down(err)
 	}
-	return tx.Commit()
+	return down(tx.Commit())
+}
+
+// down marks the driver's "the connection broke" as ErrUnavailable.
+// database/sql retries driver.ErrBadConn on its own, but a connection that
+// dies mid-query surfaces as the driver's ErrInvalidConn, and callers must
+// see an outage (503, wait it out), not an internal error.
+func down(err error) error {
+	if errors.Is(err, gomysql.ErrInvalidConn) {
+		return fmt.Errorf("%w: %w", flashsale.ErrUnavailable, err)
+	}
+	return err
 }
 
 // isDuplicate reports whether err is a unique key violation.
@@ -302,4 +313,4 @@ func ms(t time.Time) int64 {
 func nullKey(k string) sql.NullString { return sql.NullString{String: k, Valid: k != ""} }
 
 // Ping reports whether the database answers; /readyz uses it.
-func (s *Store) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
+func (s *Store) Ping(ctx context.Context) error { return down(s.db.PingContext(ctx)) }

@@ -71,7 +71,25 @@ type Options struct {
 	// PoolSize is the connection pool size (per node on a Cluster);
 	// default PoolSizeDefault.
 	PoolSize int
+	// Timeout bounds writing every command and reading its reply; default
+	// TimeoutDefault. A caller's context deadline applies too, whichever
+	// ends first. A Redis that stalls (SIGSTOP, a failover, a full network
+	// buffer) is then an ErrUnavailable within Timeout, never a hang.
+	// Waiting for a free connection is bounded by the caller's deadline
+	// and by poolTimeout: in a storm thousands of callers queue for the
+	// pool behind commands that are all quick, and that queue is load,
+	// not a stalled Redis.
+	Timeout time.Duration
 }
+
+// TimeoutDefault is Options.Timeout's default: a reserve takes well under
+// a millisecond in Redis, so half a second only trips on a Redis that has
+// stopped answering, or on a machine so overloaded that a 503 is right.
+const TimeoutDefault = 500 * time.Millisecond
+
+// poolTimeout bounds the wait for a pool connection when the caller's
+// context has no deadline (the service's requests all have one).
+const poolTimeout = 5 * time.Second
 
 var (
 	//go:embed reserve.lua
@@ -83,10 +101,10 @@ var (
 	//go:embed load.lua
 	loadLua string
 
-	reserveScript = goredis.NewScript(reserveLua)
-	releaseScript = goredis.NewScript(releaseLua)
-	retakeScript  = goredis.NewScript(retakeLua)
-	loadScript    = goredis.NewScript(loadLua)
+	reserveScript = goredis.NewScript(scriptSource(reserveLua))
+	releaseScript = goredis.NewScript(scriptSource(releaseLua))
+	retakeScript  = goredis.NewScript(scriptSource(retakeLua))
+	loadScript    = goredis.NewScript(scriptSource(loadLua))
 )
 
 // Engine is the Redis stock engine. It is safe for concurrent use.
@@ -143,6 +161,7 @@ func Open(ctx context.Context, url string, opts Options, logger *slog.Logger) (*
 // newClient picks a Client for one address and a ClusterClient for a seed list.
 func newClient(raw string, opts Options) (goredis.UniversalClient, error) {
 	poolSize := cmp.Or(opts.PoolSize, PoolSizeDefault)
+	timeout := cmp.Or(opts.Timeout, TimeoutDefault)
 	u, err := url.Parse(raw)
 	if err != nil || !strings.Contains(u.Host, ",") {
 		o, err := goredis.ParseURL(raw)
@@ -150,6 +169,8 @@ func newClient(raw string, opts Options) (goredis.UniversalClient, error) {
 			return nil, err
 		}
 		o.PoolSize = poolSize
+		o.ReadTimeout, o.WriteTimeout, o.PoolTimeout = timeout, timeout, poolTimeout
+		o.ContextTimeoutEnabled = true
 		return goredis.NewClient(o), nil
 	}
 	addrs := strings.Split(u.Host, ",")
@@ -165,14 +186,16 @@ func newClient(raw string, opts Options) (goredis.UniversalClient, error) {
 		return nil, errors.New("a Redis Cluster has only database 0")
 	}
 	return goredis.NewClusterClient(&goredis.ClusterOptions{
-		Addrs:        addrs,
-		Username:     o.Username,
-		Password:     o.Password,
-		TLSConfig:    o.TLSConfig,
-		DialTimeout:  o.DialTimeout,
-		ReadTimeout:  o.ReadTimeout,
-		WriteTimeout: o.WriteTimeout,
-		PoolSize:     poolSize,
+		Addrs:                 addrs,
+		Username:              o.Username,
+		Password:              o.Password,
+		TLSConfig:             o.TLSConfig,
+		DialTimeout:           o.DialTimeout,
+		ReadTimeout:           timeout,
+		WriteTimeout:          timeout,
+		PoolTimeout:           poolTimeout,
+		ContextTimeoutEnabled: true,
+		PoolSize:              poolSize,
 	}), nil
 }
 
@@ -311,8 +334,8 @@ func (e *Engine) Load(ctx context.Context, snap *flashsale.StockSnapshot, now ti
 		return unavailable("load: sale="+s.ID, err)
 	}
 	switch code(reply) {
-	case 1:
-	case 0:
+	case replyOK:
+	case replyStarted:
 		return fmt.Errorf("load: sale=%s: %w", s.ID, flashsale.ErrAlreadyStarted)
 	default:
 		return unavailable("load: sale="+s.ID, errors.New("staged stock expired before commit"))
@@ -374,15 +397,6 @@ func (e *Engine) indexOrders(ctx context.Context, saleID string, rs []flashsale.
 }
 
 func keyField(userID, key string) string { return userID + "\x00" + key }
-
-// code is the first element of a script reply.
-func code(reply []any) int64 {
-	if len(reply) == 0 {
-		return -1
-	}
-	n, _ := reply[0].(int64)
-	return n
-}
 
 // Reserve runs reserve.lua. A stay touching a night this engine has heard
 // is sold out is refused locally without a round trip, unless the request
@@ -454,7 +468,7 @@ func (e *Engine) reserve(ctx context.Context, r *flashsale.Reservation, token st
 		return "", unavailable("reserve: sale="+r.SaleID, err)
 	}
 	switch code(reply) {
-	case 1:
+	case replyOK:
 		if expire, _ := reply[1].(int64); expire != k.expire.Load() {
 			k.expire.Store(expire)
 		}
@@ -463,7 +477,7 @@ func (e *Engine) reserve(ctx context.Context, r *flashsale.Reservation, token st
 			e.logger.WarnContext(ctx, "index order", "sale_id", r.SaleID, "order_id", r.OrderID, "err", err)
 		}
 		return "", nil
-	case 2:
+	case replyExisting:
 		existing, _ := reply[1].(string)
 		if existing != r.OrderID {
 			e.lazy.add(lazyWrite{key: orderKey, del: true})
@@ -472,15 +486,15 @@ func (e *Engine) reserve(ctx context.Context, r *flashsale.Reservation, token st
 	}
 	e.lazy.add(lazyWrite{key: orderKey, del: true})
 	switch code(reply) {
-	case 3:
+	case replySoldOut:
 		return "", flashsale.ErrSoldOut
-	case 4:
+	case replyLimit:
 		return "", flashsale.ErrLimitExceeded
-	case 5:
+	case replyNotLoaded:
 		return "", flashsale.ErrNotLoaded
-	case 6:
+	case replyInvalidStay:
 		return "", flashsale.Errorf(flashsale.EInvalid, "the stay is outside the sale's nights or rooms is not positive")
-	case 7:
+	case replyTokenSpent:
 		return "", flashsale.ErrTokenInvalid
 	default:
 		return "", fmt.Errorf("reserve: sale=%s: unexpected script reply %v", r.SaleID, reply)
@@ -516,16 +530,16 @@ func (e *Engine) Release(ctx context.Context, saleID, orderID string) error {
 		return unavailable("release: sale="+saleID+" order="+orderID, err)
 	}
 	switch code(reply) {
-	case 0:
+	case replyInactive:
 		return nil
-	case 1:
+	case replyOK:
 		// Other engines clear their flags when the broadcast arrives; this
 		// one clears now so its own next Reserve sees the units at once.
 		if csv, _ := reply[1].(string); csv != "" {
 			e.flags.clearNights(saleID, csv)
 		}
 		return nil
-	case 5:
+	case replyNotLoaded:
 		return flashsale.ErrNotLoaded
 	}
 	return fmt.Errorf("release: sale=%s order=%s: unexpected script reply %v", saleID, orderID, reply)
@@ -539,15 +553,15 @@ func (e *Engine) Retake(ctx context.Context, saleID, orderID string) error {
 		return unavailable("retake: sale="+saleID+" order="+orderID, err)
 	}
 	switch code(reply) {
-	case 1:
+	case replyOK:
 		return nil
-	case 3:
+	case replySoldOut:
 		return flashsale.ErrSoldOut
-	case 4:
+	case replyLimit:
 		return flashsale.ErrLimitExceeded
-	case 5:
+	case replyNotLoaded:
 		return flashsale.ErrNotLoaded
-	case 7:
+	case replyUnknownOrder:
 		return flashsale.ErrNotFound
 	}
 	return fmt.Errorf("retake: sale=%s order=%s: unexpected script reply %v", saleID, orderID, reply)
@@ -645,18 +659,64 @@ func (e *Engine) Available(ctx context.Context, saleID string) ([]int, error) {
 	if err != nil {
 		return nil, unavailable("available: sale="+saleID, err)
 	}
+	avail, err := parseStock(saleID, nights, stock)
+	if err != nil {
+		return nil, fmt.Errorf("available: %w", err)
+	}
+	return avail, nil
+}
+
+// parseStock reads the night count and the stock hash into units per night.
+func parseStock(saleID string, nights *goredis.StringCmd, stock *goredis.MapStringStringCmd) ([]int, error) {
 	n, err := nights.Int()
 	if err != nil {
-		return nil, fmt.Errorf("available: sale=%s: nights: %w", saleID, err)
+		return nil, fmt.Errorf("sale=%s: nights: %w", saleID, err)
 	}
 	out := make([]int, n)
 	for f, v := range stock.Val() {
 		i, err1 := strconv.Atoi(f)
 		a, err2 := strconv.Atoi(v)
 		if err1 != nil || err2 != nil || i < 0 || i >= n {
-			return nil, fmt.Errorf("available: sale=%s: bad stock field %q=%q", saleID, f, v)
+			return nil, fmt.Errorf("sale=%s: bad stock field %q=%q", saleID, f, v)
 		}
 		out[i] = a
 	}
 	return out, nil
+}
+
+// Snapshot reads the sale's units left and every reservation record in
+// one MULTI (the keys share the sale's slot), so the two agree: an audit
+// comparing them with the database must not see a reserve half-applied.
+func (e *Engine) Snapshot(ctx context.Context, saleID string) (*flashsale.StockSnapshot, error) {
+	k := e.saleKeys(saleID)
+	var nights *goredis.StringCmd
+	var stock, res *goredis.MapStringStringCmd
+	_, err := e.client.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+		nights = p.HGet(ctx, k.meta, "nights")
+		stock = p.HGetAll(ctx, k.stock)
+		res = p.HGetAll(ctx, k.res)
+		return nil
+	})
+	if errors.Is(err, goredis.Nil) {
+		return nil, flashsale.ErrNotLoaded
+	}
+	if err != nil {
+		return nil, unavailable("snapshot: sale="+saleID, err)
+	}
+	avail, err := parseStock(saleID, nights, stock)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: %w", err)
+	}
+	snap := &flashsale.StockSnapshot{Nights: make([]flashsale.NightStock, len(avail))}
+	for i, a := range avail {
+		snap.Nights[i].Available = a
+	}
+	for id, v := range res.Val() {
+		r, err := parseRecord(saleID, id, v)
+		if err != nil {
+			return nil, fmt.Errorf("snapshot: sale=%s order=%s: %w", saleID, id, err)
+		}
+		snap.Reservations = append(snap.Reservations, *r)
+	}
+	return snap, nil
 }

@@ -8,15 +8,16 @@
 -- ARGV: 1 now (unix ms), 2 starts_at ms, 3 ends_at ms, 4 per-user limit,
 --       5 hold seconds, 6 nights, 7 expire_at ms, 8 sold-out channel, 9 sale id
 --
--- Reply: {1} loaded, {0} already started, {-1} staging lost.
+-- Reply (names from redis/reply.go): {OK} loaded, {STARTED} already
+-- started, {STAGING_LOST}.
 local starts = redis.call('HGET', KEYS[1], 'starts')
 if starts and tonumber(ARGV[1]) >= tonumber(starts) then
   redis.call('DEL', KEYS[7], KEYS[8], KEYS[9], KEYS[10])
-  return {0}
+  return {STARTED}
 end
 if redis.call('EXISTS', KEYS[7]) == 0 then
   redis.call('DEL', KEYS[8], KEYS[9], KEYS[10])
-  return {-1}
+  return {STAGING_LOST}
 end
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
 for i = 2, 5 do
@@ -38,4 +39,4 @@ redis.call('PUBLISH', ARGV[8], 'l - ' .. ARGV[9])
 if #zero > 0 then
   redis.call('PUBLISH', ARGV[8], 'z ' .. table.concat(zero, ',') .. ' ' .. ARGV[9])
 end
-return {1}
+return {OK}

@@ -5,13 +5,14 @@
 -- KEYS: 1 meta, 2 stock, 3 users, 4 res, 5 unconfirmed
 -- ARGV: 1 order id, 2 sold-out channel, 3 sale id
 --
--- Reply: {1, nights_back_csv} released, {0} nothing to do, {5} not loaded.
+-- Reply (names from redis/reply.go): {OK, nights_back_csv} released,
+-- {INACTIVE} nothing to do, {NOT_LOADED}.
 if redis.call('EXISTS', KEYS[1]) == 0 then
-  return {5}
+  return {NOT_LOADED}
 end
 local v = redis.call('HGET', KEYS[4], ARGV[1])
 if not v or string.sub(v, 1, 1) ~= '1' then
-  return {0}
+  return {INACTIVE}
 end
 local rooms, first, nights, ulen, pos = string.match(v, '^1|(%d+)|(%d+)|(%d+)|%-?%d+|%-?%d+|(%d+)|()')
 rooms, first, nights, ulen = tonumber(rooms), tonumber(first), tonumber(nights), tonumber(ulen)
@@ -32,4 +33,4 @@ local csv = table.concat(back, ',')
 if #back > 0 then
   redis.call('PUBLISH', ARGV[2], 'b ' .. csv .. ' ' .. ARGV[3])
 end
-return {1, csv}
+return {OK, csv}

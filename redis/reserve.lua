@@ -7,9 +7,9 @@
 --       8 record without its active flag, 9 sold-out channel, 10 sale id,
 --       11 when the token expires (unix ms, with KEYS[7])
 --
--- Reply: {1, expire_ms} ok, {2, order_id} existing order for the key or id,
--- {3} sold out, {4} limit exceeded, {5} not loaded, {6} invalid stay,
--- {7} token already spent.
+-- Reply (the names are redis/reply.go's, declared ahead of this script):
+-- {OK, expire_ms}, {EXISTING, order_id} for the key or id, {SOLD_OUT},
+-- {LIMIT}, {NOT_LOADED}, {INVALID_STAY}, {TOKEN_SPENT}.
 -- The token is spent after the idempotency check (a retry gets its order
 -- back although its first attempt spent the token) and before every other
 -- answer, which leave it spent, as a separate spend would.
@@ -18,30 +18,30 @@
 -- change to the sale's stock.
 local meta = redis.call('HMGET', KEYS[1], 'nights', 'limit', 'expire')
 if not meta[1] then
-  return {5}
+  return {NOT_LOADED}
 end
 if ARGV[3] ~= '' then
   local existing = redis.call('HGET', KEYS[4], ARGV[3])
   if existing then
-    return {2, existing}
+    return {EXISTING, existing}
   end
 end
 if redis.call('HEXISTS', KEYS[5], ARGV[1]) == 1 then
-  return {2, ARGV[1]}
+  return {EXISTING, ARGV[1]}
 end
 if KEYS[7] and not redis.call('SET', KEYS[7], '1', 'NX', 'PXAT', ARGV[11]) then
-  return {7}
+  return {TOKEN_SPENT}
 end
 local n = tonumber(meta[1])
 local first = tonumber(ARGV[4])
 local nights = tonumber(ARGV[5])
 local rooms = tonumber(ARGV[6])
 if first < 0 or nights < 1 or rooms < 1 or first + nights > n then
-  return {6}
+  return {INVALID_STAY}
 end
 local held = tonumber(redis.call('HGET', KEYS[3], ARGV[2]) or '0')
 if held + rooms > tonumber(meta[2]) then
-  return {4}
+  return {LIMIT}
 end
 local idx = {}
 for i = 1, nights do
@@ -50,7 +50,7 @@ end
 local avail = redis.call('HMGET', KEYS[2], unpack(idx))
 for i = 1, nights do
   if (tonumber(avail[i]) or 0) < rooms then
-    return {3}
+    return {SOLD_OUT}
   end
 end
 local zero = {}
@@ -71,4 +71,4 @@ end
 if #zero > 0 then
   redis.call('PUBLISH', ARGV[9], 'z ' .. table.concat(zero, ',') .. ' ' .. ARGV[10])
 end
-return {1, tonumber(meta[3])}
+return {OK, tonumber(meta[3])}

@@ -4,29 +4,29 @@
 -- KEYS: 1 meta, 2 stock, 3 users, 4 res
 -- ARGV: 1 order id, 2 sold-out channel, 3 sale id
 --
--- Reply: {1} active (retaken now or already), {3} sold out,
--- {4} limit exceeded, {5} not loaded, {7} unknown order.
+-- Reply (names from redis/reply.go): {OK} active (retaken now or already),
+-- {SOLD_OUT}, {LIMIT}, {NOT_LOADED}, {UNKNOWN_ORDER}.
 local meta = redis.call('HMGET', KEYS[1], 'limit', 'expire')
 if not meta[1] then
-  return {5}
+  return {NOT_LOADED}
 end
 local v = redis.call('HGET', KEYS[4], ARGV[1])
 if not v then
-  return {7}
+  return {UNKNOWN_ORDER}
 end
 if string.sub(v, 1, 1) == '1' then
-  return {1}
+  return {OK}
 end
 local rooms, first, nights, ulen, pos = string.match(v, '^0|(%d+)|(%d+)|(%d+)|%-?%d+|%-?%d+|(%d+)|()')
 rooms, first, nights, ulen = tonumber(rooms), tonumber(first), tonumber(nights), tonumber(ulen)
 local user = string.sub(v, pos, pos + ulen - 1)
 local held = tonumber(redis.call('HGET', KEYS[3], user) or '0')
 if held + rooms > tonumber(meta[1]) then
-  return {4}
+  return {LIMIT}
 end
 for i = first, first + nights - 1 do
   if (tonumber(redis.call('HGET', KEYS[2], i)) or 0) < rooms then
-    return {3}
+    return {SOLD_OUT}
   end
 end
 local zero = {}
@@ -41,4 +41,4 @@ redis.call('HSET', KEYS[4], ARGV[1], '1' .. string.sub(v, 2))
 if #zero > 0 then
   redis.call('PUBLISH', ARGV[2], 'z ' .. table.concat(zero, ',') .. ' ' .. ARGV[3])
 end
-return {1}
+return {OK}

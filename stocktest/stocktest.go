@@ -31,7 +31,112 @@ func Run(t *testing.T, newEngine func(tb testing.TB) flashsale.StockEngine) {
 	t.Run("Retake", func(t *testing.T) { testRetake(t, newEngine) })
 	t.Run("Lookup", func(t *testing.T) { testLookup(t, newEngine) })
 	t.Run("ReserveSpending", func(t *testing.T) { testReserveSpending(t, newEngine) })
+	t.Run("Capabilities", func(t *testing.T) { testCapabilities(t, newEngine) })
 	t.Run("Storm", func(t *testing.T) { testStorm(t, newEngine) })
+}
+
+// testCapabilities checks what the funnel relies on beyond the atomic
+// steps, so a wrapper (breaker, metrics) that forgot to forward one fails
+// here rather than in production: the sold-out fast path, the readiness
+// ping and, where the engine has one, the outbox.
+func testCapabilities(t *testing.T, newEngine func(tb testing.TB) flashsale.StockEngine) {
+	t.Run("Ping", func(t *testing.T) {
+		if err := newEngine(t).Ping(t.Context()); err != nil {
+			t.Fatalf("Ping: %v", err)
+		}
+	})
+	t.Run("SoldOut", func(t *testing.T) {
+		e := newEngine(t)
+		snap := newSnapshot(1, 1)
+		mustLoad(t, e, snap, before(snap))
+		id := snap.Sale.ID
+		if e.SoldOut(id, 0, 1) {
+			t.Fatal("SoldOut before any reservation")
+		}
+		r := mustReserve(t, e, newReservation(snap, newID("user"), 0, 1, 1, ""))
+		// An engine that learns of a sell-out by a broadcast may take a moment.
+		waitFor(t, "SoldOut after the last room went", func() bool { return e.SoldOut(id, 0, 1) })
+		mustRelease(t, e, snap, r.OrderID)
+		waitFor(t, "not SoldOut after the room came back", func() bool { return !e.SoldOut(id, 0, 1) })
+		if e.SoldOut(newID("sale"), 0, 1) {
+			t.Error("SoldOut of an unknown sale: only a certain sell-out may skip the engine")
+		}
+	})
+	t.Run("Snapshot", func(t *testing.T) {
+		e := newEngine(t)
+		snap := newSnapshot(2, 3, 3)
+		mustLoad(t, e, snap, before(snap))
+		kept := mustReserve(t, e, newReservation(snap, newID("user"), 0, 2, 1, "key-1"))
+		gone := mustReserve(t, e, newReservation(snap, newID("user"), 1, 1, 2, ""))
+		mustRelease(t, e, snap, gone.OrderID)
+		got, err := e.Snapshot(t.Context(), snap.Sale.ID)
+		if err != nil {
+			t.Fatalf("Snapshot: %v", err)
+		}
+		if avail := []int{got.Nights[0].Available, got.Nights[1].Available}; len(got.Nights) != 2 || avail[0] != 2 || avail[1] != 2 {
+			t.Errorf("Snapshot nights = %+v, want 2 and 2 available", got.Nights)
+		}
+		want := map[string]flashsale.Reservation{kept.OrderID: *kept, gone.OrderID: *gone}
+		k, g := want[kept.OrderID], want[gone.OrderID]
+		k.Active, g.Active = true, false
+		want[kept.OrderID], want[gone.OrderID] = k, g
+		have := map[string]flashsale.Reservation{}
+		for _, r := range got.Reservations {
+			have[r.OrderID] = r
+		}
+		if diff := cmp.Diff(want, have); diff != "" {
+			t.Errorf("Snapshot reservations mismatch (-want +got):\n%s", diff)
+		}
+		if _, err := e.Snapshot(t.Context(), newID("sale")); !errors.Is(err, flashsale.ErrNotLoaded) {
+			t.Errorf("Snapshot of an unknown sale = %v, want ErrNotLoaded", err)
+		}
+	})
+	t.Run("Outbox", func(t *testing.T) {
+		e := newEngine(t)
+		ob := e.Outbox()
+		if ob == nil {
+			t.Skip("the engine keeps no outbox")
+		}
+		snap := newSnapshot(5, 5)
+		mustLoad(t, e, snap, before(snap))
+		confirmed := mustReserve(t, e, newReservation(snap, newID("user"), 0, 1, 1, ""))
+		released := mustReserve(t, e, newReservation(snap, newID("user"), 0, 1, 1, ""))
+		waiting := mustReserve(t, e, newReservation(snap, newID("user"), 0, 1, 1, ""))
+		unconfirmed := func() map[string]bool {
+			rs, err := ob.Unconfirmed(t.Context(), time.Now().Add(time.Minute), 1<<20)
+			if err != nil {
+				t.Fatalf("Unconfirmed: %v", err)
+			}
+			ids := map[string]bool{}
+			for _, r := range rs {
+				ids[r.OrderID] = true
+			}
+			return ids
+		}
+		if u := unconfirmed(); !u[confirmed.OrderID] || !u[released.OrderID] || !u[waiting.OrderID] {
+			t.Fatalf("a fresh reservation is not unconfirmed: %v", u)
+		}
+		if err := ob.Confirm(t.Context(), snap.Sale.ID, confirmed.OrderID); err != nil {
+			t.Fatalf("Confirm: %v", err)
+		}
+		mustRelease(t, e, snap, released.OrderID)
+		waitFor(t, "confirmed and released orders leave the outbox", func() bool {
+			u := unconfirmed()
+			return !u[confirmed.OrderID] && !u[released.OrderID] && u[waiting.OrderID]
+		})
+	})
+}
+
+// waitFor polls cond until it holds, failing the test after five seconds.
+func waitFor(tb testing.TB, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out waiting: %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 func testLoad(t *testing.T, newEngine func(tb testing.TB) flashsale.StockEngine) {

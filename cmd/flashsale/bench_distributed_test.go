@@ -427,16 +427,12 @@ func distRedisBenchmark(b *testing.B, redisURL string, n int) (rps, p50, p99 flo
 	if err != nil {
 		b.Fatal(err)
 	}
-	src, err := os.ReadFile("../../redis/reserve.lua")
-	if err != nil {
-		b.Fatal(err)
-	}
 	ctx := context.Background()
 	_, sale, prefix := distEngine(b, redisURL)
 	saleID, now := sale.ID, time.Now()
 	rc := goredis.NewClient(o)
 	defer rc.Close()
-	sha, err := rc.ScriptLoad(ctx, string(src)).Result()
+	sha, err := rc.ScriptLoad(ctx, redis.ReserveScript()).Result()
 	if err != nil {
 		b.Fatal(err)
 	}

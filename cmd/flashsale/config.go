@@ -25,6 +25,15 @@ const (
 	ShutdownDefault     = 10 * time.Second
 	QueueNameDefault    = "flashsale"
 	RedisPrefixDefault  = "flashsale:"
+	// RequestTimeoutDefault is every HTTP request's deadline.
+	RequestTimeoutDefault = time.Second
+	// RedisTimeoutDefault bounds each Redis command (see redis.Options.Timeout).
+	RedisTimeoutDefault = 500 * time.Millisecond
+	// StartTimeoutDefault bounds start-up: connecting to the database,
+	// Redis and RabbitMQ, migrating and loading the current sales. A
+	// dependency that accepts connections and never answers makes serve
+	// fail with its name instead of hanging.
+	StartTimeoutDefault = 20 * time.Second
 )
 
 // Config is everything `flashsale serve` can be told: defaults, then
@@ -49,6 +58,12 @@ type Config struct {
 	OrderRate float64
 	// ReapInterval bounds how late an expired hold is released. FLASHSALE_REAP_INTERVAL.
 	ReapInterval time.Duration
+	// RequestTimeout is every HTTP request's deadline. FLASHSALE_REQUEST_TIMEOUT.
+	RequestTimeout time.Duration
+	// RedisTimeout bounds each Redis command. FLASHSALE_REDIS_TIMEOUT.
+	RedisTimeout time.Duration
+	// StartTimeout bounds start-up. FLASHSALE_START_TIMEOUT.
+	StartTimeout time.Duration
 	LogLevel     slog.Level // FLASHSALE_LOG_LEVEL: debug, info, warn, error
 	Demo         bool       // --demo: seed a sample sale and enable POST /api/demo/login
 }
@@ -56,17 +71,20 @@ type Config struct {
 // parseConfig reads the environment, then the flags of a subcommand.
 func parseConfig(fset *flag.FlagSet, args []string, getenv func(string) string) (Config, error) {
 	c := Config{
-		Addr:         cmp.Or(getenv("FLASHSALE_ADDR"), AddrDefault),
-		DataDir:      cmp.Or(getenv("FLASHSALE_DATA_DIR"), DataDirDefault),
-		DatabaseURL:  getenv("FLASHSALE_DATABASE_URL"),
-		RedisURL:     getenv("FLASHSALE_REDIS_URL"),
-		AMQPURL:      getenv("FLASHSALE_AMQP_URL"),
-		QueueName:    cmp.Or(getenv("FLASHSALE_QUEUE_NAME"), QueueNameDefault),
-		RedisPrefix:  cmp.Or(getenv("FLASHSALE_REDIS_PREFIX"), RedisPrefixDefault),
-		AdminToken:   getenv("FLASHSALE_ADMIN_TOKEN"),
-		JWTSecret:    getenv("FLASHSALE_JWT_SECRET"),
-		OrderRate:    OrderRateDefault,
-		ReapInterval: ReapIntervalDefault,
+		Addr:           cmp.Or(getenv("FLASHSALE_ADDR"), AddrDefault),
+		DataDir:        cmp.Or(getenv("FLASHSALE_DATA_DIR"), DataDirDefault),
+		DatabaseURL:    getenv("FLASHSALE_DATABASE_URL"),
+		RedisURL:       getenv("FLASHSALE_REDIS_URL"),
+		AMQPURL:        getenv("FLASHSALE_AMQP_URL"),
+		QueueName:      cmp.Or(getenv("FLASHSALE_QUEUE_NAME"), QueueNameDefault),
+		RedisPrefix:    cmp.Or(getenv("FLASHSALE_REDIS_PREFIX"), RedisPrefixDefault),
+		AdminToken:     getenv("FLASHSALE_ADMIN_TOKEN"),
+		JWTSecret:      getenv("FLASHSALE_JWT_SECRET"),
+		OrderRate:      OrderRateDefault,
+		ReapInterval:   ReapIntervalDefault,
+		RequestTimeout: RequestTimeoutDefault,
+		RedisTimeout:   RedisTimeoutDefault,
+		StartTimeout:   StartTimeoutDefault,
 	}
 	var errs []error
 	if v := getenv("FLASHSALE_ORDER_RATE"); v != "" {
@@ -76,12 +94,22 @@ func parseConfig(fset *flag.FlagSet, args []string, getenv func(string) string) 
 		}
 		c.OrderRate = f
 	}
-	if v := getenv("FLASHSALE_REAP_INTERVAL"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("FLASHSALE_REAP_INTERVAL: %w", err))
+	for _, d := range []struct {
+		name string
+		to   *time.Duration
+	}{
+		{"FLASHSALE_REAP_INTERVAL", &c.ReapInterval},
+		{"FLASHSALE_REQUEST_TIMEOUT", &c.RequestTimeout},
+		{"FLASHSALE_REDIS_TIMEOUT", &c.RedisTimeout},
+		{"FLASHSALE_START_TIMEOUT", &c.StartTimeout},
+	} {
+		if v := getenv(d.name); v != "" {
+			v, err := time.ParseDuration(v)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", d.name, err))
+			}
+			*d.to = v
 		}
-		c.ReapInterval = d
 	}
 	if v := getenv("FLASHSALE_LOG_LEVEL"); v != "" {
 		if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil {
@@ -119,6 +147,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("FLASHSALE_ORDER_RATE must not be negative")
 	case c.ReapInterval <= 0:
 		return fmt.Errorf("FLASHSALE_REAP_INTERVAL must be positive")
+	case c.RequestTimeout <= 0 || c.RedisTimeout <= 0 || c.StartTimeout <= 0:
+		return fmt.Errorf("FLASHSALE_REQUEST_TIMEOUT, FLASHSALE_REDIS_TIMEOUT and FLASHSALE_START_TIMEOUT must be positive")
 	case c.AMQPURL != "" && c.RedisURL == "":
 		return fmt.Errorf("FLASHSALE_AMQP_URL needs FLASHSALE_REDIS_URL: the queue path relies on the Redis outbox")
 	}
@@ -140,6 +170,9 @@ func (c Config) LogValue() slog.Value {
 		slog.String("queue_name", c.QueueName),
 		slog.Float64("order_rate", c.OrderRate),
 		slog.Duration("reap_interval", c.ReapInterval),
+		slog.Duration("request_timeout", c.RequestTimeout),
+		slog.Duration("redis_timeout", c.RedisTimeout),
+		slog.Duration("start_timeout", c.StartTimeout),
 		slog.Bool("demo", c.Demo),
 	)
 }

@@ -75,6 +75,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
 	if cmd == "migrate" {
+		ctx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
+		defer cancel()
 		store, err := openStore(ctx, cfg, logger)
 		if err != nil {
 			return err
@@ -118,8 +120,21 @@ func NewMain(cfg Config, logger *slog.Logger, out io.Writer) *Main {
 // Addr is the address the HTTP server listens on, once open.
 func (m *Main) Addr() string { return m.ln.Addr().String() }
 
-// Open wires the parts for the configured shape and starts serving.
+// Open wires the parts for the configured shape and starts serving. It
+// gives up after StartTimeout, saying what it was waiting for.
 func (m *Main) Open(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, m.Config.StartTimeout)
+	defer cancel()
+	if err := m.open(ctx); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("start: gave up after FLASHSALE_START_TIMEOUT=%s: %w", m.Config.StartTimeout, err)
+		}
+		return err
+	}
+	return nil
+}
+
+func (m *Main) open(ctx context.Context) error {
 	cfg := m.Config
 	m.log.Info("starting flashsale", "version", flashsale.Version, "config", cfg)
 	adminToken, genAdmin, err := secret(cfg.AdminToken, cfg.DataDir, "admin_token")
@@ -155,6 +170,7 @@ func (m *Main) Open(ctx context.Context) error {
 
 	h := fshttp.NewServer(m.svc, fshttp.Config{
 		JWTSecret: []byte(jwtSecret), AdminToken: adminToken, Demo: cfg.Demo, Logger: m.log,
+		RequestTimeout: cfg.RequestTimeout,
 	})
 	if m.ln, err = net.Listen("tcp", cfg.Addr); err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -184,9 +200,9 @@ func (m *Main) openStock(ctx context.Context) error {
 	if cfg.RedisURL == "" {
 		m.engine = inmem.NewEngine()
 	} else {
-		e, err := redis.Open(ctx, cfg.RedisURL, redis.Options{Prefix: cfg.RedisPrefix}, m.log)
+		e, err := redis.Open(ctx, cfg.RedisURL, redis.Options{Prefix: cfg.RedisPrefix, Timeout: cfg.RedisTimeout}, m.log)
 		if err != nil {
-			return fmt.Errorf("open redis: %w", err)
+			return err // it says "open redis"
 		}
 		m.closers = append(m.closers, e.Close)
 		m.engine = e
@@ -197,16 +213,17 @@ func (m *Main) openStock(ctx context.Context) error {
 		m.writer = w
 		return nil
 	}
-	outbox, ok := m.engine.(funnel.Outbox)
-	if !ok {
+	outbox := m.engine.Outbox()
+	if outbox == nil {
 		return fmt.Errorf("FLASHSALE_AMQP_URL needs FLASHSALE_REDIS_URL: the queue path relies on the Redis outbox")
 	}
 	released := &funnel.ReleasingStore{Store: m.store, Engine: m.engine, Logger: m.log}
-	// A message is dead-lettered (its units returned, its guest's pending
-	// order gone) only after this many failed deliveries; with the
-	// consumer's backoff (up to 10 s) that rides out a database outage of a
-	// few minutes instead of a few seconds.
-	qcfg := amqp.Config{URL: cfg.AMQPURL, Name: cfg.QueueName, RatePerSec: cfg.OrderRate, MaxAttempts: 30, OnDead: released.Dead}
+	// A database outage spends no delivery attempts (the consumer holds its
+	// batch until the database answers), so MaxAttempts counts only
+	// transactions that failed while the database answered: a poison
+	// message is given up on (recorded as failed, units returned) in
+	// seconds, not after minutes.
+	qcfg := amqp.Config{URL: cfg.AMQPURL, Name: cfg.QueueName, RatePerSec: cfg.OrderRate, OnDead: released.Dead}
 	pub, err := amqp.NewPublisher(ctx, qcfg, m.log)
 	if err != nil {
 		return fmt.Errorf("open amqp publisher: %w", err)
