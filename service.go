@@ -56,6 +56,15 @@ type Service interface {
 	// MarkPaid is the payment platform's idempotent confirmation.
 	MarkPaid(ctx context.Context, id, paymentRef string) (*Order, error)
 
+	// Audit proves one sale's books balance (I6), or lists what does not;
+	// ErrNotFound for an unknown sale. An unbalanced sale is a report, not
+	// an error.
+	Audit(ctx context.Context, saleID string) (*Audit, error)
+	// Repair does what is safe and idempotent about an audit's findings
+	// (never touching the database's counters: the database is the truth),
+	// then audits again and returns that report with the steps it took.
+	Repair(ctx context.Context, saleID string) (*Audit, error)
+
 	// Ready reports whether the service can sell (database and engine reachable).
 	Ready(ctx context.Context) error
 }

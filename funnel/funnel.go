@@ -41,8 +41,19 @@ type Config struct {
 	// ReapInterval is how often expired holds are looked for (default 100 ms):
 	// the bound on how late a hold is released.
 	ReapInterval time.Duration
-	Logger       *slog.Logger
-	Now          func() time.Time
+	// AuditInterval is how often every current sale is audited and what
+	// can safely be repaired is (default AuditIntervalDefault; negative:
+	// never). See audit.go.
+	AuditInterval time.Duration
+	// AuditGrace is how long a reservation may wait for its order row
+	// before the audit calls it stranded (default AuditGraceDefault).
+	AuditGrace time.Duration
+	// Republish is the order path a repair sends stranded reservations down
+	// again (the queue publisher); nil in the embedded shape, where a 202
+	// is already a database row.
+	Republish flashsale.OrderWriter
+	Logger    *slog.Logger
+	Now       func() time.Time
 }
 
 // Service implements flashsale.Service.
@@ -55,6 +66,7 @@ type Service struct {
 	reapInt time.Duration
 	log     *slog.Logger
 	now     func() time.Time
+	audit   auditConfig
 
 	// sales caches sales by ID: a sale never changes after creation, and the
 	// purchase path must not read the database to find one.
@@ -85,6 +97,7 @@ func New(cfg Config) *Service {
 		reapInt: cmp.Or(cfg.ReapInterval, ReapIntervalDefault),
 		log:     cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler)),
 		now:     cfg.Now,
+		audit:   newAuditConfig(cfg),
 		sales:   make(map[string]*flashsale.Sale),
 		stop:    make(chan struct{}),
 	}

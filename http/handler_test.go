@@ -144,6 +144,31 @@ func (s *stubService) MarkPaid(ctx context.Context, id, paymentRef string) (*fla
 	return o, nil
 }
 
+// stubAudit is an unbalanced audit with one repair step of each outcome.
+var stubAudit = &flashsale.Audit{
+	SaleID: "s1", At: t0, Engine: true,
+	Nights: []flashsale.AuditNight{{Date: "2026-12-24", Stock: 5, EngineAvailable: 4, Held: 1}},
+	Findings: []flashsale.Finding{{Kind: flashsale.FindingUnitsDrift, Night: "2026-12-24", Detail: "the engine has 4 rooms left"},
+		{Kind: flashsale.FindingStranded, OrderID: "o1", UserID: "alice", Detail: "stranded"}},
+}
+
+func (s *stubService) Audit(ctx context.Context, saleID string) (*flashsale.Audit, error) {
+	if err := s.record(flashsale.User{}); err != nil {
+		return nil, err
+	}
+	return stubAudit, nil
+}
+
+func (s *stubService) Repair(ctx context.Context, saleID string) (*flashsale.Audit, error) {
+	if err := s.record(flashsale.User{}); err != nil {
+		return nil, err
+	}
+	a := *stubAudit
+	a.Findings = nil
+	a.Repairs = []flashsale.RepairStep{{Action: flashsale.RepairRepublish, OrderID: "o1"}, {Action: flashsale.RepairRebuild, Err: errors.New("rebuild: busy")}}
+	return &a, nil
+}
+
 func (s *stubService) Ready(ctx context.Context) error { return s.record(flashsale.User{}) }
 
 // do sends one request through the handler. auth is "admin", "alice" (a
@@ -206,6 +231,8 @@ func TestRoutes(t *testing.T) {
 			"price":100,"original_price":200,"currency":"CNY","starts_at":"2026-12-01T20:00:00Z","ends_at":"2026-12-01T21:00:00Z"}`, http.StatusCreated},
 		{"GET", "/api/admin/sales/s1", "admin", "", http.StatusOK},
 		{"POST", "/api/admin/sales/s1/preheat", "admin", "", http.StatusOK},
+		{"GET", "/api/admin/sales/s1/audit", "admin", "", http.StatusOK},
+		{"POST", "/api/admin/sales/s1/audit/repair", "admin", "", http.StatusOK},
 		{"GET", "/api/sales", "", "", http.StatusOK},
 		{"GET", "/api/sales/s1", "", "", http.StatusOK},
 		{"POST", "/api/sales/s1/token", "alice", "", http.StatusCreated},
@@ -402,6 +429,14 @@ func TestBadInputNeverReachesService(t *testing.T) {
 		{"TokenNoAuth", "POST", "/api/sales/s1/token", "", ``, nil, 401, flashsale.EUnauthenticated},
 		{"CancelNoAuth", "POST", "/api/orders/o1/cancel", "", ``, nil, 401, flashsale.EUnauthenticated},
 		{"PreheatUser", "POST", "/api/admin/sales/s1/preheat", "alice", ``, nil, 403, flashsale.EForbidden},
+		{"AuditUser", "GET", "/api/admin/sales/s1/audit", "alice", ``, nil, 403, flashsale.EForbidden},
+		{"AuditNoAuth", "GET", "/api/admin/sales/s1/audit", "", ``, nil, 401, flashsale.EUnauthenticated},
+		{"AuditLongID", "GET", "/api/admin/sales/" + strings.Repeat("x", 200) + "/audit", "admin", ``, nil, 404, flashsale.ENotFound},
+		{"AuditWrongMethod", "DELETE", "/api/admin/sales/s1/audit", "admin", ``, nil, 405, EMethodNotAllowed},
+		{"RepairUser", "POST", "/api/admin/sales/s1/audit/repair", "alice", ``, nil, 403, flashsale.EForbidden},
+		{"RepairNoAuth", "POST", "/api/admin/sales/s1/audit/repair", "", ``, nil, 401, flashsale.EUnauthenticated},
+		{"RepairLongID", "POST", "/api/admin/sales/" + strings.Repeat("x", 200) + "/audit/repair", "admin", ``, nil, 404, flashsale.ENotFound},
+		{"RepairGET", "GET", "/api/admin/sales/s1/audit/repair", "admin", ``, nil, 405, EMethodNotAllowed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -650,6 +685,83 @@ func TestOrderJSON(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestAuditJSON checks the audit's wire form against the Audit schema of
+// openapi.yaml, and that the engine's figures appear only when the engine
+// was compared.
+func TestAuditJSON(t *testing.T) {
+	props := func(schema, indent string) []string {
+		var names []string
+		in, inProps := false, false
+		sc := bufio.NewScanner(bytes.NewReader(api.OpenAPI))
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case line == "    "+schema+":":
+				in = true
+			case in && line == indent[:len(indent)-2]+"properties:":
+				inProps = true
+			case inProps && strings.HasPrefix(line, indent) && !strings.HasPrefix(line, indent+" "):
+				name, _, _ := strings.Cut(strings.TrimSpace(line), ":")
+				names = append(names, name)
+			case inProps && strings.TrimSpace(line) != "" && !strings.HasPrefix(line, indent):
+				in, inProps = false, false
+			}
+		}
+		slices.Sort(names)
+		return names
+	}
+	fields := func(typ reflect.Type) []string {
+		var names []string
+		for i := range typ.NumField() {
+			name, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
+			names = append(names, name)
+		}
+		slices.Sort(names)
+		return names
+	}
+	if diff := cmp.Diff(fields(reflect.TypeFor[auditJSON]()), props("Audit", "        ")); diff != "" {
+		t.Errorf("audit fields (-auditJSON +openapi.yaml Audit):\n%s", diff)
+	}
+	if diff := cmp.Diff(fields(reflect.TypeFor[auditFindingJSON]()), props("AuditFinding", "        ")); diff != "" {
+		t.Errorf("finding fields (-auditFindingJSON +openapi.yaml AuditFinding):\n%s", diff)
+	}
+
+	w := do(t, newStubServer(&stubService{}), "POST", "/api/admin/sales/s1/audit/repair", "admin", "")
+	var got map[string]any
+	if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{
+		"sale_id": "s1", "at": "2026-12-01T20:00:00Z", "balanced": true, "engine_compared": true,
+		"nights": []any{map[string]any{"date": "2026-12-24", "stock": 5.0, "held": 1.0, "sold": 0.0,
+			"engine_available": 4.0, "in_flight": 0.0, "drift": 0.0}},
+		"findings": []any{},
+		"repairs": []any{map[string]any{"action": "republish", "order_id": "o1", "ok": true},
+			map[string]any{"action": "rebuild", "ok": false, "error": "rebuild: busy"}},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("repair answer (-want +got):\n%s", diff)
+	}
+
+	dbOnly := *stubAudit
+	dbOnly.Engine = false
+	b, err := json.Marshal(auditView(&dbOnly))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(b, []byte("engine_available")) || bytes.Contains(b, []byte(`"drift"`)) || bytes.Contains(b, []byte("repairs")) {
+		t.Errorf("database-only audit shows engine figures or repairs: %s", b)
+	}
+	for _, kind := range []flashsale.FindingKind{flashsale.FindingEngineNotLoaded, flashsale.FindingDBOversold,
+		flashsale.FindingDBCountersDrift, flashsale.FindingEngineNegative, flashsale.FindingUnitsDrift,
+		flashsale.FindingEngineActiveDBFinal, flashsale.FindingDBActiveEngineInactive, flashsale.FindingStranded,
+		flashsale.FindingUserOverLimit, flashsale.FindingDuplicateKey} {
+		if !bytes.Contains(api.OpenAPI, []byte(string(kind)+",")) && !bytes.Contains(api.OpenAPI, []byte(string(kind)+"]")) {
+			t.Errorf("finding kind %s is not in the AuditFinding enum", kind)
+		}
 	}
 }
 

@@ -112,6 +112,8 @@ func (s *Server) routes() []route {
 		{"POST /api/admin/sales", s.requireAdmin(s.handleCreateSale)},
 		{"GET /api/admin/sales/{id}", s.requireAdmin(s.handleAdminSale)},
 		{"POST /api/admin/sales/{id}/preheat", s.requireAdmin(s.handlePreheat)},
+		{"GET /api/admin/sales/{id}/audit", s.requireAdmin(s.handleAudit)},
+		{"POST /api/admin/sales/{id}/audit/repair", s.requireAdmin(s.handleRepairAudit)},
 
 		{"GET /api/sales", s.handleSales},
 		{"GET /api/sales/{id}", s.handlePublicSale},

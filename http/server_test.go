@@ -370,6 +370,13 @@ func TestServer_BadInput(t *testing.T) {
 		{"PreheatUserJWT", "POST", "/api/admin/sales/" + saleID + "/preheat", alice, "", nil, 403, flashsale.EForbidden},
 		{"PreheatUnknown", "POST", "/api/admin/sales/nope/preheat", adminToken, "", nil, 404, flashsale.ENotFound},
 		{"PreheatStarted", "POST", "/api/admin/sales/" + saleID + "/preheat", adminToken, "", nil, 409, flashsale.EAlreadyStarted},
+		// Audit and repair.
+		{"AuditUserJWT", "GET", "/api/admin/sales/" + saleID + "/audit", alice, "", nil, 403, flashsale.EForbidden},
+		{"AuditUnknown", "GET", "/api/admin/sales/01JUNKNOWNSALE0000000000000/audit", adminToken, "", nil, 404, flashsale.ENotFound},
+		{"AuditBadID", "GET", "/api/admin/sales/no%20such/audit", adminToken, "", nil, 404, flashsale.ENotFound},
+		{"RepairUserJWT", "POST", "/api/admin/sales/" + saleID + "/audit/repair", alice, "", nil, 403, flashsale.EForbidden},
+		{"RepairForgedJWT", "POST", "/api/admin/sales/" + saleID + "/audit/repair", forged, "", nil, 401, flashsale.EUnauthenticated},
+		{"RepairUnknown", "POST", "/api/admin/sales/nope/audit/repair", adminToken, "", nil, 404, flashsale.ENotFound},
 		// Public views and tokens.
 		{"PublicSaleUnknown", "GET", "/api/sales/nope", "", "", nil, 404, flashsale.ENotFound},
 		{"PublicSaleLongID", "GET", "/api/sales/" + strings.Repeat("x", 300), "", "", nil, 404, flashsale.ENotFound},
@@ -453,6 +460,54 @@ func TestServer_NoOversell(t *testing.T) {
 	}
 	if got := len(st.Orders); got != 5 {
 		t.Fatalf("%d orders, want 5", got)
+	}
+}
+
+// TestServer_Audit: the audit over HTTP balances a healthy sale, names the
+// order the engine released behind the database's back, and the repair
+// retakes it.
+func TestServer_Audit(t *testing.T) {
+	s := MustOpenServer(t)
+	saleID := s.CreateSale(t, `"purchase_token":false,`, 5, 5)
+	var held orderResp
+	s.MustDo(t, http.StatusAccepted, "POST", "/api/sales/"+saleID+"/purchase", userJWT(t, "alice", ""), `{}`, &held)
+	type audit struct {
+		Balanced bool `json:"balanced"`
+		Nights   []struct {
+			Date            string `json:"date"`
+			Held            int    `json:"held"`
+			EngineAvailable *int   `json:"engine_available"`
+			Drift           *int   `json:"drift"`
+		} `json:"nights"`
+		Findings []struct {
+			Kind    string `json:"kind"`
+			OrderID string `json:"order_id"`
+		} `json:"findings"`
+		Repairs []struct {
+			Action  string `json:"action"`
+			OrderID string `json:"order_id"`
+			OK      bool   `json:"ok"`
+		} `json:"repairs"`
+	}
+	var a audit
+	s.MustDo(t, http.StatusOK, "GET", "/api/admin/sales/"+saleID+"/audit", adminToken, "", &a)
+	if !a.Balanced || len(a.Findings) != 0 || len(a.Nights) != 2 || a.Nights[0].Held != 1 || *a.Nights[0].EngineAvailable != 4 {
+		t.Fatalf("healthy audit = %+v", a)
+	}
+
+	if err := s.Engine.Release(context.Background(), saleID, held.OrderID); err != nil {
+		t.Fatal(err)
+	}
+	a = audit{}
+	s.MustDo(t, http.StatusOK, "GET", "/api/admin/sales/"+saleID+"/audit", adminToken, "", &a)
+	if a.Balanced || len(a.Findings) != 2 || a.Findings[0].Kind != "db_active_engine_inactive" || a.Findings[0].OrderID != held.OrderID ||
+		a.Findings[1].Kind != "units_drift" || *a.Nights[0].Drift != 1 {
+		t.Fatalf("audit after the engine's wrong release = %+v", a)
+	}
+	a = audit{}
+	s.MustDo(t, http.StatusOK, "POST", "/api/admin/sales/"+saleID+"/audit/repair", adminToken, "", &a)
+	if !a.Balanced || len(a.Repairs) != 1 || a.Repairs[0].Action != "retake" || a.Repairs[0].OrderID != held.OrderID || !a.Repairs[0].OK {
+		t.Fatalf("repair = %+v", a)
 	}
 }
 

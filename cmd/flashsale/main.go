@@ -2,6 +2,7 @@
 //
 //	flashsale serve [--demo] [--addr :8080] [--data-dir ./data]
 //	flashsale migrate
+//	flashsale audit [--sale ID] [--repair]
 //	flashsale version
 //
 // With no configuration, serve runs the embedded shape: SQLite in the data
@@ -49,6 +50,9 @@ const usage = `usage: flashsale <command> [flags]
 commands:
   serve     run the service (embedded shape unless FLASHSALE_REDIS_URL etc. are set)
   migrate   apply database migrations and exit
+  audit     prove each sale's books balance: flashsale audit [--sale ID] [--repair];
+            exits non-zero when one does not (embedded shape: the database's own
+            invariants only, see flashsale audit --help)
   version   print the version
 `
 
@@ -62,6 +66,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "version":
 		fmt.Fprintln(stdout, "flashsale", flashsale.Version)
 		return nil
+	case "audit":
+		return runAudit(ctx, args, getenv, stdout, stderr)
 	case "serve", "migrate":
 	default:
 		fmt.Fprint(stderr, usage)

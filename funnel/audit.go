@@ -1,0 +1,488 @@
+package funnel
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/flashsale/flashsale"
+)
+
+// The audit (I6) compares what the database says with what the stock
+// engine says, per sale, and repairs what drifted without ever touching
+// the database's counters: the database is the truth.
+//
+// A finding counts only when two reads auditSettle apart both show it: an
+// order caught between its database step and its engine step (the engine
+// learns of a release a moment after the database committed it) is not
+// reported, nor repaired.
+//
+// A repair does only what is safe and idempotent, order by order, and reads
+// each order again just before acting on it:
+//
+//   - db_active_engine_inactive: Retake in the engine (first, and always:
+//     if the engine's counts had kept the rooms, the retake makes it
+//     undersell until a rebuild, never oversell);
+//   - engine_active_db_final: Release in the engine, but only where the
+//     night's units show the engine short of the rooms (after the retakes):
+//     where the database's counters still count them, a release would let
+//     the engine sell rooms the database refuses;
+//   - stranded: publish again through Config.Republish; the order ID is the
+//     primary key, so a second delivery is harmless;
+//   - whatever else the engine has wrong (units_drift, engine_negative,
+//     engine_not_loaded, an order the engine does not know, an order a rule
+//     above left alone): rebuild the sale from the database, fenced.
+//
+// The database's own findings (db_oversold, db_counters_drift,
+// user_over_limit, duplicate_key) are reported and left to an operator.
+
+// Defaults of the audit.
+const (
+	// AuditIntervalDefault is how often the scheduled audit runs.
+	AuditIntervalDefault = time.Minute
+	// AuditGraceDefault is how long a reservation may go without its order
+	// row before it is stranded rather than in flight. It must outlast the
+	// queue's backlog (a sale's peak written at FLASHSALE_ORDER_RATE), or
+	// orders merely waiting in the queue would be published again and
+	// their units taken for drift; a truly stranded order is rare (the
+	// relay republishes what was never confirmed), so finding it late
+	// costs little.
+	AuditGraceDefault = 5 * time.Minute
+	// auditSettle is how far apart an audit's two reads are.
+	auditSettle = 200 * time.Millisecond
+	// auditOutboxMax bounds the outbox entries one audit reads.
+	auditOutboxMax = 100_000
+	// auditTimeout bounds one sale's scheduled audit and repair (a rebuild
+	// drains the queue first).
+	auditTimeout = 3 * time.Minute
+)
+
+var (
+	errReleaseUnsafe = errors.New("not released: the database's counters still count its rooms, so the engine would sell rooms the database refuses; left for a rebuild")
+	errNoRepublish   = errors.New("no republish path is configured (Config.Republish): left in the engine, and no rebuild, which would lose it")
+	errEnded         = errors.New("the sale has ended: nothing left to sell, not rebuilt")
+)
+
+// auditConfig is the audit's part of Config.
+type auditConfig struct {
+	interval, grace time.Duration
+	republish       flashsale.OrderWriter
+}
+
+func newAuditConfig(cfg Config) auditConfig {
+	return auditConfig{
+		interval:  cmp.Or(cfg.AuditInterval, AuditIntervalDefault),
+		grace:     cmp.Or(cfg.AuditGrace, AuditGraceDefault),
+		republish: cfg.Republish,
+	}
+}
+
+// Audit compares a sale's database and engine views and reports every
+// finding that holds across two reads; ErrNotFound for an unknown sale.
+func (s *Service) Audit(ctx context.Context, saleID string) (*flashsale.Audit, error) {
+	return s.checkBooks(ctx, saleID, false, nil)
+}
+
+// AuditDatabase audits the database's own rules alone (db_oversold,
+// db_counters_drift, user_over_limit, duplicate_key), for a process that
+// cannot see the engine: the embedded shape's engine lives in the memory
+// of the process that serves.
+func (s *Service) AuditDatabase(ctx context.Context, saleID string) (*flashsale.Audit, error) {
+	return s.checkBooks(ctx, saleID, true, nil)
+}
+
+// checkBooks reads twice, auditSettle apart, and keeps what both reads found.
+// sent are reservations just published again, in flight from now.
+func (s *Service) checkBooks(ctx context.Context, saleID string, dbOnly bool, sent []flashsale.Reservation) (*flashsale.Audit, error) {
+	first, err := s.auditOnce(ctx, saleID, dbOnly, sent)
+	if err != nil || first.Balanced() || dbOnly {
+		return first, err // the database's snapshot is one consistent read
+	}
+	t := time.NewTimer(auditSettle)
+	select {
+	case <-ctx.Done():
+		t.Stop()
+		return nil, fmt.Errorf("audit sale=%s: %w", saleID, ctx.Err())
+	case <-t.C:
+	}
+	second, err := s.auditOnce(ctx, saleID, dbOnly, sent)
+	if err != nil {
+		return nil, err
+	}
+	seen := make(map[findingKey]bool, len(first.Findings))
+	for _, f := range first.Findings {
+		seen[keyOf(f)] = true
+	}
+	kept := second.Findings[:0]
+	for _, f := range second.Findings {
+		if seen[keyOf(f)] {
+			kept = append(kept, f)
+		}
+	}
+	second.Findings = kept
+	return second, nil
+}
+
+type findingKey struct {
+	kind                   flashsale.FindingKind
+	night, orderID, userID string
+}
+
+func keyOf(f flashsale.Finding) findingKey { return findingKey{f.Kind, f.Night, f.OrderID, f.UserID} }
+
+// auditOnce takes the database's snapshot, then the engine's and the
+// outbox's (in that order: an order placed in between is then young and in
+// flight in the engine, never missing from it), and compares them.
+func (s *Service) auditOnce(ctx context.Context, saleID string, dbOnly bool, sent []flashsale.Reservation) (*flashsale.Audit, error) {
+	if _, err := s.sale(ctx, saleID); err != nil {
+		return nil, err
+	}
+	db, err := s.store.Snapshot(ctx, saleID)
+	if err != nil {
+		return nil, fmt.Errorf("audit sale=%s: %w", saleID, err)
+	}
+	in := flashsale.AuditInput{DB: db, DatabaseOnly: dbOnly, Grace: s.audit.grace, Unconfirmed: sent}
+	if !dbOnly {
+		eng, err := s.engine.Snapshot(ctx, saleID)
+		switch {
+		case errors.Is(err, flashsale.ErrNotLoaded):
+		case err != nil:
+			return nil, fmt.Errorf("audit sale=%s: engine: %w", saleID, err)
+		default:
+			in.Engine = eng
+		}
+		if ob := s.engine.Outbox(); ob != nil && in.Engine != nil {
+			un, err := ob.Unconfirmed(ctx, s.now(), auditOutboxMax)
+			if err != nil {
+				return nil, fmt.Errorf("audit sale=%s: outbox: %w", saleID, err)
+			}
+			in.Unconfirmed = append(un, sent...)
+		}
+	}
+	in.Now = s.now()
+	return flashsale.AuditSale(in), nil
+}
+
+// Repair audits a sale, does what is safe about its findings (see the top
+// of this file), and returns a new audit with the steps it took. A step
+// that failed, a rebuild among them, is in the report's Repairs with its
+// error; the error returned is for an audit that could not run.
+func (s *Service) Repair(ctx context.Context, saleID string) (*flashsale.Audit, error) {
+	_, after, err := s.repair(ctx, saleID)
+	return after, err
+}
+
+func (s *Service) repair(ctx context.Context, saleID string) (before, after *flashsale.Audit, err error) {
+	before, err = s.Audit(ctx, saleID)
+	if err != nil {
+		return nil, nil, err
+	}
+	if before.Balanced() {
+		return before, before, nil
+	}
+	r := &repairer{s: s, saleID: saleID, drift: make([]int, len(before.Nights))}
+	if before.Engine {
+		for i, n := range before.Nights {
+			r.drift[i] = n.Drift()
+		}
+	}
+	// Retakes first: they can only make the engine undersell, and they tell
+	// the releases after them which shortfalls are left.
+	for _, kind := range []flashsale.FindingKind{flashsale.FindingDBActiveEngineInactive,
+		flashsale.FindingEngineActiveDBFinal, flashsale.FindingStranded} {
+		for _, f := range before.Findings {
+			if f.Kind == kind {
+				r.fix(ctx, f)
+			}
+		}
+	}
+	if after, err = s.checkBooks(ctx, saleID, false, r.sent); err != nil {
+		return nil, nil, err
+	}
+	if r.noRebuild == nil && engineWrong(after) {
+		sale, serr := s.sale(ctx, saleID)
+		switch {
+		case serr != nil:
+			r.step(flashsale.RepairRebuild, "", serr)
+		case !s.now().Before(sale.EndsAt):
+			r.step(flashsale.RepairRebuild, "", errEnded)
+		default:
+			r.step(flashsale.RepairRebuild, "", s.rebuild(ctx, saleID))
+			// Audit again even after a rebuild that failed: it may have
+			// closed the sale before it gave up.
+			if after, err = s.checkBooks(ctx, saleID, false, r.sent); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	after.Repairs = r.steps
+	return before, after, nil
+}
+
+// engineWrong reports whether a finding is one a rebuild of the engine from
+// the database would settle.
+func engineWrong(a *flashsale.Audit) bool {
+	for _, f := range a.Findings {
+		switch f.Kind {
+		case flashsale.FindingDBOversold, flashsale.FindingDBCountersDrift,
+			flashsale.FindingUserOverLimit, flashsale.FindingDuplicateKey:
+		default:
+			return true
+		}
+	}
+	return false
+}
+
+// repairer is one repair's state: the steps so far, the drift per night as
+// the repairs so far left it, and what was published again.
+type repairer struct {
+	s      *Service
+	saleID string
+	drift  []int
+	steps  []flashsale.RepairStep
+	sent   []flashsale.Reservation
+	// noRebuild is why the sale must not be rebuilt now.
+	noRebuild error
+}
+
+func (r *repairer) step(action flashsale.RepairAction, orderID string, err error) {
+	r.steps = append(r.steps, flashsale.RepairStep{Action: action, OrderID: orderID, Err: err})
+}
+
+// shift records that the engine's units of res's stay changed by delta.
+func (r *repairer) shift(res *flashsale.Reservation, delta int) {
+	for i := max(res.FirstNight, 0); i < min(res.FirstNight+res.Nights, len(r.drift)); i++ {
+		r.drift[i] += delta
+	}
+}
+
+// short reports whether the engine is short of at least res's rooms on
+// every night of its stay.
+func (r *repairer) short(res *flashsale.Reservation) bool {
+	for i := max(res.FirstNight, 0); i < min(res.FirstNight+res.Nights, len(r.drift)); i++ {
+		if r.drift[i] > -res.Rooms {
+			return false
+		}
+	}
+	return true
+}
+
+func (r *repairer) fix(ctx context.Context, f flashsale.Finding) {
+	switch f.Kind {
+	case flashsale.FindingDBActiveEngineInactive:
+		r.retake(ctx, f.OrderID)
+	case flashsale.FindingEngineActiveDBFinal:
+		r.release(ctx, f.OrderID)
+	case flashsale.FindingStranded:
+		r.republish(ctx, f.OrderID)
+	}
+}
+
+// reservation reads an order's engine record; nil when the engine has none
+// or it belongs to another sale.
+func (r *repairer) reservation(ctx context.Context, action flashsale.RepairAction, orderID string) *flashsale.Reservation {
+	res, err := r.s.engine.Reservation(ctx, orderID)
+	if err != nil {
+		if !errors.Is(err, flashsale.ErrNotFound) {
+			r.step(action, orderID, err)
+		}
+		return nil
+	}
+	if res.SaleID != r.saleID {
+		return nil
+	}
+	return res
+}
+
+// retake makes the engine count an order the database has active.
+func (r *repairer) retake(ctx context.Context, id string) {
+	s := r.s
+	o, err := s.store.Order(ctx, id)
+	if err != nil {
+		r.step(flashsale.RepairRetake, id, err)
+		return
+	}
+	if !o.Status.Active() {
+		return // it ended meanwhile
+	}
+	res := r.reservation(ctx, flashsale.RepairRetake, id)
+	if res == nil || res.Active {
+		return // unknown to the engine (the rebuild's), or taken again meanwhile
+	}
+	if err := s.engine.Retake(ctx, r.saleID, id); err != nil {
+		r.step(flashsale.RepairRetake, id, err)
+		return
+	}
+	r.shift(res, -res.Rooms)
+	// The mirror of release's recheck: if the hold ended while we retook
+	// it, give the units back.
+	if now, err := s.store.Order(ctx, id); err == nil && !now.Status.Active() {
+		if err := s.engine.Release(ctx, r.saleID, id); err == nil {
+			r.shift(res, res.Rooms)
+		}
+		return
+	}
+	r.step(flashsale.RepairRetake, id, nil)
+}
+
+// release gives the engine back the rooms of an order the database ended.
+func (r *repairer) release(ctx context.Context, id string) {
+	s := r.s
+	o, err := s.store.Order(ctx, id)
+	if err != nil {
+		r.step(flashsale.RepairRelease, id, err)
+		return
+	}
+	if o.Status.Active() {
+		return // paid meanwhile
+	}
+	res := r.reservation(ctx, flashsale.RepairRelease, id)
+	if res == nil || !res.Active {
+		return
+	}
+	if !r.short(res) {
+		r.step(flashsale.RepairRelease, id, errReleaseUnsafe)
+		return
+	}
+	if err := s.engine.Release(ctx, r.saleID, id); err != nil {
+		r.step(flashsale.RepairRelease, id, err)
+		return
+	}
+	r.shift(res, res.Rooms)
+	if now, err := s.store.Order(ctx, id); err == nil && now.Status.Active() {
+		s.reactivate(ctx, now) // a late payment landed meanwhile
+		r.shift(res, -res.Rooms)
+		return
+	}
+	r.step(flashsale.RepairRelease, id, nil)
+}
+
+// republish sends a stranded reservation down the order path again.
+func (r *repairer) republish(ctx context.Context, id string) {
+	s := r.s
+	if s.audit.republish == nil {
+		if s.engine.Outbox() != nil {
+			// The engine sits in front of a queue: the reservation is a 202.
+			r.step(flashsale.RepairRepublish, id, errNoRepublish)
+			r.noRebuild = errNoRepublish
+		}
+		// Otherwise a 202 is a database row: this reservation never got
+		// one, and the rebuild drops it.
+		return
+	}
+	if _, err := s.store.Order(ctx, id); !errors.Is(err, flashsale.ErrNotFound) {
+		if err != nil {
+			r.step(flashsale.RepairRepublish, id, err)
+		}
+		return // landed meanwhile
+	}
+	res := r.reservation(ctx, flashsale.RepairRepublish, id)
+	if res == nil || !res.Active {
+		return
+	}
+	status, err := s.audit.republish.Write(ctx, res)
+	switch {
+	case err == nil, errors.Is(err, flashsale.ErrIndeterminate):
+		r.sent = append(r.sent, *res)
+	case status == flashsale.OrderFailed:
+		// The database refused it and recorded it failed: its units go back.
+		if rerr := s.engine.Release(ctx, r.saleID, id); rerr != nil {
+			err = errors.Join(err, rerr)
+		} else {
+			err = fmt.Errorf("the database refused it (recorded failed, units released): %w", err)
+		}
+	}
+	r.step(flashsale.RepairRepublish, id, err)
+}
+
+// startAudits starts the scheduled audit, unless AuditInterval is negative.
+// Start calls it.
+func (s *Service) startAudits() {
+	if s.audit.interval < 0 {
+		return
+	}
+	s.done.Add(1)
+	go s.auditLoop()
+}
+
+// auditLoop audits and repairs every current sale each AuditInterval until
+// Close.
+func (s *Service) auditLoop() {
+	defer s.done.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s.done.Go(func() {
+		select {
+		case <-s.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	})
+	t := time.NewTicker(s.audit.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		sales, err := s.store.Sales(ctx, s.now())
+		if err != nil {
+			s.log.Error("audit: list sales", "err", err)
+			continue
+		}
+		for _, sale := range sales {
+			if ctx.Err() != nil {
+				return
+			}
+			s.cache(sale)
+			s.auditAndRepair(ctx, sale.ID)
+		}
+	}
+}
+
+// auditAndRepair is one sale's scheduled audit: every finding is logged at
+// warn, then what the repair did, then what it left.
+func (s *Service) auditAndRepair(ctx context.Context, saleID string) {
+	ctx, cancel := context.WithTimeout(ctx, auditTimeout)
+	defer cancel()
+	before, after, err := s.repair(ctx, saleID)
+	if err != nil {
+		s.log.Error("audit", "sale_id", saleID, "err", err)
+		return
+	}
+	if before.Balanced() {
+		s.log.Debug("audit: balanced", "sale_id", saleID)
+		return
+	}
+	for _, f := range before.Findings {
+		s.log.Warn("audit finding", findingAttrs(saleID, f)...)
+	}
+	for _, st := range after.Repairs {
+		if st.Err != nil {
+			s.log.Warn("audit repair failed", "sale_id", saleID, "action", st.Action, "order_id", st.OrderID, "err", st.Err)
+		} else {
+			s.log.Info("audit repaired", "sale_id", saleID, "action", st.Action, "order_id", st.OrderID)
+		}
+	}
+	for _, f := range after.Findings {
+		s.log.Warn("audit finding remains after repair", findingAttrs(saleID, f)...)
+	}
+}
+
+func findingAttrs(saleID string, f flashsale.Finding) []any {
+	attrs := []any{slog.String("sale_id", saleID), slog.String("kind", string(f.Kind))}
+	if f.Night != "" {
+		attrs = append(attrs, slog.String("night", f.Night))
+	}
+	if f.OrderID != "" {
+		attrs = append(attrs, slog.String("order_id", f.OrderID))
+	}
+	if f.UserID != "" {
+		attrs = append(attrs, slog.String("user_id", f.UserID))
+	}
+	return append(attrs, slog.String("detail", f.Detail))
+}
