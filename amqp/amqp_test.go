@@ -883,3 +883,55 @@ func TestLostConfirm(t *testing.T) {
 		}
 	})
 }
+
+// TestPauseDrain: Pause returns only once the consumer holds nothing (all
+// it was given is written and acked, the rest is still ready in the queue),
+// nothing is written while paused, Drain empties the queue into the store
+// and leaves the consumer paused, and Resume starts it again.
+func TestPauseDrain(t *testing.T) {
+	cfg := MustConfig(t)
+	cfg.BatchSize, cfg.Prefetch = 10, 1 // it prefetches two batches, not the queue
+	p := MustPublisher(t, cfg)
+	publish := func(from, n int) {
+		for i := from; i < from+n; i++ {
+			if _, err := p.Write(context.Background(), reservation("sale-1", i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	publish(0, 200)
+	store := newMemStore()
+	store.latency = 20 * time.Millisecond // a batch takes a while: Pause catches one in hand
+	c := StartConsumer(t, cfg, store)
+	ready := func() int { return queueLen(t, cfg, cfg.withDefaults().queue()) }
+	checkFor(t, 10*time.Second, "some orders written", func() bool { return store.count() >= 30 })
+	if err := c.Pause(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	written := store.count()
+	if got := c.Stats().Acked; got != uint64(written) {
+		t.Fatalf("paused with %d written but %d acked: it still holds some", written, got)
+	}
+	checkFor(t, 10*time.Second, "the rest back in the queue", func() bool { return written+ready() == 200 })
+	if written == 200 {
+		t.Fatal("everything was written before the pause; the test proves nothing")
+	}
+	publish(200, 20)
+	time.Sleep(300 * time.Millisecond)
+	if got := store.count(); got != written {
+		t.Fatalf("%d orders written while paused", got-written)
+	}
+	if err := c.Drain(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got, r := store.count(), ready(); got != 220 || r != 0 {
+		t.Fatalf("after Drain: %d written, %d ready; want 220 and 0", got, r)
+	}
+	publish(220, 5)
+	time.Sleep(300 * time.Millisecond)
+	if got := store.count(); got != 220 {
+		t.Fatalf("%d orders written after Drain: it must leave the consumer paused", got-220)
+	}
+	c.Resume()
+	checkFor(t, 10*time.Second, "written after Resume", func() bool { return store.count() == 225 })
+}

@@ -83,6 +83,15 @@ type Consumer struct {
 	mu   sync.Mutex
 	conn *amqp091.Connection // current connection, for killConnection
 
+	// The pause state (see Pause), guarded by pmu. kick (capacity 1) wakes
+	// the session to look at it; changed is closed and replaced whenever
+	// consuming changes, so waiters need no polling.
+	pmu       sync.Mutex
+	wantPause bool
+	consuming bool // a session has deliveries coming: it may hold some
+	changed   chan struct{}
+	kick      chan struct{}
+
 	stats counters
 }
 
@@ -105,6 +114,8 @@ func NewConsumer(ctx context.Context, cfg Config, store Handler, logger *slog.Lo
 		retryMin:  retryMinDefault,
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
+		changed:   make(chan struct{}),
+		kick:      make(chan struct{}, 1),
 	}
 	if cfg.RatePerSec > 0 {
 		// The bucket holds a quarter second of quota, so the quota a slow
@@ -186,6 +197,7 @@ const (
 	gatherFull    gatherState = iota // batch full or BatchWait passed
 	gatherStopped                    // ctx ended or Close was called
 	gatherLost                       // the deliveries channel closed
+	gatherKick                       // Pause or Resume asked the session to look
 )
 
 // session consumes on one connection. It returns nil after a graceful stop
@@ -211,42 +223,204 @@ func (c *Consumer) session(ctx context.Context) (connected bool, err error) {
 	if err := ch.Qos(c.prefetch, 0, false); err != nil {
 		return false, fmt.Errorf("qos: %w", err)
 	}
-	tag := c.cfg.Name + "-" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatUint(consumerSeq.Add(1), 10)
-	deliveries, err := ch.Consume(c.cfg.queue(), tag, false, false, false, false, nil)
-	if err != nil {
-		return false, fmt.Errorf("consume %s: %w", c.cfg.queue(), err)
-	}
-	c.log.Info("consuming", "consumer_tag", tag, "batch_size", c.batchSize, "min_batch_size", c.slice,
-		"prefetch", c.prefetch, "rate_per_sec", c.cfg.RatePerSec)
-
+	closed := conn.NotifyClose(make(chan *amqp091.Error, 1))
+	defer c.setConsuming(false)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	batch := make([]item, 0, c.batchSize)
 	for {
-		var state gatherState
-		batch, state = c.gather(ctx, deliveries, timer, batch[:0])
-		if state == gatherLost {
-			// Acks can no longer reach the broker, but the batch in hand is
-			// written anyway: if the queue itself is gone (deleted, or its
-			// data lost) nothing will redeliver it, and if it is redelivered
-			// the order ID makes the copy a duplicate.
-			c.salvage(batch)
-			return true, errors.New("deliveries channel closed")
-		}
-		if len(batch) > 0 {
-			if err := c.process(ctx, ch, batch); err != nil {
-				return true, err
+		if c.pausing() {
+			// Paused: nothing is held, and nothing is taken until Resume.
+			select {
+			case <-c.kick:
+				continue
+			case e := <-closed:
+				return true, fmt.Errorf("connection closed while paused: %v", e)
+			case <-ctx.Done():
+				return true, nil
+			case <-c.stop:
+				return true, nil
 			}
 		}
-		if state == gatherStopped {
-			// Stop the broker sending more; closing the connection then
-			// requeues whatever was prefetched but not in the batch.
-			if err := ch.Cancel(tag, false); err != nil {
-				c.log.Warn("cancel consumer", "err", err)
-			}
-			c.log.Info("consumer stopped")
-			return true, nil
+		// Consuming is set before the broker can send anything, so a Pause
+		// that comes in meanwhile waits for this session to settle.
+		c.setConsuming(true)
+		tag := c.cfg.Name + "-" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatUint(consumerSeq.Add(1), 10)
+		deliveries, err := ch.Consume(c.cfg.queue(), tag, false, false, false, false, nil)
+		if err != nil {
+			return false, fmt.Errorf("consume %s: %w", c.cfg.queue(), err)
 		}
+		c.log.Info("consuming", "consumer_tag", tag, "batch_size", c.batchSize, "min_batch_size", c.slice,
+			"prefetch", c.prefetch, "rate_per_sec", c.cfg.RatePerSec)
+		for {
+			var state gatherState
+			batch, state = c.gather(ctx, deliveries, timer, batch[:0])
+			if state == gatherLost {
+				// Acks can no longer reach the broker, but the batch in hand is
+				// written anyway: if the queue itself is gone (deleted, or its
+				// data lost) nothing will redeliver it, and if it is redelivered
+				// the order ID makes the copy a duplicate.
+				c.salvage(batch)
+				return true, errors.New("deliveries channel closed")
+			}
+			if len(batch) > 0 {
+				if err := c.process(ctx, ch, batch); err != nil {
+					return true, err
+				}
+			}
+			if state == gatherStopped {
+				// Stop the broker sending more; closing the connection then
+				// requeues whatever was prefetched but not in the batch.
+				if err := ch.Cancel(tag, false); err != nil {
+					c.log.Warn("cancel consumer", "err", err)
+				}
+				c.log.Info("consumer stopped")
+				return true, nil
+			}
+			if state == gatherKick && c.pausing() {
+				if err := c.settleAll(ctx, ch, tag, deliveries, batch[:0]); err != nil {
+					return true, err
+				}
+				c.setConsuming(false)
+				c.log.Info("consumer paused")
+				break
+			}
+		}
+	}
+}
+
+// settleAll cancels the consumer and writes and settles every delivery the
+// broker already sent, so that once it returns this consumer holds nothing:
+// all it took is in the database (or back in the queue).
+func (c *Consumer) settleAll(ctx context.Context, ch *amqp091.Channel, tag string, deliveries <-chan amqp091.Delivery, batch []item) error {
+	if err := ch.Cancel(tag, false); err != nil {
+		return fmt.Errorf("cancel consumer: %w", err)
+	}
+	// The library closes deliveries once it has handed over everything it
+	// received before the cancel was confirmed.
+	// They are written without waiting for the rate cap: a pause is the
+	// start of a rebuild, which waits for it, and at most a prefetch's worth
+	// arrives at once.
+	for d := range deliveries {
+		if batch = c.add(batch, d); len(batch) == c.cfg.BatchSize {
+			if err := c.write(ctx, ch, batch); err != nil {
+				return err
+			}
+			batch = batch[:0]
+		}
+	}
+	if len(batch) > 0 {
+		return c.write(ctx, ch, batch)
+	}
+	return nil
+}
+
+// Pause makes the consumer stop taking deliveries and returns once it holds
+// none: the batch in hand and every delivery already prefetched are written
+// and acknowledged (or requeued), so everything the queue had given it is
+// in the database. A consumer that is not connected holds nothing: the
+// broker requeued what it had. It stays paused, across reconnections, until
+// Resume. The rebuild after a Redis loss pauses every instance's consumer
+// so that nothing is in flight while it reads the database.
+func (c *Consumer) Pause(ctx context.Context) error {
+	c.pmu.Lock()
+	c.wantPause = true
+	c.pmu.Unlock()
+	c.wakeSession()
+	for {
+		c.pmu.Lock()
+		consuming, changed := c.consuming, c.changed
+		c.pmu.Unlock()
+		if !consuming {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return fmt.Errorf("pause consumer: %w", ctx.Err())
+		case <-c.done:
+			return nil
+		}
+	}
+}
+
+// Resume undoes Pause; consuming starts again at once.
+func (c *Consumer) Resume() {
+	c.pmu.Lock()
+	c.wantPause = false
+	c.pmu.Unlock()
+	c.wakeSession()
+}
+
+// Drain consumes alone until the queue is empty (the rebuild's leader calls
+// it once every other consumer is paused), then pauses again and returns:
+// every message that was in the queue is then in the database.
+func (c *Consumer) Drain(ctx context.Context) error {
+	c.Resume()
+	for {
+		n, err := c.depth(ctx)
+		if err == nil && n == 0 {
+			if err := c.Pause(ctx); err != nil {
+				return err
+			}
+			// A delivery requeued while it paused (its transaction failed)
+			// is back in the queue: go round again.
+			if n, err := c.depth(ctx); err == nil && n == 0 {
+				return nil
+			}
+			c.Resume()
+		}
+		if !sleep(ctx, c.stop, 50*time.Millisecond) {
+			return fmt.Errorf("drain: %w", cmpErr(ctx.Err(), errors.New("consumer closed")))
+		}
+	}
+}
+
+func cmpErr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// depth is the number of ready messages in the queue.
+func (c *Consumer) depth(ctx context.Context) (int, error) {
+	conn, err := dial(ctx, c.cfg, "depth")
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		return 0, fmt.Errorf("depth: open channel: %w", err)
+	}
+	q, err := ch.QueueDeclarePassive(c.cfg.queue(), true, false, false, false, amqp091.Table{amqp091.QueueTypeArg: amqp091.QueueTypeQuorum})
+	if err != nil {
+		return 0, fmt.Errorf("depth: %w", err)
+	}
+	return q.Messages, nil
+}
+
+func (c *Consumer) pausing() bool {
+	c.pmu.Lock()
+	defer c.pmu.Unlock()
+	return c.wantPause
+}
+
+func (c *Consumer) setConsuming(on bool) {
+	c.pmu.Lock()
+	defer c.pmu.Unlock()
+	if c.consuming != on {
+		c.consuming = on
+		close(c.changed)
+		c.changed = make(chan struct{})
+	}
+}
+
+func (c *Consumer) wakeSession() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
 	}
 }
 
@@ -274,6 +448,8 @@ func (c *Consumer) gather(ctx context.Context, deliveries <-chan amqp091.Deliver
 				return batch, gatherLost
 			}
 			batch = c.add(batch, d)
+		case <-c.kick:
+			return batch, gatherKick
 		case <-ctx.Done():
 			return batch, gatherStopped
 		case <-c.stop:
@@ -298,6 +474,8 @@ func (c *Consumer) gather(ctx context.Context, deliveries <-chan amqp091.Deliver
 			// writes are owed beyond this batch.
 			c.forfeit(float64(len(batch)))
 			return batch, gatherFull
+		case <-c.kick:
+			return batch, gatherKick
 		case <-ctx.Done():
 			return batch, gatherStopped
 		case <-c.stop:
@@ -389,13 +567,21 @@ const (
 // process writes a batch under the rate cap and settles its deliveries. An
 // error means the channel failed; unsettled deliveries will be redelivered.
 func (c *Consumer) process(ctx context.Context, ch *amqp091.Channel, batch []item) error {
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
-	defer cancel()
 	if c.limiter != nil {
-		if err := c.limiter.WaitN(wctx, len(batch)); err != nil {
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+		err := c.limiter.WaitN(wctx, len(batch))
+		cancel()
+		if err != nil {
 			return fmt.Errorf("rate wait: %w", err)
 		}
 	}
+	return c.write(ctx, ch, batch)
+}
+
+// write writes a batch and settles its deliveries (process without the cap).
+func (c *Consumer) write(ctx context.Context, ch *amqp091.Channel, batch []item) error {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+	defer cancel()
 	rs := make([]flashsale.Reservation, len(batch))
 	for i := range batch {
 		rs[i] = batch[i].r

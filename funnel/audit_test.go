@@ -627,7 +627,6 @@ func TestScheduledAudit(t *testing.T) {
 		cfg.AuditInterval = 20 * time.Millisecond
 		cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	})
-	e.svc.StartAudits()
 	s := e.auditSale(t)
 	o := e.mustBuy(t, alice, flashsale.PurchaseRequest{SaleID: s.ID})
 	if err := e.engine.Release(ctx, s.ID, o.ID); err != nil {
@@ -655,7 +654,6 @@ func TestScheduledAudit(t *testing.T) {
 // TestScheduledAuditOff: a negative AuditInterval starts no audit.
 func TestScheduledAuditOff(t *testing.T) {
 	e := mustOpenAudit(t, nil, nil) // AuditInterval -1
-	e.svc.StartAudits()
 	s := e.auditSale(t)
 	o := e.mustBuy(t, alice, flashsale.PurchaseRequest{SaleID: s.ID})
 	if err := e.engine.Release(context.Background(), s.ID, o.ID); err != nil {

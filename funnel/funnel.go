@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/flashsale/flashsale"
@@ -41,6 +42,17 @@ type Config struct {
 	// ReapInterval is how often expired holds are looked for (default 100 ms):
 	// the bound on how late a hold is released.
 	ReapInterval time.Duration
+	// Fence and Drainer let the engine heal itself when it loses a sale's
+	// state (see heal.go): both set in the distributed shape, both nil in
+	// the embedded one, whose engine lives and dies with the process.
+	Fence   Fence
+	Drainer Drainer
+	// Instance names this process in the fence (default: a fresh ULID).
+	Instance string
+	// HealGrace is how long a rebuild waits for publishes that began
+	// before the loss (default HealGraceDefault: the publisher's confirm
+	// timeout).
+	HealGrace time.Duration
 	// AuditInterval is how often every current sale is audited and what
 	// can safely be repaired is (default AuditIntervalDefault; negative:
 	// never). See audit.go.
@@ -77,7 +89,19 @@ type Service struct {
 	// instance has not seen yet.
 	misses singleflight.Group
 
+	fence     Fence
+	drainer   Drainer
+	instance  string
+	healGrace time.Duration
+	healWake  chan struct{} // capacity 1
+	// healMu serialises rebuilds in this process and guards pausedFor, the
+	// epoch this instance's consumer is paused for.
+	healMu     sync.Mutex
+	pausedFor  string
+	beatPaused atomic.Value // pausedFor, for the heartbeat goroutine
+
 	stop chan struct{}
+	bg   context.CancelFunc // ends the background loops' context
 	done sync.WaitGroup
 }
 
@@ -100,12 +124,19 @@ func New(cfg Config) *Service {
 		audit:   newAuditConfig(cfg),
 		sales:   make(map[string]*flashsale.Sale),
 		stop:    make(chan struct{}),
+
+		fence:     cfg.Fence,
+		drainer:   cmp.Or[Drainer](cfg.Drainer, nopDrainer{}),
+		instance:  cmp.Or(cfg.Instance, ulid.Make().String()),
+		healGrace: cmp.Or(cfg.HealGrace, HealGraceDefault),
+		healWake:  make(chan struct{}, 1),
 	}
 }
 
 // Start loads every current sale into the stock engine (the rebuild after a
 // restart: available stock, per-user counts, idempotency keys all come from
-// the database) and starts the hold reaper.
+// the database) and starts the hold reaper, the scheduled audit and, with a
+// fence, the heal loop.
 func (s *Service) Start(ctx context.Context) error {
 	sales, err := s.store.Sales(ctx, s.now())
 	if err != nil {
@@ -119,12 +150,23 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	s.done.Add(1)
 	go s.reapLoop()
+	s.startAudits()
+	bg, cancel := context.WithCancel(context.Background())
+	s.bg = cancel
+	if s.fence != nil {
+		s.done.Add(1)
+		go s.healLoop(bg)
+	}
 	return nil
 }
 
-// Close stops the reaper. The caller closes the writer, engine and store.
+// Close stops the reaper and the heal loop. The caller closes the writer,
+// engine and store.
 func (s *Service) Close() error {
 	close(s.stop)
+	if s.bg != nil {
+		s.bg()
+	}
 	s.done.Wait()
 	return nil
 }
@@ -133,15 +175,21 @@ func (s *Service) Close() error {
 // rebuild, where an engine that already has a started sale (Redis shared by
 // other instances) keeps it.
 func (s *Service) load(ctx context.Context, sale *flashsale.Sale, force bool) error {
+	err := s.loadAt(ctx, sale, s.now())
+	if errors.Is(err, flashsale.ErrAlreadyStarted) && !force {
+		return nil
+	}
+	return err
+}
+
+// loadAt loads a sale's snapshot into the engine as of at; the zero time
+// replaces a started sale (the fenced rebuild).
+func (s *Service) loadAt(ctx context.Context, sale *flashsale.Sale, at time.Time) error {
 	snap, err := s.store.Snapshot(ctx, sale.ID)
 	if err != nil {
 		return fmt.Errorf("load sale=%s: %w", sale.ID, err)
 	}
-	err = s.engine.Load(ctx, snap, s.now())
-	if errors.Is(err, flashsale.ErrAlreadyStarted) && !force {
-		return nil
-	}
-	if err != nil {
+	if err := s.engine.Load(ctx, snap, at); err != nil {
 		return fmt.Errorf("load sale=%s: %w", sale.ID, err)
 	}
 	return nil
@@ -263,8 +311,18 @@ func (s *Service) PublicSale(ctx context.Context, id string) (*flashsale.SaleVie
 func (s *Service) publicView(ctx context.Context, sale *flashsale.Sale) (*flashsale.SaleView, error) {
 	avail, err := s.engine.Available(ctx, sale.ID)
 	if errors.Is(err, flashsale.ErrNotLoaded) {
-		// Not loaded here (an ended sale after a restart): show nothing left.
 		avail, err = make([]int, len(sale.Nights)), nil
+		if s.now().Before(sale.EndsAt) {
+			// A live sale the engine lost (it is being rebuilt): show the
+			// database's figures, which can only be higher than the truth
+			// by what is still in the queue, rather than "sold out".
+			s.wakeHeal()
+			nights, nerr := s.store.NightStocks(ctx, sale.ID)
+			if nerr != nil {
+				return nil, fmt.Errorf("public sale=%s: %w", sale.ID, nerr)
+			}
+			avail = availableOf(nights)
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("public sale=%s: %w", sale.ID, err)

@@ -46,29 +46,22 @@ type Relay struct {
 
 // Run republishes until ctx ends.
 func (r *Relay) Run(ctx context.Context) {
-	age, every := r.Age, r.Interval
+	age, period := r.Age, r.Interval
 	if age == 0 {
 		age = 2 * time.Second
 	}
-	if every == 0 {
-		every = time.Second
+	if period == 0 {
+		period = time.Second
 	}
 	now := r.Now
 	if now == nil {
 		now = time.Now
 	}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, period, nil, func(ctx context.Context) {
 		rs, err := r.Outbox.Unconfirmed(ctx, now().Add(-age), 512)
 		if err != nil {
 			r.Logger.Error("relay: list unconfirmed", "err", err)
-			continue
+			return
 		}
 		for i := range rs {
 			res := &rs[i]
@@ -81,7 +74,7 @@ func (r *Relay) Run(ctx context.Context) {
 			}
 			r.Logger.Info("relay: republished", "sale_id", res.SaleID, "order_id", res.OrderID)
 		}
-	}
+	})
 }
 
 // ReleasingStore wraps the store a queue consumer writes through: when the

@@ -94,6 +94,9 @@ func (s *Service) Purchase(ctx context.Context, u flashsale.User, req flashsale.
 	switch {
 	case errors.Is(err, flashsale.ErrDuplicate):
 		return s.existing(ctx, u, sale, existing)
+	case errors.Is(err, flashsale.ErrNotLoaded):
+		s.wakeHeal() // the engine lost the sale: a rebuild puts it back
+		return nil, err
 	case err != nil:
 		return nil, err
 	}
@@ -198,6 +201,11 @@ func (s *Service) order(ctx context.Context, u flashsale.User, id string) (*flas
 			return nil, fmt.Errorf("order=%s: %w: %w", id, flashsale.ErrUnavailable, err)
 		case flashsale.Unreachable(rerr):
 			return nil, fmt.Errorf("order=%s: %w", id, rerr)
+		case s.rebuilding(ctx):
+			// The engine lost its records and the order may be in the
+			// queue still: "not found" would be a lie until the rebuild
+			// has drained it into the database.
+			return nil, fmt.Errorf("order=%s: %w", id, flashsale.ErrNotLoaded)
 		}
 		return nil, flashsale.ErrNotFound
 	}
@@ -324,7 +332,16 @@ func (s *Service) MarkPaid(ctx context.Context, id, paymentRef string) (*flashsa
 // (the gate everyone else goes through) and then the database's guard.
 func (s *Service) retake(ctx context.Context, o *flashsale.Order, paymentRef string) (*flashsale.Order, error) {
 	if err := s.engine.Retake(ctx, o.SaleID, o.ID); err != nil {
-		if errors.Is(err, flashsale.ErrSoldOut) || errors.Is(err, flashsale.ErrLimitExceeded) || errors.Is(err, flashsale.ErrNotLoaded) {
+		if errors.Is(err, flashsale.ErrNotLoaded) {
+			if sale, serr := s.sale(ctx, o.SaleID); serr == nil && s.now().Before(sale.EndsAt) {
+				// The engine lost a live sale: answer 503 until the
+				// rebuild is done, not a refund.
+				s.wakeHeal()
+				return nil, err
+			}
+			return nil, flashsale.ErrHoldExpired
+		}
+		if errors.Is(err, flashsale.ErrSoldOut) || errors.Is(err, flashsale.ErrLimitExceeded) {
 			return nil, flashsale.ErrHoldExpired
 		}
 		return nil, fmt.Errorf("retake order=%s: %w", o.ID, err)

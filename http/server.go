@@ -137,8 +137,8 @@ func (s *Server) routes() []route {
 // serveHTTP gives the request its deadline and recovers from handler
 // panics with a JSON 500.
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), s.timeout)
-	defer cancel()
+	ctx, release := withDeadline(r.Context(), s.timeout)
+	defer release()
 	r = r.WithContext(ctx)
 	defer func() {
 		if v := recover(); v != nil {

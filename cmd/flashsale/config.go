@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/flashsale/flashsale/funnel"
 )
 
 // Defaults for Config.
@@ -64,8 +66,11 @@ type Config struct {
 	RedisTimeout time.Duration
 	// StartTimeout bounds start-up. FLASHSALE_START_TIMEOUT.
 	StartTimeout time.Duration
-	LogLevel     slog.Level // FLASHSALE_LOG_LEVEL: debug, info, warn, error
-	Demo         bool       // --demo: seed a sample sale and enable POST /api/demo/login
+	// AuditInterval is how often the scheduled audit checks and repairs
+	// every current sale; negative turns it off. FLASHSALE_AUDIT_INTERVAL.
+	AuditInterval time.Duration
+	LogLevel      slog.Level // FLASHSALE_LOG_LEVEL: debug, info, warn, error
+	Demo          bool       // --demo: seed a sample sale and enable POST /api/demo/login
 }
 
 // parseConfig reads the environment, then the flags of a subcommand.
@@ -85,6 +90,7 @@ func parseConfig(fset *flag.FlagSet, args []string, getenv func(string) string) 
 		RequestTimeout: RequestTimeoutDefault,
 		RedisTimeout:   RedisTimeoutDefault,
 		StartTimeout:   StartTimeoutDefault,
+		AuditInterval:  funnel.AuditIntervalDefault,
 	}
 	var errs []error
 	if v := getenv("FLASHSALE_ORDER_RATE"); v != "" {
@@ -102,6 +108,7 @@ func parseConfig(fset *flag.FlagSet, args []string, getenv func(string) string) 
 		{"FLASHSALE_REQUEST_TIMEOUT", &c.RequestTimeout},
 		{"FLASHSALE_REDIS_TIMEOUT", &c.RedisTimeout},
 		{"FLASHSALE_START_TIMEOUT", &c.StartTimeout},
+		{"FLASHSALE_AUDIT_INTERVAL", &c.AuditInterval},
 	} {
 		if v := getenv(d.name); v != "" {
 			v, err := time.ParseDuration(v)
@@ -173,6 +180,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("request_timeout", c.RequestTimeout),
 		slog.Duration("redis_timeout", c.RedisTimeout),
 		slog.Duration("start_timeout", c.StartTimeout),
+		slog.Duration("audit_interval", c.AuditInterval),
 		slog.Bool("demo", c.Demo),
 	)
 }

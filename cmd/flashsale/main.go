@@ -31,7 +31,6 @@ import (
 	"github.com/flashsale/flashsale/funnel"
 	fshttp "github.com/flashsale/flashsale/http"
 	"github.com/flashsale/flashsale/inmem"
-	"github.com/flashsale/flashsale/redis"
 )
 
 func main() {
@@ -111,9 +110,14 @@ type Main struct {
 	store  flashsale.Store
 	engine flashsale.StockEngine
 	writer flashsale.OrderWriter
-	svc    *funnel.Service
-	ln     net.Listener
-	server *http.Server
+	// fence and drainer heal a lost Redis, and republish is the path the
+	// audit sends stranded reservations down (Redis shapes only).
+	fence     funnel.Fence
+	drainer   funnel.Drainer
+	republish flashsale.OrderWriter
+	svc       *funnel.Service
+	ln        net.Listener
+	server    *http.Server
 
 	closers []func() error // in opening order; Close runs them backwards
 }
@@ -163,6 +167,7 @@ func (m *Main) open(ctx context.Context) error {
 	m.svc = funnel.New(funnel.Config{
 		Store: m.store, Engine: m.engine, Writer: m.writer,
 		Secret: []byte(jwtSecret), ReapInterval: cfg.ReapInterval, Logger: m.log,
+		Fence: m.fence, Drainer: m.drainer, Republish: m.republish, AuditInterval: cfg.AuditInterval,
 	})
 	if err := m.svc.Start(ctx); err != nil {
 		return err
@@ -206,17 +211,20 @@ func (m *Main) openStock(ctx context.Context) error {
 	if cfg.RedisURL == "" {
 		m.engine = inmem.NewEngine()
 	} else {
-		e, err := redis.Open(ctx, cfg.RedisURL, redis.Options{Prefix: cfg.RedisPrefix, Timeout: cfg.RedisTimeout}, m.log)
+		e, err := openRedis(ctx, cfg, m.log)
 		if err != nil {
 			return err // it says "open redis"
 		}
 		m.closers = append(m.closers, e.Close)
-		m.engine = e
+		m.engine, m.fence = e, e
 	}
 	if cfg.AMQPURL == "" {
 		w := inmem.NewWriter(m.store, inmem.WriterConfig{}, m.log)
 		m.closers = append(m.closers, w.Close)
 		m.writer = w
+		if m.fence != nil {
+			m.republish = w // Redis without a queue: a stranded reservation is written directly
+		}
 		return nil
 	}
 	outbox := m.engine.Outbox()
@@ -236,11 +244,13 @@ func (m *Main) openStock(ctx context.Context) error {
 	}
 	m.closers = append(m.closers, pub.Close)
 	m.writer = &funnel.ConfirmingWriter{W: pub, Outbox: outbox, Logger: m.log}
+	m.republish = pub
 
 	consumer, err := amqp.NewConsumer(ctx, qcfg, released, m.log)
 	if err != nil {
 		return fmt.Errorf("open amqp consumer: %w", err)
 	}
+	m.drainer = consumer
 	relay := &funnel.Relay{Outbox: outbox, W: pub, Logger: m.log}
 	bg, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup

@@ -2,6 +2,12 @@ package testenv
 
 import (
 	"context"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"testing"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 )
@@ -32,4 +38,70 @@ func DeleteKeys(url, prefix string) error {
 		}
 	}
 	return iter.Err()
+}
+
+// RedisServer is a redis-server of a test's own, without persistence, that
+// the test may kill -9 and start again empty on the same port: a Redis
+// lost as in production, without touching the shared one.
+type RedisServer struct {
+	tb   testing.TB
+	port int
+	dir  string
+	cmd  *exec.Cmd
+}
+
+// StartRedis starts a redis-server on a free port; it is killed when the
+// test ends. Without redis-server on PATH the test is skipped (failed under CI=true).
+func StartRedis(tb testing.TB) *RedisServer {
+	tb.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if os.Getenv("CI") == "true" {
+			tb.Fatal("redis-server is not on PATH")
+		}
+		tb.Skip("redis-server is not on PATH")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	s := &RedisServer{tb: tb, port: port, dir: tb.TempDir()}
+	s.Start()
+	tb.Cleanup(s.Kill)
+	return s
+}
+
+// URL is the server's redis:// URL.
+func (s *RedisServer) URL() string { return "redis://127.0.0.1:" + strconv.Itoa(s.port) }
+
+// Start (re)starts the server, empty, and waits until it answers.
+func (s *RedisServer) Start() {
+	s.tb.Helper()
+	s.cmd = exec.Command("redis-server", "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", s.dir)
+	if err := s.cmd.Start(); err != nil {
+		s.tb.Fatalf("start redis-server: %v", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(s.port))
+		if err == nil {
+			c.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			s.tb.Fatalf("redis-server on port %d does not listen: %v", s.port, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Kill kills the server with SIGKILL: everything in it is lost.
+func (s *RedisServer) Kill() {
+	if s.cmd != nil && s.cmd.Process != nil {
+		s.cmd.Process.Kill()
+		s.cmd.Wait()
+		s.cmd = nil
+	}
 }

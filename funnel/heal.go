@@ -1,0 +1,357 @@
+package funnel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/flashsale/flashsale"
+	"github.com/oklog/ulid/v2"
+)
+
+// Healing: when the stock engine loses a live sale's state (Redis restarted
+// without persistence, flushed, failed over to an empty replica), the sale
+// is rebuilt from the database without an operator or a restart.
+//
+// The database is the truth, but not all of it yet: orders a guest got a
+// 202 for may still be in the queue (or in the consumers' hands), and
+// loading the database as it is would hand their rooms out again. So the
+// rebuild drains first, fenced across instances:
+//
+//  1. One instance takes the lease (Fence.Lead); the others see it on their
+//     next tick and pause their queue consumers (Drainer.Pause writes and
+//     acknowledges everything they hold, then takes nothing more).
+//  2. The leader waits HealGrace, so publishes that began before the loss
+//     are confirmed or given up, then until every live instance reports
+//     paused for this epoch.
+//  3. The leader's consumer drains the queue alone (Drainer.Drain): every
+//     message that was in it is then in the database.
+//  4. The leader reads each lost sale's snapshot and loads it, then ends
+//     the lease; every consumer resumes.
+//
+// While a sale is not loaded its purchases are 503 with Retry-After, never
+// a wrong answer; the engine refuses them because the sale is not there.
+// Two leaders cannot run at once (the lease), and no unit is counted twice
+// (nothing of the sale is in flight while its snapshot is read).
+
+// Fence coordinates a rebuild across the instances that share an engine.
+// The Redis engine implements it (redis/fence.go).
+type Fence interface {
+	// Lead takes the lease for epoch if nobody holds it.
+	Lead(ctx context.Context, epoch string, lease time.Duration) (bool, error)
+	// Extend renews epoch's lease; false if it was lost.
+	Extend(ctx context.Context, epoch string, lease time.Duration) (bool, error)
+	// End releases epoch's lease.
+	End(ctx context.Context, epoch string) error
+	// Healing returns the epoch in progress, or "".
+	Healing(ctx context.Context) (string, error)
+	// Beat records this instance as alive, with the epoch its consumer is
+	// paused for ("" while it consumes).
+	Beat(ctx context.Context, instance, paused string) error
+	// Paused lists the live instances not yet paused for epoch.
+	Paused(ctx context.Context, epoch string) ([]string, error)
+	// Unload closes a loaded sale in the engine until it is loaded again.
+	Unload(ctx context.Context, saleID string) error
+}
+
+// Drainer is this instance's order-queue consumer, as the rebuild needs it.
+type Drainer interface {
+	// Pause returns once the consumer holds nothing and takes nothing more.
+	Pause(ctx context.Context) error
+	// Resume undoes Pause.
+	Resume()
+	// Drain consumes alone until the queue is empty, then pauses.
+	Drain(ctx context.Context) error
+}
+
+// nopDrainer is the Drainer of an order path with nothing in flight: the
+// group-commit writer answers a purchase only once its order is committed.
+type nopDrainer struct{}
+
+func (nopDrainer) Pause(context.Context) error { return nil }
+func (nopDrainer) Resume()                     {}
+func (nopDrainer) Drain(context.Context) error { return nil }
+
+// Defaults of healing.
+const (
+	HealGraceDefault = 5 * time.Second
+	healTick         = 250 * time.Millisecond
+	healLease        = 15 * time.Second
+	// healWait bounds how long a leader waits for the others to pause:
+	// an instance that cannot (its database is down too) makes the
+	// rebuild give up and try again later, rather than load a sale with
+	// orders still in flight.
+	healWait = 30 * time.Second
+	// healTimeout bounds one whole rebuild.
+	healTimeout = 2 * time.Minute
+)
+
+// errHealBusy means another instance leads a rebuild.
+var errHealBusy = errors.New("a rebuild is already in progress")
+
+// wakeHeal asks the heal loop to look now (a purchase met ErrNotLoaded).
+func (s *Service) wakeHeal() {
+	if s.fence == nil {
+		return
+	}
+	select {
+	case s.healWake <- struct{}{}:
+	default:
+	}
+}
+
+// healLoop is every instance's part in healing: follow a rebuild in
+// progress (pause and resume the consumer), beat, and lead one when a live
+// sale is missing from the engine.
+func (s *Service) healLoop(ctx context.Context) {
+	defer s.done.Done()
+	s.done.Add(1)
+	go s.beatLoop(ctx)
+	every(ctx, healTick, s.healWake, s.healStep)
+}
+
+// every runs fn each period (and whenever wake fires) until ctx ends.
+func every(ctx context.Context, period time.Duration, wake <-chan struct{}, fn func(context.Context)) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-wake:
+		}
+		fn(ctx)
+	}
+}
+
+func (s *Service) healStep(ctx context.Context) {
+	s.healMu.Lock()
+	defer s.healMu.Unlock()
+	epoch, err := s.fence.Healing(ctx)
+	if err != nil {
+		return // the engine is down: nothing to follow, nothing to rebuild yet
+	}
+	switch {
+	case epoch != "" && s.pausedFor != epoch:
+		pctx, cancel := context.WithTimeout(ctx, healWait)
+		err := s.drainer.Pause(pctx)
+		cancel()
+		if err != nil {
+			s.log.Error("rebuild: pause the order consumer", "epoch", epoch, "err", err)
+			return
+		}
+		s.setPaused(epoch)
+		s.log.Info("rebuild in progress elsewhere: order consumer paused", "epoch", epoch)
+	case epoch == "" && s.pausedFor != "":
+		s.drainer.Resume()
+		s.setPaused("")
+		s.log.Info("rebuild over: order consumer resumed")
+	}
+	if epoch != "" {
+		return
+	}
+	lost, err := s.lostSales(ctx)
+	if err != nil || len(lost) == 0 {
+		return
+	}
+	if err := s.heal(ctx, lost, nil); err != nil && !errors.Is(err, errHealBusy) {
+		s.log.Error("rebuild failed; retrying", "err", err)
+	}
+}
+
+// rebuilding reports whether the engine has lost a live sale or a rebuild
+// is in progress (or the fence cannot say): then an order missing from the
+// engine and the database may still be in the queue.
+func (s *Service) rebuilding(ctx context.Context) bool {
+	if s.fence == nil {
+		return false
+	}
+	epoch, err := s.fence.Healing(ctx)
+	if err != nil || epoch != "" {
+		return true
+	}
+	lost, err := s.lostSales(ctx)
+	if len(lost) > 0 {
+		s.wakeHeal()
+	}
+	return err != nil || len(lost) > 0
+}
+
+// beatLoop keeps this instance's heartbeat going on its own, so an instance
+// busy pausing its consumer (writing a prefetch's worth of orders) is never
+// taken for dead by a leader, which would then load a snapshot while this
+// instance still writes.
+func (s *Service) beatLoop(ctx context.Context) {
+	defer s.done.Done()
+	every(ctx, healTick, nil, func(ctx context.Context) {
+		paused, _ := s.beatPaused.Load().(string)
+		if err := s.fence.Beat(ctx, s.instance, paused); err != nil {
+			s.log.Debug("fence heartbeat", "err", err)
+		}
+	})
+}
+
+// setPaused records the epoch this instance's consumer is paused for.
+// The caller holds healMu.
+func (s *Service) setPaused(epoch string) {
+	s.pausedFor = epoch
+	s.beatPaused.Store(epoch)
+}
+
+// lostSales are the cached sales that have not ended and that the engine
+// does not have.
+func (s *Service) lostSales(ctx context.Context) ([]string, error) {
+	now := s.now()
+	s.mu.RLock()
+	var ids []string
+	for id, sale := range s.sales {
+		if now.Before(sale.EndsAt) {
+			ids = append(ids, id)
+		}
+	}
+	s.mu.RUnlock()
+	var lost []string
+	for _, id := range ids {
+		_, err := s.engine.Available(ctx, id)
+		if errors.Is(err, flashsale.ErrNotLoaded) {
+			lost = append(lost, id)
+		} else if err != nil {
+			return nil, err
+		}
+	}
+	return lost, nil
+}
+
+// rebuild reinstalls one sale from the database even though the engine has
+// it (the audit found its units drifted): the sale is closed everywhere
+// while the queue drains, then loaded again.
+func (s *Service) rebuild(ctx context.Context, saleID string) error {
+	if s.fence == nil {
+		// The in-process engine: its writer commits before a purchase is
+		// answered, so nothing is in flight, and the sale's lock makes the
+		// load atomic.
+		sale, err := s.sale(ctx, saleID)
+		if err != nil {
+			return err
+		}
+		return s.loadAt(ctx, sale, time.Time{})
+	}
+	s.healMu.Lock()
+	defer s.healMu.Unlock()
+	return s.heal(ctx, nil, []string{saleID})
+}
+
+// heal leads one fenced rebuild of the lost sales (missing from the engine)
+// and the forced ones (loaded, but to be replaced). The caller holds healMu.
+func (s *Service) heal(ctx context.Context, lost, forced []string) error {
+	epoch := ulid.Make().String()
+	ok, err := s.fence.Lead(ctx, epoch, healLease)
+	if err != nil {
+		return fmt.Errorf("rebuild: %w", err)
+	}
+	if !ok {
+		return errHealBusy
+	}
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, healTimeout)
+	defer cancel()
+	leaseLost := make(chan struct{})
+	go s.keepLease(ctx, epoch, cancel, leaseLost)
+	defer func() {
+		cancel()
+		<-leaseLost
+		if err := s.fence.End(context.WithoutCancel(ctx), epoch); err != nil {
+			s.log.Error("rebuild: end the lease", "epoch", epoch, "err", err)
+		}
+		s.drainer.Resume()
+		s.setPaused("")
+	}()
+	s.log.Warn("rebuilding the stock engine from the database", "epoch", epoch, "lost_sales", lost, "forced_sales", forced)
+	for _, id := range forced {
+		if err := s.fence.Unload(ctx, id); err != nil {
+			return fmt.Errorf("rebuild: %w", err)
+		}
+	}
+
+	if err := s.drainer.Pause(ctx); err != nil {
+		return fmt.Errorf("rebuild: %w", err)
+	}
+	s.setPaused(epoch)
+	wait := time.NewTimer(time.Until(start.Add(s.healGrace)))
+	select {
+	case <-wait.C:
+	case <-ctx.Done():
+		wait.Stop()
+		return fmt.Errorf("rebuild: %w", ctx.Err())
+	}
+	for deadline := time.Now().Add(healWait); ; {
+		if err := s.fence.Beat(ctx, s.instance, epoch); err != nil {
+			return fmt.Errorf("rebuild: %w", err)
+		}
+		waiting, err := s.fence.Paused(ctx, epoch)
+		if err != nil {
+			return fmt.Errorf("rebuild: %w", err)
+		}
+		if len(waiting) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("rebuild: instances %v did not pause their consumers in %v", waiting, healWait)
+		}
+		select {
+		case <-time.After(100 * time.Millisecond):
+		case <-ctx.Done():
+			return fmt.Errorf("rebuild: %w", ctx.Err())
+		}
+	}
+	if err := s.drainer.Drain(ctx); err != nil {
+		return fmt.Errorf("rebuild: %w", err)
+	}
+	drained := time.Since(start)
+
+	sales, err := s.store.Sales(ctx, s.now())
+	if err != nil {
+		return fmt.Errorf("rebuild: %w", err)
+	}
+	loaded := 0
+	for _, sale := range sales {
+		_, err := s.engine.Available(ctx, sale.ID)
+		switch {
+		case errors.Is(err, flashsale.ErrNotLoaded):
+		case err != nil:
+			return fmt.Errorf("rebuild: %w", err)
+		default:
+			continue // loaded and not forced (a forced sale was unloaded)
+		}
+		if err := s.loadAt(ctx, sale, time.Time{}); err != nil {
+			return fmt.Errorf("rebuild: %w", err)
+		}
+		s.cache(sale)
+		loaded++
+	}
+	s.log.Warn("stock engine rebuilt from the database", "epoch", epoch, "sales", loaded,
+		"drained_in", drained.Round(time.Millisecond), "took", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// keepLease renews the lease until ctx ends, and cancels the rebuild if
+// the lease was lost (another leader may start: this one must stop).
+func (s *Service) keepLease(ctx context.Context, epoch string, cancel context.CancelFunc, done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTicker(healLease / 5)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if ok, err := s.fence.Extend(ctx, epoch, healLease); err == nil && !ok {
+			s.log.Error("rebuild: lease lost; stopping", "epoch", epoch)
+			cancel()
+			return
+		}
+	}
+}
