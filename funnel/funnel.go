@@ -49,6 +49,9 @@ type Config struct {
 	Drainer Drainer
 	// Instance names this process in the fence (default: a fresh ULID).
 	Instance string
+	// Queued says the order path is a queue that takes orders while the
+	// database is down, so the instance stays ready through an outage.
+	Queued bool
 	// HealGrace is how long a rebuild waits for publishes that began
 	// before the loss (default HealGraceDefault: the publisher's confirm
 	// timeout).
@@ -89,6 +92,7 @@ type Service struct {
 	// instance has not seen yet.
 	misses singleflight.Group
 
+	queued    bool
 	fence     Fence
 	drainer   Drainer
 	instance  string
@@ -125,6 +129,7 @@ func New(cfg Config) *Service {
 		sales:   make(map[string]*flashsale.Sale),
 		stop:    make(chan struct{}),
 
+		queued:    cfg.Queued,
 		fence:     cfg.Fence,
 		drainer:   cmp.Or[Drainer](cfg.Drainer, nopDrainer{}),
 		instance:  cmp.Or(cfg.Instance, ulid.Make().String()),
@@ -367,11 +372,19 @@ func (s *Service) Sales(ctx context.Context) ([]*flashsale.SaleView, error) {
 
 // Ready reports whether the database and the stock engine answer.
 func (s *Service) Ready(ctx context.Context) error {
-	if err := s.store.Ping(ctx); err != nil {
-		return fmt.Errorf("ready: database: %w", err)
-	}
 	if err := s.engine.Ping(ctx); err != nil {
 		return fmt.Errorf("ready: stock engine: %w", err)
+	}
+	if err := s.store.Ping(ctx); err != nil {
+		if s.queued {
+			// Purchases of cached sales still sell: the queue holds the
+			// orders until the database is back. Taking the instance out
+			// of the load balancer would turn a database outage into a
+			// sales outage.
+			s.log.WarnContext(ctx, "ready without the database: orders wait in the queue", "err", err)
+			return nil
+		}
+		return fmt.Errorf("ready: database: %w", err)
 	}
 	return nil
 }

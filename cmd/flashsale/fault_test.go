@@ -200,6 +200,19 @@ func TestFaultDatabaseDown(t *testing.T) {
 			})
 			time.Sleep(500 * time.Millisecond)
 		}
+		// What needs the database answers 503, never 500; the instance
+		// stays ready, since it still sells.
+		for _, path := range []string{"/api/sales", "/api/admin/sales/" + id} {
+			var e apiError
+			if status, err := c.clients[0].do(context.Background(), "GET", path, c.clients[0].admin, nil, nil, &e); err != nil || status != 503 {
+				t.Errorf("GET %s with the database down: %d %v %+v, want 503", path, status, err, e)
+			}
+		}
+		if resp, err := http.Get("http://" + c.addrs[0] + "/readyz"); err != nil || resp.StatusCode != 200 {
+			t.Errorf("/readyz with the database down: %v %v, want 200 (purchases still sell)", resp, err)
+		} else {
+			resp.Body.Close()
+		}
 		proxy.Refuse(false)
 		t.Logf("database unreachable for %v; %d purchases accepted meanwhile", time.Since(start).Round(time.Millisecond), len(during.accepted))
 	})
