@@ -130,6 +130,17 @@ func sellRest(t *testing.T, c *cluster, saleID string, res *faultResult) {
 	}
 }
 
+// balanced proves the books (checkBooks, exact) and logs the scenario's
+// figures for docs/reliability.md.
+func balanced(t *testing.T, c *cluster, saleID string, res *faultResult) {
+	t.Helper()
+	checkBooks(t, c, saleID, faultStock, res.accepted, true)
+	if !t.Failed() {
+		t.Logf("books balanced: %d purchase requests, %d 202s, %d held orders; 0 oversold, 0 lost, 0 failed after a 202, 0 duplicates, nobody over the limit",
+			res.requests.Load(), len(res.accepted), faultStock)
+	}
+}
+
 // proxied starts a proxy to the host of raw and returns it with raw
 // pointed through it.
 func proxied(t *testing.T, raw string) (*faultproxy.Proxy, string) {
@@ -163,7 +174,7 @@ func TestFaultLostConfirm(t *testing.T) {
 		t.Logf("broker replies held for 1 s, then the link cut")
 	})
 	sellRest(t, c, id, res)
-	checkBooks(t, c, id, faultStock, res.accepted, true)
+	balanced(t, c, id, res)
 }
 
 // TestFaultDatabaseDown makes the database unreachable for 20 s mid-storm
@@ -223,7 +234,7 @@ func TestFaultDatabaseDown(t *testing.T) {
 		res.accepted[oid] = u
 	}
 	sellRest(t, c, id, res)
-	checkBooks(t, c, id, faultStock, res.accepted, true)
+	balanced(t, c, id, res)
 }
 
 // TestFaultSilentStart starts serve against a dependency that accepts
@@ -323,7 +334,7 @@ func TestFaultRedisStalled(t *testing.T) {
 		t.Fatalf("probe: %s", code)
 	}
 	sellRest(t, c, id, res)
-	checkBooks(t, c, id, faultStock, res.accepted, true)
+	balanced(t, c, id, res)
 }
 
 // TestFaultRedisLatency adds 25 ms each way (50 ms a round trip) to every
@@ -342,7 +353,7 @@ func TestFaultRedisLatency(t *testing.T) {
 	}
 	proxy.Latency(0)
 	sellRest(t, c, id, res)
-	checkBooks(t, c, id, faultStock, res.accepted, true)
+	balanced(t, c, id, res)
 }
 
 // TestFaultRedisLost kill -9s the test's own Redis mid-storm, with a
@@ -391,7 +402,7 @@ func TestFaultRedisLost(t *testing.T) {
 		t.Errorf("recovery took %v, want under 30 s", recovery)
 	}
 	sellRest(t, c, id, res)
-	checkBooks(t, c, id, faultStock, res.accepted, true)
+	balanced(t, c, id, res)
 }
 
 // countOrders is the number of order rows of a sale in the database.
