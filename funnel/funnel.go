@@ -98,6 +98,10 @@ type Service struct {
 	instance  string
 	healGrace time.Duration
 	healWake  chan struct{} // capacity 1
+	// gate is held for reading by every purchase from its reserve to its
+	// answer, and by a payment's retake; the in-process rebuild takes it
+	// for writing (heal.go). Lock order: gate before healMu.
+	gate sync.RWMutex
 	// healMu serialises rebuilds in this process and guards pausedFor, the
 	// epoch this instance's consumer is paused for.
 	healMu     sync.Mutex

@@ -229,13 +229,17 @@ func (s *Service) lostSales(ctx context.Context) ([]string, error) {
 // while the queue drains, then loaded again.
 func (s *Service) rebuild(ctx context.Context, saleID string) error {
 	if s.fence == nil {
-		// The in-process engine: its writer commits before a purchase is
-		// answered, so nothing is in flight, and the sale's lock makes the
-		// load atomic.
+		// The in-process engine: a purchase's units are in flight from its
+		// reserve until its group commit answers, and a payment's from the
+		// engine's retake to the database's; the gate waits for those to
+		// end and holds new ones back while the snapshot is read and loaded
+		// (milliseconds), so no unit is counted twice or lost.
 		sale, err := s.sale(ctx, saleID)
 		if err != nil {
 			return err
 		}
+		s.gate.Lock()
+		defer s.gate.Unlock()
 		return s.loadAt(ctx, sale, time.Time{})
 	}
 	s.healMu.Lock()

@@ -3,6 +3,7 @@ package funnel
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -216,4 +217,104 @@ func TestHealFence(t *testing.T) {
 	if lease, _ := fence.Healing(ctx); lease != "" {
 		t.Errorf("lease %q still held after the rebuild", lease)
 	}
+}
+
+// TestRebuildInProcess rebuilds a live sale of the in-process engine again
+// and again while guests buy it: every purchase's units are either in the
+// snapshot or taken after the load, never lost or counted twice, so the
+// sale sells exactly its stock and no 202 ends failed.
+func TestRebuildInProcess(t *testing.T) {
+	ctx := context.Background()
+	store, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "fs.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	if err := store.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	engine := inmem.NewEngine()
+	writer := inmem.NewWriter(store, inmem.WriterConfig{}, nil)
+	defer writer.Close()
+	// A slow order path keeps reservations in flight for a while, as a
+	// group commit under load does.
+	slow := slowWriter{writer}
+	svc := New(Config{Store: store, Engine: engine, Writer: slow, Secret: []byte("s"), ReapInterval: time.Hour})
+	start := time.Now().Add(-time.Minute)
+	const stock = 300
+	sale, err := svc.CreateSale(ctx, &flashsale.Sale{
+		Title: "t", Hotel: "h", RoomType: "r", Price: 100, OriginalPrice: 200, Currency: "CNY",
+		StartsAt: start, EndsAt: start.Add(time.Hour), PerUserLimit: 1, HoldSeconds: 60,
+		Nights: []flashsale.Night{{Date: "2026-12-24", Stock: stock}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var rebuilds sync.WaitGroup
+	rebuilds.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := svc.rebuild(ctx, sale.ID); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	})
+	var accepted, failed sync.Map
+	var wg sync.WaitGroup
+	for g := range 32 {
+		wg.Go(func() {
+			for i := range 15 {
+				u := flashsale.User{ID: fmt.Sprintf("guest-%d-%d", g, i)}
+				o, err := svc.Purchase(ctx, u, flashsale.PurchaseRequest{SaleID: sale.ID})
+				switch {
+				case err == nil:
+					accepted.Store(o.ID, true)
+				case errors.Is(err, flashsale.ErrSoldOut):
+				default:
+					failed.Store(u.ID, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	rebuilds.Wait()
+	failed.Range(func(k, v any) bool { t.Errorf("%s: %v", k, v); return true })
+	n := 0
+	accepted.Range(func(any, any) bool { n++; return true })
+	nights, err := store.NightStocks(ctx, sale.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	avail, err := engine.Available(ctx, sale.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An engine that counted wrong shows as orders the database refused
+	// (failed rows), though their guests were told sold_out, not 202.
+	snap, err := store.Snapshot(ctx, sale.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range snap.Reservations {
+		if !r.Active {
+			t.Errorf("order %s was refused by the database: the engine handed out a room it did not have", r.OrderID)
+		}
+	}
+	if n != stock || nights[0].Held != stock || avail[0] != 0 {
+		t.Fatalf("%d accepted, database held %d, engine available %d; want %d, %d, 0", n, nights[0].Held, avail[0], stock, stock)
+	}
+}
+
+type slowWriter struct{ w flashsale.OrderWriter }
+
+func (s slowWriter) Write(ctx context.Context, r *flashsale.Reservation) (flashsale.OrderStatus, error) {
+	time.Sleep(2 * time.Millisecond)
+	return s.w.Write(ctx, r)
 }

@@ -69,6 +69,10 @@ func (s *Service) Purchase(ctx context.Context, u flashsale.User, req flashsale.
 	if s.engine.SoldOut(sale.ID, first, req.Nights) {
 		return nil, flashsale.ErrSoldOut
 	}
+	// From the reserve to the answer, units may be taken but not yet in the
+	// database: an in-process rebuild waits for that to be over.
+	s.gate.RLock()
+	defer s.gate.RUnlock()
 	var token *tokenClaims
 	if sale.PurchaseToken {
 		c, err := s.signer.check(req.Token, u, sale, now)
@@ -331,6 +335,8 @@ func (s *Service) MarkPaid(ctx context.Context, id, paymentRef string) (*flashsa
 // retake sells a released order's units again to its buyer, engine first
 // (the gate everyone else goes through) and then the database's guard.
 func (s *Service) retake(ctx context.Context, o *flashsale.Order, paymentRef string) (*flashsale.Order, error) {
+	s.gate.RLock() // the engine retakes before the database does (see Purchase)
+	defer s.gate.RUnlock()
 	if err := s.engine.Retake(ctx, o.SaleID, o.ID); err != nil {
 		if errors.Is(err, flashsale.ErrNotLoaded) {
 			if sale, serr := s.sale(ctx, o.SaleID); serr == nil && s.now().Before(sale.EndsAt) {
