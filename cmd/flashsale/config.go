@@ -69,8 +69,12 @@ type Config struct {
 	// AuditInterval is how often the scheduled audit checks and repairs
 	// every current sale; negative turns it off. FLASHSALE_AUDIT_INTERVAL.
 	AuditInterval time.Duration
-	LogLevel      slog.Level // FLASHSALE_LOG_LEVEL: debug, info, warn, error
-	Demo          bool       // --demo: seed a sample sale and enable POST /api/demo/login
+	// AuditGrace is how long a reservation may wait for its order row
+	// before the audit calls it stranded and publishes it again; longer
+	// than the queue's worst backlog. FLASHSALE_AUDIT_GRACE.
+	AuditGrace time.Duration
+	LogLevel   slog.Level // FLASHSALE_LOG_LEVEL: debug, info, warn, error
+	Demo       bool       // --demo: seed a sample sale and enable POST /api/demo/login
 }
 
 // parseConfig reads the environment, then the flags of a subcommand.
@@ -91,6 +95,7 @@ func parseConfig(fset *flag.FlagSet, args []string, getenv func(string) string) 
 		RedisTimeout:   RedisTimeoutDefault,
 		StartTimeout:   StartTimeoutDefault,
 		AuditInterval:  funnel.AuditIntervalDefault,
+		AuditGrace:     funnel.AuditGraceDefault,
 	}
 	var errs []error
 	if v := getenv("FLASHSALE_ORDER_RATE"); v != "" {
@@ -109,6 +114,7 @@ func parseConfig(fset *flag.FlagSet, args []string, getenv func(string) string) 
 		{"FLASHSALE_REDIS_TIMEOUT", &c.RedisTimeout},
 		{"FLASHSALE_START_TIMEOUT", &c.StartTimeout},
 		{"FLASHSALE_AUDIT_INTERVAL", &c.AuditInterval},
+		{"FLASHSALE_AUDIT_GRACE", &c.AuditGrace},
 	} {
 		if v := getenv(d.name); v != "" {
 			v, err := time.ParseDuration(v)
@@ -154,8 +160,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("FLASHSALE_ORDER_RATE must not be negative")
 	case c.ReapInterval <= 0:
 		return fmt.Errorf("FLASHSALE_REAP_INTERVAL must be positive")
-	case c.RequestTimeout <= 0 || c.RedisTimeout <= 0 || c.StartTimeout <= 0:
-		return fmt.Errorf("FLASHSALE_REQUEST_TIMEOUT, FLASHSALE_REDIS_TIMEOUT and FLASHSALE_START_TIMEOUT must be positive")
+	case c.RequestTimeout <= 0 || c.RedisTimeout <= 0 || c.StartTimeout <= 0 || c.AuditGrace <= 0:
+		return fmt.Errorf("FLASHSALE_REQUEST_TIMEOUT, FLASHSALE_REDIS_TIMEOUT, FLASHSALE_START_TIMEOUT and FLASHSALE_AUDIT_GRACE must be positive")
 	case c.AMQPURL != "" && c.RedisURL == "":
 		return fmt.Errorf("FLASHSALE_AMQP_URL needs FLASHSALE_REDIS_URL: the queue path relies on the Redis outbox")
 	}
@@ -181,6 +187,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("redis_timeout", c.RedisTimeout),
 		slog.Duration("start_timeout", c.StartTimeout),
 		slog.Duration("audit_interval", c.AuditInterval),
+		slog.Duration("audit_grace", c.AuditGrace),
 		slog.Bool("demo", c.Demo),
 	)
 }

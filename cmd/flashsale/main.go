@@ -168,7 +168,8 @@ func (m *Main) open(ctx context.Context) error {
 		Store: m.store, Engine: m.engine, Writer: m.writer,
 		Secret: []byte(jwtSecret), ReapInterval: cfg.ReapInterval, Logger: m.log,
 		Fence: m.fence, Drainer: m.drainer, Republish: m.republish, AuditInterval: cfg.AuditInterval,
-		Queued: cfg.AMQPURL != "",
+		AuditGrace: cfg.AuditGrace,
+		Queued:     cfg.AMQPURL != "",
 	})
 	if err := m.svc.Start(ctx); err != nil {
 		return err
