@@ -186,7 +186,7 @@ func (s *Service) Order(ctx context.Context, u flashsale.User, id string) (*flas
 }
 
 func (s *Service) order(ctx context.Context, u flashsale.User, id string) (*flashsale.Order, error) {
-	o, err := s.store.Order(ctx, id)
+	o, err := s.storeOrder(ctx, id)
 	if errors.Is(err, flashsale.ErrNotFound) || flashsale.Unreachable(err) {
 		// Not written yet (in the queue), or the database is down: the
 		// engine's record answers for an active order, so a guest who got
@@ -220,6 +220,18 @@ func (s *Service) order(ctx context.Context, u flashsale.User, id string) (*flas
 		return nil, flashsale.ErrNotFound
 	}
 	return o, nil
+}
+
+// storeOrder reads an order from the database with at most half the time
+// the caller has left, so that when the database does not answer there is
+// still time to answer from the engine (pending) instead of a 503.
+func (s *Service) storeOrder(ctx context.Context, id string) (*flashsale.Order, error) {
+	if d, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Until(d)/2)
+		defer cancel()
+	}
+	return s.store.Order(ctx, id)
 }
 
 func orderOf(sale *flashsale.Sale, r *flashsale.Reservation, status flashsale.OrderStatus) *flashsale.Order {
