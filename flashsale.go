@@ -110,12 +110,18 @@ type StockEngine interface {
 	// without looking at the token).
 	ReserveSpending(ctx context.Context, r *Reservation, token string, expires time.Time) (existing string, err error)
 	// Release returns a reservation's units and frees the user's limit. It
-	// is idempotent: releasing an order that is not active does nothing.
+	// is idempotent: releasing an order that is not active does nothing,
+	// and releasing a pinned one only unpins it (see Retake).
 	// The idempotency key stays bound to the order.
 	Release(ctx context.Context, saleID, orderID string) error
 	// Retake reactivates a released reservation (payment arrived after the
 	// hold expired), with the same checks as Reserve. ErrSoldOut or
-	// ErrLimitExceeded if it cannot.
+	// ErrLimitExceeded if it cannot. Retaking a reservation that is still
+	// active pins it: the next Release of it keeps the units and only
+	// unpins. The payment that retakes an expired hold may run before the
+	// reaper's Release of that hold (the database expired it first); without
+	// the pin, that late Release handed a paid order's rooms to another
+	// guest and left the paid order uncounted in the engine: a phantom room.
 	Retake(ctx context.Context, saleID, orderID string) error
 	// Lookup returns the order ID bound to a user's idempotency key, or ErrNotFound.
 	Lookup(ctx context.Context, saleID, userID, key string) (string, error)

@@ -35,7 +35,10 @@ type env struct {
 	path   string
 }
 
-var t0 = time.Date(2026, 12, 1, 20, 0, 0, 0, time.UTC)
+// t0 is the tests' clock at start. It follows the wall clock because the
+// in-process engine forgets spent purchase tokens by the wall clock: with a
+// fixed t0, a spent token looked unspent once real time passed t0 + its TTL.
+var t0 = time.Now().UTC().Truncate(time.Second)
 
 func mustOpen(tb testing.TB) *env {
 	tb.Helper()

@@ -46,6 +46,7 @@ type sale struct {
 	orders   map[string]*flashsale.Reservation // by order ID, active or not
 	users    map[string]int                    // active rooms per user
 	keys     map[userKey]string                // idempotency key -> order ID
+	pinned   map[string]bool                   // active orders a retake pinned (see Retake)
 }
 
 // userKey scopes an idempotency key to its user (the sale is implicit).
@@ -99,7 +100,7 @@ func (e *Engine) Load(ctx context.Context, snap *flashsale.StockSnapshot, now ti
 		return flashsale.ErrAlreadyStarted
 	}
 	s.startsAt, s.limit = snap.Sale.StartsAt, snap.Sale.PerUserLimit
-	s.avail, s.orders, s.users, s.keys = avail, orders, users, keys
+	s.avail, s.orders, s.users, s.keys, s.pinned = avail, orders, users, keys, nil
 	s.updateSoldOut()
 	return nil
 }
@@ -207,6 +208,10 @@ func (e *Engine) Release(ctx context.Context, saleID, orderID string) error {
 	if !ok || !r.Active {
 		return nil
 	}
+	if s.pinned[orderID] {
+		delete(s.pinned, orderID) // a payment retook it after this release was decided
+		return nil
+	}
 	for i := r.FirstNight; i < r.FirstNight+r.Nights; i++ {
 		s.avail[i] += r.Rooms
 	}
@@ -219,7 +224,8 @@ func (e *Engine) Release(ctx context.Context, saleID, orderID string) error {
 }
 
 // Retake reactivates a released reservation with the same limit and stock
-// checks as Reserve. Retaking an active order does nothing.
+// checks as Reserve. Retaking an active order pins it: the next Release of
+// it only unpins.
 func (e *Engine) Retake(ctx context.Context, saleID, orderID string) error {
 	s := e.sale(saleID)
 	if s == nil {
@@ -232,6 +238,13 @@ func (e *Engine) Retake(ctx context.Context, saleID, orderID string) error {
 		return flashsale.ErrNotFound
 	}
 	if r.Active {
+		// A release may be on its way (the hold expired in the database,
+		// the engine has not heard yet): pin the order, so that release
+		// keeps its units for this payment.
+		if s.pinned == nil {
+			s.pinned = make(map[string]bool)
+		}
+		s.pinned[orderID] = true
 		return nil
 	}
 	if err := s.take(r); err != nil {

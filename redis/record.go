@@ -47,10 +47,11 @@ var errBadRecord = errors.New("malformed reservation record")
 
 // parseRecord decodes a stored record (with its active flag).
 func parseRecord(saleID, orderID, v string) (*flashsale.Reservation, error) {
-	if len(v) < 2 || (v[0] != '0' && v[0] != '1') || v[1] != '|' {
+	if len(v) < 2 || (v[0] != '0' && v[0] != '1' && v[0] != '2') || v[1] != '|' {
 		return nil, errBadRecord
 	}
-	r := &flashsale.Reservation{OrderID: orderID, SaleID: saleID, Active: v[0] == '1'}
+	// '2' is active and pinned by a retake (see retake.lua).
+	r := &flashsale.Reservation{OrderID: orderID, SaleID: saleID, Active: v[0] != '0'}
 	rest := v[2:]
 	var nums [6]int64
 	for i := range nums {

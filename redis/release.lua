@@ -1,6 +1,9 @@
 -- release.lua gives an active reservation's units back and frees the
 -- user's limit. A reservation that is not active (or unknown) is left alone,
--- so releasing twice is harmless. The idempotency key stays bound.
+-- so releasing twice is harmless. The idempotency key stays bound. A
+-- pinned reservation (active flag '2', set by retake.lua on an active one:
+-- a payment took the order back before this release ran) is unpinned and
+-- keeps its units: this release was decided before the payment.
 --
 -- KEYS: 1 meta, 2 stock, 3 users, 4 res, 5 unconfirmed
 -- ARGV: 1 order id, 2 sold-out channel, 3 sale id
@@ -11,6 +14,10 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
   return {NOT_LOADED}
 end
 local v = redis.call('HGET', KEYS[4], ARGV[1])
+if v and string.sub(v, 1, 1) == '2' then
+  redis.call('HSET', KEYS[4], ARGV[1], '1' .. string.sub(v, 2))
+  return {INACTIVE}
+end
 if not v or string.sub(v, 1, 1) ~= '1' then
   return {INACTIVE}
 end

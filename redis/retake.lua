@@ -15,6 +15,13 @@ if not v then
   return {UNKNOWN_ORDER}
 end
 if string.sub(v, 1, 1) == '1' then
+  -- Active: a release may be on its way (the hold expired in the
+  -- database, the engine has not heard yet). Pin it, so that release
+  -- keeps these units for the payment that retakes them.
+  redis.call('HSET', KEYS[4], ARGV[1], '2' .. string.sub(v, 2))
+  return {OK}
+end
+if string.sub(v, 1, 1) == '2' then
   return {OK}
 end
 local rooms, first, nights, ulen, pos = string.match(v, '^0|(%d+)|(%d+)|(%d+)|%-?%d+|%-?%d+|(%d+)|()')

@@ -612,6 +612,31 @@ func testRetake(t *testing.T, newEngine func(tb testing.TB) flashsale.StockEngin
 		checkAvailable(t, e, snap, 2)
 	})
 
+	t.Run("PinsActive", func(t *testing.T) {
+		// A payment retakes an expired hold whose release has not reached
+		// the engine yet: the late Release keeps the units (and unpins);
+		// only a Release after that frees them.
+		e := newEngine(t)
+		ctx := t.Context()
+		snap := newSnapshot(1, 1)
+		mustLoad(t, e, snap, before(snap))
+		r := mustReserve(t, e, newReservation(snap, newID("user"), 0, 1, 1, ""))
+		mustRetake(t, e, snap, r.OrderID)
+		mustRelease(t, e, snap, r.OrderID)
+		checkAvailable(t, e, snap, 0)
+		checkReservation(t, e, r, true)
+		checkReserveErr(t, e, newReservation(snap, newID("user"), 0, 1, 1, ""), flashsale.ErrSoldOut)
+		mustRelease(t, e, snap, r.OrderID)
+		checkAvailable(t, e, snap, 1)
+		checkReservation(t, e, r, false)
+		if err := e.Retake(ctx, snap.Sale.ID, r.OrderID); err != nil {
+			t.Fatalf("Retake of the released order: %v", err)
+		}
+		checkAvailable(t, e, snap, 0)
+		mustRelease(t, e, snap, r.OrderID) // retaken from released: not pinned
+		checkAvailable(t, e, snap, 1)
+	})
+
 	t.Run("Unknown", func(t *testing.T) {
 		e := newEngine(t)
 		snap := newSnapshot(1, 5)
