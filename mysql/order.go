@@ -355,12 +355,7 @@ func (s *Store) FailOrder(ctx context.Context, r flashsale.Reservation, reason s
 			if err != nil {
 				return 0, err
 			}
-			if n, err := res.RowsAffected(); err != nil {
-				return 0, err
-			} else if n == 0 {
-				return sqlrows.NoSale, nil
-			}
-			return sqlrows.Written, nil
+			return sqlrows.Affected(res)
 		})
 	})
 	if err != nil {

@@ -7,6 +7,7 @@
 package sqlrows
 
 import (
+	"database/sql"
 	"errors"
 	"strings"
 	"time"
@@ -160,6 +161,19 @@ const (
 	// nothing was written.
 	KeyTaken
 )
+
+// Affected reads what an INSERT ... SELECT FROM sales of a failed order
+// reported, for a database/sql store: a row means Written, none NoSale.
+func Affected(res sql.Result) (Inserted, error) {
+	n, err := res.RowsAffected()
+	switch {
+	case err != nil:
+		return 0, err
+	case n == 0:
+		return NoSale, nil
+	}
+	return Written, nil
+}
 
 // FailOrder is flashsale.Store.FailOrder around a store's insert, which
 // writes r as a failed order with its reason, the given key (NULL when
