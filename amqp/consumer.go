@@ -1,6 +1,7 @@
 package amqp
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -371,17 +372,13 @@ func (c *Consumer) Drain(ctx context.Context) error {
 			c.Resume()
 		}
 		if !sleep(ctx, c.stop, 50*time.Millisecond) {
-			return fmt.Errorf("drain: %w", cmpErr(ctx.Err(), errors.New("consumer closed")))
+			return fmt.Errorf("drain: %w", cmp.Or(ctx.Err(), errConsumerClosed))
 		}
 	}
 }
 
-func cmpErr(a, b error) error {
-	if a != nil {
-		return a
-	}
-	return b
-}
+// errConsumerClosed is why a Drain cut short by Close stopped.
+var errConsumerClosed = errors.New("consumer closed")
 
 // depth is the number of ready messages in the queue.
 func (c *Consumer) depth(ctx context.Context) (int, error) {
