@@ -400,47 +400,26 @@ func (r *repairer) republish(ctx context.Context, id string) {
 
 // startAudits starts the scheduled audit, unless AuditInterval is negative.
 // Start calls it.
-func (s *Service) startAudits() {
+func (s *Service) startAudits(ctx context.Context) {
 	if s.audit.interval < 0 {
 		return
 	}
-	s.done.Add(1)
-	go s.auditLoop()
+	s.done.Go(func() { every(ctx, s.audit.interval, nil, s.auditAll) })
 }
 
-// auditLoop audits and repairs every current sale each AuditInterval until
-// Close.
-func (s *Service) auditLoop() {
-	defer s.done.Done()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	s.done.Go(func() {
-		select {
-		case <-s.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	})
-	t := time.NewTicker(s.audit.interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stop:
+// auditAll audits and repairs every current sale.
+func (s *Service) auditAll(ctx context.Context) {
+	sales, err := s.store.Sales(ctx, s.now())
+	if err != nil {
+		s.log.Error("audit: list sales", "err", err)
+		return
+	}
+	for _, sale := range sales {
+		if ctx.Err() != nil {
 			return
-		case <-t.C:
 		}
-		sales, err := s.store.Sales(ctx, s.now())
-		if err != nil {
-			s.log.Error("audit: list sales", "err", err)
-			continue
-		}
-		for _, sale := range sales {
-			if ctx.Err() != nil {
-				return
-			}
-			s.cache(sale)
-			s.auditAndRepair(ctx, sale.ID)
-		}
+		s.cache(sale)
+		s.auditAndRepair(ctx, sale.ID)
 	}
 }
 

@@ -102,13 +102,14 @@ type Service struct {
 	// answer, and by a payment's retake; the in-process rebuild takes it
 	// for writing (heal.go). Lock order: gate before healMu.
 	gate sync.RWMutex
-	// healMu serialises rebuilds in this process and guards pausedFor, the
-	// epoch this instance's consumer is paused for.
-	healMu     sync.Mutex
-	pausedFor  string
-	beatPaused atomic.Value // pausedFor, for the heartbeat goroutine
+	// healMu serialises rebuilds in this process and the pausing and
+	// resuming of its consumer.
+	healMu sync.Mutex
+	// pausedFor is the epoch this instance's consumer is paused for (a
+	// string, "" while it consumes); healMu's holder writes it, the
+	// heartbeat goroutine reads it.
+	pausedFor atomic.Value
 
-	stop chan struct{}
 	bg   context.CancelFunc // ends the background loops' context
 	done sync.WaitGroup
 }
@@ -131,7 +132,6 @@ func New(cfg Config) *Service {
 		now:     cfg.Now,
 		audit:   newAuditConfig(cfg),
 		sales:   make(map[string]*flashsale.Sale),
-		stop:    make(chan struct{}),
 
 		queued:    cfg.Queued,
 		fence:     cfg.Fence,
@@ -157,11 +157,11 @@ func (s *Service) Start(ctx context.Context) error {
 		}
 		s.cache(sale)
 	}
-	s.done.Add(1)
-	go s.reapLoop()
-	s.startAudits()
 	bg, cancel := context.WithCancel(context.Background())
 	s.bg = cancel
+	s.done.Add(1)
+	go s.reapLoop(bg)
+	s.startAudits(bg)
 	if s.fence != nil {
 		s.done.Add(1)
 		go s.healLoop(bg)
@@ -169,10 +169,9 @@ func (s *Service) Start(ctx context.Context) error {
 	return nil
 }
 
-// Close stops the reaper and the heal loop. The caller closes the writer,
+// Close stops the reaper, the scheduled audit and the heal loop. The caller closes the writer,
 // engine and store.
 func (s *Service) Close() error {
-	close(s.stop)
 	if s.bg != nil {
 		s.bg()
 	}

@@ -134,7 +134,7 @@ func (s *Service) healStep(ctx context.Context) {
 		return // the engine is down: nothing to follow, nothing to rebuild yet
 	}
 	switch {
-	case epoch != "" && s.pausedFor != epoch:
+	case epoch != "" && s.paused() != epoch:
 		pctx, cancel := context.WithTimeout(ctx, healWait)
 		err := s.drainer.Pause(pctx)
 		cancel()
@@ -144,7 +144,7 @@ func (s *Service) healStep(ctx context.Context) {
 		}
 		s.setPaused(epoch)
 		s.log.Info("rebuild in progress elsewhere: order consumer paused", "epoch", epoch)
-	case epoch == "" && s.pausedFor != "":
+	case epoch == "" && s.paused() != "":
 		s.drainer.Resume()
 		s.setPaused("")
 		s.log.Info("rebuild over: order consumer resumed")
@@ -186,8 +186,7 @@ func (s *Service) rebuilding(ctx context.Context) bool {
 func (s *Service) beatLoop(ctx context.Context) {
 	defer s.done.Done()
 	every(ctx, healTick, nil, func(ctx context.Context) {
-		paused, _ := s.beatPaused.Load().(string)
-		if err := s.fence.Beat(ctx, s.instance, paused); err != nil {
+		if err := s.fence.Beat(ctx, s.instance, s.paused()); err != nil {
 			s.log.Debug("fence heartbeat", "err", err)
 		}
 	})
@@ -195,9 +194,12 @@ func (s *Service) beatLoop(ctx context.Context) {
 
 // setPaused records the epoch this instance's consumer is paused for.
 // The caller holds healMu.
-func (s *Service) setPaused(epoch string) {
-	s.pausedFor = epoch
-	s.beatPaused.Store(epoch)
+func (s *Service) setPaused(epoch string) { s.pausedFor.Store(epoch) }
+
+// paused is the epoch this instance's consumer is paused for, or "".
+func (s *Service) paused() string {
+	epoch, _ := s.pausedFor.Load().(string)
+	return epoch
 }
 
 // lostSales are the cached sales that have not ended and that the engine

@@ -4,7 +4,6 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/flashsale/flashsale"
 )
@@ -20,18 +19,11 @@ const ReapWorkersDefault = 8
 // holds, so it needs no timers to rebuild after a restart and any number of
 // instances can run it: the store expires each hold exactly once, in
 // whichever instance's batch takes it first.
-func (s *Service) reapLoop() {
+func (s *Service) reapLoop(ctx context.Context) {
 	defer s.done.Done()
-	t := time.NewTicker(s.reapInt)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-t.C:
-			s.Reap(context.Background())
-		}
-	}
+	// A reap under way finishes even when Close comes: the holds it expired
+	// in the database must be released in the engine too.
+	every(ctx, s.reapInt, nil, func(ctx context.Context) { s.Reap(context.WithoutCancel(ctx)) })
 }
 
 // Reap expires every hold ended by now and returns how many it expired.
