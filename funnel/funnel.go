@@ -391,3 +391,18 @@ func (s *Service) Ready(ctx context.Context) error {
 	}
 	return nil
 }
+
+// every runs fn each period (and whenever wake fires) until ctx ends.
+func every(ctx context.Context, period time.Duration, wake <-chan struct{}, fn func(context.Context)) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-wake:
+		}
+		fn(ctx)
+	}
+}

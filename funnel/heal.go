@@ -111,21 +111,6 @@ func (s *Service) healLoop(ctx context.Context) {
 	every(ctx, healTick, s.healWake, s.healStep)
 }
 
-// every runs fn each period (and whenever wake fires) until ctx ends.
-func every(ctx context.Context, period time.Duration, wake <-chan struct{}, fn func(context.Context)) {
-	t := time.NewTicker(period)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-wake:
-		}
-		fn(ctx)
-	}
-}
-
 func (s *Service) healStep(ctx context.Context) {
 	s.healMu.Lock()
 	defer s.healMu.Unlock()
@@ -346,18 +331,10 @@ func (s *Service) heal(ctx context.Context, lost, forced []string) error {
 // the lease was lost (another leader may start: this one must stop).
 func (s *Service) keepLease(ctx context.Context, epoch string, cancel context.CancelFunc, done chan<- struct{}) {
 	defer close(done)
-	t := time.NewTicker(healLease / 5)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, healLease/5, nil, func(ctx context.Context) {
 		if ok, err := s.fence.Extend(ctx, epoch, healLease); err == nil && !ok {
 			s.log.Error("rebuild: lease lost; stopping", "epoch", epoch)
 			cancel()
-			return
 		}
-	}
+	})
 }
