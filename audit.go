@@ -143,6 +143,12 @@ type AuditInput struct {
 	// Grace is how long a reservation may wait for its order row before an
 	// engine-active reservation without one is stranded rather than in flight.
 	Grace time.Duration
+	// Backlog says messages wait in the order queue (or its depth could not
+	// be read): a reservation without its row may be among them however
+	// old it is, so none is stranded until the queue has drained. Orders
+	// wait longer than any grace when a storm meets a rate-capped
+	// consumer, and republishing them would only lengthen the queue.
+	Backlog bool
 }
 
 // AuditSale computes a sale's audit from the two views. It is pure: the
@@ -227,7 +233,7 @@ func (a *Audit) compareEngine(in AuditInput, db []Reservation) {
 	for _, r := range indexOrders(missing) {
 		reserved := r.HoldExpiresAt.Add(-hold)
 		young := !r.HoldExpiresAt.IsZero() && in.Now.Sub(reserved) < in.Grace
-		if young || onItsWay[r.OrderID] {
+		if young || in.Backlog || onItsWay[r.OrderID] {
 			stay(&r, len(a.Nights), func(i int) { a.Nights[i].InFlight += r.Rooms })
 			continue
 		}

@@ -65,6 +65,12 @@ type Service interface {
 	// then audits again and returns that report with the steps it took.
 	Repair(ctx context.Context, saleID string) (*Audit, error)
 
-	// Ready reports whether the service can sell (database and engine reachable).
-	Ready(ctx context.Context) error
+	// Ready reports whether the service can sell now, and what each
+	// dependency said.
+	Ready(ctx context.Context) *Readiness
+	// Breaker returns the stock engine's circuit breaker, and ForceBreaker
+	// applies an operator's override to it; both ErrNotFound where there
+	// is none (the embedded shape).
+	Breaker(ctx context.Context) (*BreakerStatus, error)
+	ForceBreaker(ctx context.Context, f BreakerForce) (*BreakerStatus, error)
 }

@@ -684,6 +684,30 @@ func TestQueueDeleted(t *testing.T) {
 	store.checkExactlyOnce(t, rs)
 }
 
+// TestQueueRedeclared deletes the queue with no consumer connected: the
+// next publish comes back unroutable (a certain failure, so its units go
+// back), and the publisher declares the queue again, so purchases resume
+// without waiting for a consumer to reconnect.
+func TestQueueRedeclared(t *testing.T) {
+	cfg := MustConfig(t)
+	p := MustPublisher(t, cfg)
+	withChannel(t, cfg, func(ch *amqp091.Channel) error {
+		_, err := ch.QueueDelete(cfg.withDefaults().queue(), false, false, false)
+		return err
+	})
+	r := reservation("sale-1", 0)
+	if _, err := p.Write(context.Background(), r); !errors.Is(err, errReturned) || errors.Is(err, flashsale.ErrIndeterminate) {
+		t.Fatalf("publish to a deleted queue: %v, want returned (certain)", err)
+	}
+	checkFor(t, 10*time.Second, "a publish confirmed", func() bool {
+		_, err := p.Write(context.Background(), r)
+		return err == nil
+	})
+	if got := queueLen(t, cfg, cfg.withDefaults().queue()); got != 1 {
+		t.Fatalf("queue holds %d messages, want 1", got)
+	}
+}
+
 // TestUndecodable publishes a body that is not a reservation: it is
 // dead-lettered at once, without OnDead.
 func TestUndecodable(t *testing.T) {

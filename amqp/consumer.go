@@ -359,14 +359,14 @@ func (c *Consumer) Resume() {
 func (c *Consumer) Drain(ctx context.Context) error {
 	c.Resume()
 	for {
-		n, err := c.depth(ctx)
+		n, err := c.Backlog(ctx)
 		if err == nil && n == 0 {
 			if err := c.Pause(ctx); err != nil {
 				return err
 			}
 			// A delivery requeued while it paused (its transaction failed)
 			// is back in the queue: go round again.
-			if n, err := c.depth(ctx); err == nil && n == 0 {
+			if n, err := c.Backlog(ctx); err == nil && n == 0 {
 				return nil
 			}
 			c.Resume()
@@ -380,9 +380,15 @@ func (c *Consumer) Drain(ctx context.Context) error {
 // errConsumerClosed is why a Drain cut short by Close stopped.
 var errConsumerClosed = errors.New("consumer closed")
 
-// depth is the number of ready messages in the queue.
-func (c *Consumer) depth(ctx context.Context) (int, error) {
-	conn, err := dial(ctx, c.cfg, "depth")
+// Backlog is the number of messages ready in the queue.
+func (c *Consumer) Backlog(ctx context.Context) (int, error) { return Backlog(ctx, c.cfg) }
+
+// Backlog is the number of messages ready in cfg's order queue, on a
+// connection of its own (the audit reads it from a process that may not
+// consume).
+func Backlog(ctx context.Context, cfg Config) (int, error) {
+	cfg = cfg.withDefaults()
+	conn, err := dial(ctx, cfg, "depth")
 	if err != nil {
 		return 0, err
 	}
@@ -391,7 +397,7 @@ func (c *Consumer) depth(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("depth: open channel: %w", err)
 	}
-	q, err := ch.QueueDeclarePassive(c.cfg.queue(), true, false, false, false, amqp091.Table{amqp091.QueueTypeArg: amqp091.QueueTypeQuorum})
+	q, err := ch.QueueDeclarePassive(cfg.queue(), true, false, false, false, amqp091.Table{amqp091.QueueTypeArg: amqp091.QueueTypeQuorum})
 	if err != nil {
 		return 0, fmt.Errorf("depth: %w", err)
 	}

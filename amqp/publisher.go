@@ -55,9 +55,12 @@ type Publisher struct {
 	sess  *session // nil while disconnected
 
 	blocked atomic.Bool // the broker sent connection.blocked (resource alarm)
-	closing chan struct{}
-	once    sync.Once
-	done    chan struct{} // closed when the supervisor goroutine returned
+	// redeclaring is set while redeclare runs; bg waits for it on Close.
+	redeclaring atomic.Bool
+	bg          sync.WaitGroup
+	closing     chan struct{}
+	once        sync.Once
+	done        chan struct{} // closed when the supervisor goroutine returned
 
 	waiters sync.Pool
 	bodies  sync.Pool
@@ -206,6 +209,7 @@ func (p *Publisher) match(s *session, ev events) error {
 		select {
 		case r := <-ev.returns:
 			s.markReturned(r)
+			p.redeclare(r)
 		case c, ok := <-ev.confirms:
 			if !ok {
 				return errLost
@@ -388,7 +392,41 @@ func (p *Publisher) Stats() Stats { return p.stats.snapshot() }
 func (p *Publisher) Close() error {
 	p.once.Do(func() { close(p.closing) })
 	<-p.done
+	p.bg.Wait()
 	return nil
+}
+
+// redeclare declares the topology again, on a connection of its own, when a
+// message came back unroutable: the order queue or its binding is gone
+// (deleted, or lost with the broker's definitions), and until something
+// declares it every purchase fails; the consumers would only on their next
+// reconnection. One runs at a time; returns meanwhile are ignored.
+func (p *Publisher) redeclare(r amqp091.Return) {
+	if r.ReplyCode != amqp091.NoRoute || !p.redeclaring.CompareAndSwap(false, true) {
+		return
+	}
+	p.bg.Go(func() {
+		defer p.redeclaring.Store(false)
+		ctx, cancel := context.WithTimeout(context.Background(), p.cfg.ConfirmTimeout)
+		defer cancel()
+		err := func() error {
+			conn, err := dial(ctx, p.cfg, "declare")
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			ch, err := conn.Channel()
+			if err != nil {
+				return err
+			}
+			return declare(ch, p.cfg)
+		}()
+		if err != nil {
+			p.log.Warn("a message was unroutable; declaring the order queue again failed", "err", err)
+			return
+		}
+		p.log.Warn("a message was unroutable: the order queue or its binding was gone, and is declared again")
+	})
 }
 
 func (s *session) inFlight() int {

@@ -34,7 +34,10 @@ import (
 //     primary key, so a second delivery is harmless;
 //   - whatever else the engine has wrong (units_drift, engine_negative,
 //     engine_not_loaded, an order the engine does not know, an order a rule
-//     above left alone): rebuild the sale from the database, fenced.
+//     above left alone): rebuild the sale from the database, fenced; but
+//     never while a stranded 202 remains (its republish failed, or there is
+//     no republish path): the rebuild would drop its rooms and sell them
+//     again, so the repair waits for the next audit instead.
 //
 // The database's own findings (db_oversold, db_counters_drift,
 // user_over_limit, duplicate_key) are reported and left to an operator.
@@ -44,12 +47,12 @@ const (
 	// AuditIntervalDefault is how often the scheduled audit runs.
 	AuditIntervalDefault = time.Minute
 	// AuditGraceDefault is how long a reservation may go without its order
-	// row before it is stranded rather than in flight. It must outlast the
-	// queue's backlog (a sale's peak written at FLASHSALE_ORDER_RATE), or
-	// orders merely waiting in the queue would be published again and
-	// their units taken for drift; a truly stranded order is rare (the
-	// relay republishes what was never confirmed), so finding it late
-	// costs little.
+	// row before it is stranded rather than in flight, once the queue has
+	// no backlog (while it has one, nothing is stranded: see
+	// flashsale.AuditInput.Backlog). It covers a publish that is confirmed
+	// but not yet consumed; a truly stranded order is rare (the relay
+	// republishes what was never confirmed), so finding it late costs
+	// little.
 	AuditGraceDefault = 5 * time.Minute
 	// auditSettle is how far apart an audit's two reads are.
 	auditSettle = 200 * time.Millisecond
@@ -62,7 +65,8 @@ const (
 
 var (
 	errReleaseUnsafe = errors.New("not released: the database's counters still count its rooms, so the engine would sell rooms the database refuses; left for a rebuild")
-	errNoRepublish   = errors.New("no republish path is configured (Config.Republish): left in the engine, and no rebuild, which would lose it")
+	errNoRepublish   = errors.New("no republish path is configured (Config.Republish): left in the engine")
+	errStrandedLeft  = errors.New("not rebuilt: a stranded 202 is still in the engine alone, and a rebuild would sell its rooms again; left for the next audit")
 	errEnded         = errors.New("the sale has ended: nothing left to sell, not rebuilt")
 )
 
@@ -161,6 +165,12 @@ func (s *Service) auditOnce(ctx context.Context, saleID string, dbOnly bool, sen
 			}
 			in.Unconfirmed = append(un, sent...)
 		}
+		if n, err := s.drainer.Backlog(ctx); n > 0 || err != nil {
+			in.Backlog = true
+			if err != nil {
+				s.log.Warn("audit: queue depth unknown; orders without their row count as in flight", "sale_id", saleID, "err", err)
+			}
+		}
 	}
 	in.Now = s.now()
 	return flashsale.AuditSale(in), nil
@@ -202,9 +212,11 @@ func (s *Service) repair(ctx context.Context, saleID string) (before, after *fla
 	if after, err = s.checkBooks(ctx, saleID, false, r.sent); err != nil {
 		return nil, nil, err
 	}
-	if r.noRebuild == nil && engineWrong(after) {
+	if engineWrong(after) {
 		sale, serr := s.sale(ctx, saleID)
 		switch {
+		case s.engine.Outbox() != nil && has(after, flashsale.FindingStranded):
+			r.step(flashsale.RepairRebuild, "", errStrandedLeft)
 		case serr != nil:
 			r.step(flashsale.RepairRebuild, "", serr)
 		case !s.now().Before(sale.EndsAt):
@@ -236,6 +248,16 @@ func engineWrong(a *flashsale.Audit) bool {
 	return false
 }
 
+// has reports whether a has a finding of kind.
+func has(a *flashsale.Audit, kind flashsale.FindingKind) bool {
+	for _, f := range a.Findings {
+		if f.Kind == kind {
+			return true
+		}
+	}
+	return false
+}
+
 // repairer is one repair's state: the steps so far, the drift per night as
 // the repairs so far left it, and what was published again.
 type repairer struct {
@@ -244,8 +266,6 @@ type repairer struct {
 	drift  []int
 	steps  []flashsale.RepairStep
 	sent   []flashsale.Reservation
-	// noRebuild is why the sale must not be rebuilt now.
-	noRebuild error
 }
 
 func (r *repairer) step(action flashsale.RepairAction, orderID string, err error) {
@@ -367,7 +387,6 @@ func (r *repairer) republish(ctx context.Context, id string) {
 		if s.engine.Outbox() != nil {
 			// The engine sits in front of a queue: the reservation is a 202.
 			r.step(flashsale.RepairRepublish, id, errNoRepublish)
-			r.noRebuild = errNoRepublish
 		}
 		// Otherwise a 202 is a database row: this reservation never got
 		// one, and the rebuild drops it.

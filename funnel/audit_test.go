@@ -5,10 +5,12 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -485,6 +487,55 @@ func TestAuditStranded(t *testing.T) {
 		wantFindings(t, rep)
 		e.nights(t, s.ID)
 	})
+	t.Run("RepublishUnavailable", func(t *testing.T) {
+		// The queue is gone (deleted, its messages with it) and the
+		// republish is refused as unroutable. The drift the stranded order
+		// leaves must not bring a rebuild, which would drop its room and
+		// sell it again; the next repair, with the queue back, republishes.
+		q := &queueWriter{err: fmt.Errorf("publish: %w", flashsale.ErrUnavailable)}
+		e := mustOpenAudit(t, func(e *inmem.Engine) flashsale.StockEngine {
+			return &outboxEngine{Engine: e, ob: &fakeOutbox{}}
+		}, func(cfg *funnel.Config, _ *inmem.Writer) { cfg.Republish = q })
+		s := e.auditSale(t)
+		r := strand(t, e, s)
+		rep := e.repair(t, s.ID)
+		wantSteps(t, rep, step{flashsale.RepairRepublish, r.OrderID, false}, step{flashsale.RepairRebuild, "", false})
+		wantFindings(t, rep, found{flashsale.FindingStranded, "", r.OrderID, "dave"}, found{flashsale.FindingUnitsDrift, night0, "", ""})
+		if res, err := e.engine.Reservation(ctx, r.OrderID); err != nil || !res.Active {
+			t.Fatalf("stranded reservation after the failed repair: %+v, %v", res, err)
+		}
+		q.err = nil
+		rep = e.repair(t, s.ID)
+		wantSteps(t, rep, step{flashsale.RepairRepublish, r.OrderID, true})
+		wantFindings(t, rep)
+		if len(q.sent) != 1 || q.sent[0].OrderID != r.OrderID {
+			t.Fatalf("published %+v", q.sent)
+		}
+	})
+	t.Run("Backlog", func(t *testing.T) {
+		// Old, but the queue has a backlog it may be in (a storm met a
+		// rate-capped consumer): in flight, not published again. Each
+		// audit republishing every such order made a queue of 20 000
+		// copies behind a consumer writing 20 a second.
+		q := &queueWriter{}
+		var d backlogDrainer
+		d.n.Store(3)
+		e := mustOpenAudit(t, nil, func(cfg *funnel.Config, _ *inmem.Writer) { cfg.Republish, cfg.Drainer = q, &d })
+		s := e.auditSale(t)
+		r := strand(t, e, s)
+		rep := e.repair(t, s.ID)
+		wantSteps(t, rep)
+		wantFindings(t, rep)
+		if rep.Nights[0].InFlight != 1 || len(q.sent) != 0 {
+			t.Fatalf("in flight %d, published %+v", rep.Nights[0].InFlight, q.sent)
+		}
+		d.n.Store(0) // drained, and the order never landed: stranded
+		rep = e.repair(t, s.ID)
+		wantSteps(t, rep, step{flashsale.RepairRepublish, r.OrderID, true})
+		if len(q.sent) != 1 {
+			t.Fatalf("published %+v", q.sent)
+		}
+	})
 	t.Run("InOutbox", func(t *testing.T) {
 		// Old, but still in the engine's outbox: the relay will publish it.
 		var ob *fakeOutbox
@@ -555,15 +606,29 @@ func (f *fakeOutbox) Unconfirmed(_ context.Context, _ time.Time, limit int) ([]f
 	return append([]flashsale.Reservation(nil), f.rs[:min(limit, len(f.rs))]...), nil
 }
 
+// backlogDrainer is a queue consumer with n messages waiting.
+type backlogDrainer struct{ n atomic.Int64 }
+
+func (*backlogDrainer) Pause(context.Context) error { return nil }
+func (*backlogDrainer) Resume()                     {}
+func (*backlogDrainer) Drain(context.Context) error { return nil }
+
+func (d *backlogDrainer) Backlog(context.Context) (int, error) { return int(d.n.Load()), nil }
+
 // queueWriter takes reservations as a queue would: accepted, not written.
+// With err set it refuses them, as a queue that is gone does.
 type queueWriter struct {
 	mu   sync.Mutex
 	sent []flashsale.Reservation
+	err  error
 }
 
 func (q *queueWriter) Write(_ context.Context, r *flashsale.Reservation) (flashsale.OrderStatus, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if q.err != nil {
+		return "", q.err
+	}
 	q.sent = append(q.sent, *r)
 	return flashsale.OrderPending, nil
 }

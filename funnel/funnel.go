@@ -67,8 +67,11 @@ type Config struct {
 	// again (the queue publisher); nil in the embedded shape, where a 202
 	// is already a database row.
 	Republish flashsale.OrderWriter
-	Logger    *slog.Logger
-	Now       func() time.Time
+	// Breaker is the circuit breaker Engine sits behind (the same value),
+	// for /readyz and the operators' switch; nil where there is none.
+	Breaker flashsale.Breaker
+	Logger  *slog.Logger
+	Now     func() time.Time
 }
 
 // Service implements flashsale.Service.
@@ -93,6 +96,7 @@ type Service struct {
 	misses singleflight.Group
 
 	queued    bool
+	breaker   flashsale.Breaker
 	fence     Fence
 	drainer   Drainer
 	instance  string
@@ -134,6 +138,7 @@ func New(cfg Config) *Service {
 		sales:   make(map[string]*flashsale.Sale),
 
 		queued:    cfg.Queued,
+		breaker:   cfg.Breaker,
 		fence:     cfg.Fence,
 		drainer:   cmp.Or[Drainer](cfg.Drainer, nopDrainer{}),
 		instance:  cmp.Or(cfg.Instance, ulid.Make().String()),
@@ -373,24 +378,63 @@ func (s *Service) Sales(ctx context.Context) ([]*flashsale.SaleView, error) {
 	return views, nil
 }
 
-// Ready reports whether the database and the stock engine answer.
-func (s *Service) Ready(ctx context.Context) error {
-	if err := s.engine.Ping(ctx); err != nil {
-		return fmt.Errorf("ready: stock engine: %w", err)
+// Ready reports whether the instance can sell: the stock engine answers
+// (its breaker, if open, refuses every purchase) and so does the database,
+// or the order path is a queue that holds orders until it is back.
+func (s *Service) Ready(ctx context.Context) *flashsale.Readiness {
+	r := &flashsale.Readiness{Ready: true, Engine: "ok", Database: "ok"}
+	if s.breaker != nil {
+		st := s.breaker.Status()
+		r.Breaker = &st
 	}
-	if err := s.store.Ping(ctx); err != nil {
+	// Both at once: a dead engine must not eat the database's share of
+	// the deadline, or /readyz would blame both.
+	var wg sync.WaitGroup
+	var engineErr, storeErr error
+	wg.Go(func() { engineErr = s.engine.Ping(ctx) })
+	wg.Go(func() { storeErr = s.store.Ping(ctx) })
+	wg.Wait()
+	if err := engineErr; err != nil {
+		r.Ready, r.Engine, r.EngineErr = false, "unavailable", err
+	}
+	if err := storeErr; err != nil {
+		r.Database, r.DatabaseErr = "unavailable", err
 		if s.queued {
 			// Purchases of cached sales still sell: the queue holds the
 			// orders until the database is back. Taking the instance out
 			// of the load balancer would turn a database outage into a
 			// sales outage.
-			s.log.WarnContext(ctx, "ready without the database: orders wait in the queue", "err", err)
-			return nil
+			r.Database = "unavailable, orders wait in the queue"
+		} else {
+			r.Ready = false
 		}
-		return fmt.Errorf("ready: database: %w", err)
 	}
-	return nil
+	return r
 }
+
+// Breaker returns the stock engine's circuit breaker state; ErrNotFound
+// where there is none.
+func (s *Service) Breaker(context.Context) (*flashsale.BreakerStatus, error) {
+	if s.breaker == nil {
+		return nil, errNoBreaker
+	}
+	st := s.breaker.Status()
+	return &st, nil
+}
+
+// ForceBreaker applies an operator's override to the breaker.
+func (s *Service) ForceBreaker(_ context.Context, f flashsale.BreakerForce) (*flashsale.BreakerStatus, error) {
+	if s.breaker == nil {
+		return nil, errNoBreaker
+	}
+	if err := s.breaker.Force(f); err != nil {
+		return nil, err
+	}
+	st := s.breaker.Status()
+	return &st, nil
+}
+
+var errNoBreaker = flashsale.Errorf(flashsale.ENotFound, "this instance has no circuit breaker: its stock engine is in-process and cannot fail on its own")
 
 // every runs fn each period (and whenever wake fires) until ctx ends.
 func every(ctx context.Context, period time.Duration, wake <-chan struct{}, fn func(context.Context)) {

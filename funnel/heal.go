@@ -63,6 +63,9 @@ type Drainer interface {
 	Resume()
 	// Drain consumes alone until the queue is empty, then pauses.
 	Drain(ctx context.Context) error
+	// Backlog is the number of messages waiting in the queue, for the
+	// audit: while any wait, an order without its row may be one of them.
+	Backlog(ctx context.Context) (int, error)
 }
 
 // nopDrainer is the Drainer of an order path with nothing in flight: the
@@ -72,6 +75,8 @@ type nopDrainer struct{}
 func (nopDrainer) Pause(context.Context) error { return nil }
 func (nopDrainer) Resume()                     {}
 func (nopDrainer) Drain(context.Context) error { return nil }
+
+func (nopDrainer) Backlog(context.Context) (int, error) { return 0, nil }
 
 // Defaults of healing.
 const (

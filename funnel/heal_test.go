@@ -129,6 +129,8 @@ func (d *fakeDrainer) Pause(context.Context) error { d.events.add("pause"); retu
 func (d *fakeDrainer) Resume()                     { d.events.add("resume") }
 func (d *fakeDrainer) Drain(context.Context) error { d.events.add("drain"); return nil }
 
+func (d *fakeDrainer) Backlog(context.Context) (int, error) { return 0, nil }
+
 type eventLog struct {
 	mu sync.Mutex
 	at []string

@@ -279,3 +279,22 @@ func wantFuzzError(t *testing.T, err error) {
 		t.Fatalf("code %q, want invalid_request or too_large", fe.Code)
 	}
 }
+
+func FuzzDecodeBreaker(f *testing.F) {
+	for _, s := range []string{``, `{}`, `{"force":"open"}`, `{"force":"closed"}`, `{"force":"auto"}`,
+		`{"force":"Open"}`, `{"force":null}`, `{"force":"open","x":1}`, `{"force":"open"} 1`, "\xff"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		b, err := decodeBreaker(strings.NewReader(string(data)))
+		if err != nil {
+			wantFuzzError(t, err)
+			return
+		}
+		switch b.Force {
+		case flashsale.BreakerAuto, flashsale.BreakerForceOpen, flashsale.BreakerForceClosed:
+		default:
+			t.Fatalf("decoded force %q", b.Force)
+		}
+	})
+}

@@ -34,6 +34,7 @@ type stubService struct {
 	user     flashsale.User
 	err      error // returned by every method when set
 	paidRef  string
+	forced   flashsale.BreakerForce
 }
 
 var _ flashsale.Service = (*stubService)(nil)
@@ -169,7 +170,30 @@ func (s *stubService) Repair(ctx context.Context, saleID string) (*flashsale.Aud
 	return &a, nil
 }
 
-func (s *stubService) Ready(ctx context.Context) error { return s.record(flashsale.User{}) }
+func (s *stubService) Ready(ctx context.Context) *flashsale.Readiness {
+	if err := s.record(flashsale.User{}); err != nil {
+		return &flashsale.Readiness{Engine: "ok", Database: "unavailable", DatabaseErr: err}
+	}
+	return &flashsale.Readiness{Ready: true, Engine: "ok", Database: "ok", Breaker: &flashsale.BreakerStatus{
+		State: flashsale.BreakerClosed, Forced: flashsale.BreakerAuto, Since: t0}}
+}
+
+func (s *stubService) Breaker(ctx context.Context) (*flashsale.BreakerStatus, error) {
+	if err := s.record(flashsale.User{}); err != nil {
+		return nil, err
+	}
+	return &flashsale.BreakerStatus{State: flashsale.BreakerClosed, Forced: flashsale.BreakerAuto, Since: t0}, nil
+}
+
+func (s *stubService) ForceBreaker(ctx context.Context, f flashsale.BreakerForce) (*flashsale.BreakerStatus, error) {
+	if err := s.record(flashsale.User{}); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.forced = f
+	s.mu.Unlock()
+	return &flashsale.BreakerStatus{State: flashsale.BreakerOpen, Forced: f, Since: t0}, nil
+}
 
 // do sends one request through the handler. auth is "admin", "alice" (a
 // user JWT), "" for none, or a literal Authorization header.
@@ -233,6 +257,8 @@ func TestRoutes(t *testing.T) {
 		{"POST", "/api/admin/sales/s1/preheat", "admin", "", http.StatusOK},
 		{"GET", "/api/admin/sales/s1/audit", "admin", "", http.StatusOK},
 		{"POST", "/api/admin/sales/s1/audit/repair", "admin", "", http.StatusOK},
+		{"GET", "/api/admin/breaker", "admin", "", http.StatusOK},
+		{"POST", "/api/admin/breaker", "admin", `{"force":"open"}`, http.StatusOK},
 		{"GET", "/api/sales", "", "", http.StatusOK},
 		{"GET", "/api/sales/s1", "", "", http.StatusOK},
 		{"POST", "/api/sales/s1/token", "alice", "", http.StatusCreated},
@@ -521,14 +547,42 @@ func TestErrorMapping(t *testing.T) {
 
 func TestReadyz(t *testing.T) {
 	w := do(t, newStubServer(&stubService{err: errors.New("database gone")}), "GET", "/readyz", "", "")
-	wantError(t, w, http.StatusServiceUnavailable, flashsale.EUnavailable)
-	if strings.Contains(w.Body.String(), "gone") {
-		t.Errorf("cause leaked: %s", w.Body)
+	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") == "" {
+		t.Fatalf("not ready: %d, Retry-After %q", w.Code, w.Header().Get("Retry-After"))
+	}
+	if got, want := strings.TrimSpace(w.Body.String()), `{"ready":false,"engine":"ok","database":"unavailable"}`; got != want {
+		t.Fatalf("not ready body = %s, want %s", got, want)
+	}
+	w = do(t, newStubServer(&stubService{}), "GET", "/readyz", "", "")
+	if got, want := strings.TrimSpace(w.Body.String()),
+		`{"ready":true,"engine":"ok","database":"ok","breaker":{"state":"closed","forced":"auto","since":"`+t0.Format(time.RFC3339Nano)+`","consecutive_failures":0}}`; w.Code != http.StatusOK || got != want {
+		t.Fatalf("ready = %d %s, want 200 %s", w.Code, got, want)
 	}
 	w = do(t, newStubServer(&stubService{}), "GET", "/healthz", "", "")
 	if got, want := strings.TrimSpace(w.Body.String()), `{"status":"ok"}`; got != want {
 		t.Fatalf("healthz = %s, want %s", got, want)
 	}
+}
+
+// TestBreakerEndpoints: an operator reads and pins the breaker; a bad body
+// changes nothing; only the admin may.
+func TestBreakerEndpoints(t *testing.T) {
+	svc := &stubService{}
+	s := newStubServer(svc)
+	w := do(t, s, "POST", "/api/admin/breaker", "admin", `{"force":"open"}`)
+	if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"forced":"open"`) || svc.forced != flashsale.BreakerForceOpen {
+		t.Fatalf("force open: %d %s (service got %q)", w.Code, w.Body, svc.forced)
+	}
+	for _, body := range []string{``, `{}`, `{"force":""}`, `{"force":"half-open"}`, `{"force":"OPEN"}`,
+		`{"force":1}`, `{"force":"open","mode":"db"}`, `{"force":"open"}{}`, `[]`} {
+		svc.forced = "unchanged"
+		wantError(t, do(t, s, "POST", "/api/admin/breaker", "admin", body), http.StatusBadRequest, flashsale.EInvalid)
+		if svc.forced != "unchanged" {
+			t.Fatalf("%s reached the service: %q", body, svc.forced)
+		}
+	}
+	wantError(t, do(t, s, "POST", "/api/admin/breaker", "alice", `{"force":"open"}`), http.StatusForbidden, flashsale.EForbidden)
+	wantError(t, do(t, s, "GET", "/api/admin/breaker", "", ""), http.StatusUnauthorized, flashsale.EUnauthenticated)
 }
 
 func TestPanicIsInternal(t *testing.T) {

@@ -114,6 +114,8 @@ func (s *Server) routes() []route {
 		{"POST /api/admin/sales/{id}/preheat", s.requireAdmin(s.handlePreheat)},
 		{"GET /api/admin/sales/{id}/audit", s.requireAdmin(s.handleAudit)},
 		{"POST /api/admin/sales/{id}/audit/repair", s.requireAdmin(s.handleRepairAudit)},
+		{"GET /api/admin/breaker", s.requireAdmin(s.handleBreaker)},
+		{"POST /api/admin/breaker", s.requireAdmin(s.handleForceBreaker)},
 
 		{"GET /api/sales", s.handleSales},
 		{"GET /api/sales/{id}", s.handlePublicSale},
@@ -182,17 +184,25 @@ func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, statusBody{Status: "ok"})
 }
 
+// handleReadyz answers 200 when the instance can sell and 503 when it
+// cannot, with what each dependency said and the breaker's state in the
+// body either way: the load balancer reads the status, the operator the body.
 func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 	defer cancel()
-	if err := s.svc.Ready(ctx); err != nil {
+	rd := s.svc.Ready(ctx)
+	status := http.StatusOK
+	switch {
+	case !rd.Ready:
 		// Not ready is an expected state, not an internal error: log the
 		// cause and answer 503 so the load balancer stops sending traffic.
-		s.log.WarnContext(r.Context(), "not ready", "err", err)
-		s.writeError(w, r, flashsale.ErrUnavailable)
-		return
+		s.log.WarnContext(r.Context(), "not ready", "engine_err", rd.EngineErr, "database_err", rd.DatabaseErr)
+		status = http.StatusServiceUnavailable
+		w.Header()["Retry-After"] = retryAfter
+	case rd.DatabaseErr != nil:
+		s.log.WarnContext(r.Context(), "ready without the database: orders wait in the queue", "err", rd.DatabaseErr)
 	}
-	writeJSON(w, http.StatusOK, statusBody{Status: "ok"})
+	writeJSON(w, status, rd)
 }
 
 func (s *Server) handleOpenAPI(w http.ResponseWriter, r *http.Request) {

@@ -56,11 +56,19 @@ var errNoConsumer = errors.New("flashsale audit has no order consumer to drain t
 // before it drains), so the serving instances find it lost and rebuild it
 // with their own consumers; if the heal drained first, the refusal would
 // leave the sale as it was.
-type cliDrainer struct{}
+// Backlog reads the queue's depth when there is a queue.
+type cliDrainer struct{ queue *amqp.Config }
 
 func (cliDrainer) Pause(context.Context) error { return nil }
 func (cliDrainer) Resume()                     {}
 func (cliDrainer) Drain(context.Context) error { return errNoConsumer }
+
+func (d cliDrainer) Backlog(ctx context.Context) (int, error) {
+	if d.queue == nil {
+		return 0, nil
+	}
+	return amqp.Backlog(ctx, *d.queue)
+}
 
 // openRedis opens the Redis stock engine the configuration names, with the
 // key prefix and timeout serve uses.
@@ -107,7 +115,11 @@ func runAudit(ctx context.Context, args []string, getenv func(string) string, st
 			return err
 		}
 		defer e.Close()
-		fc.Engine, fc.Fence, fc.Drainer = e, e, cliDrainer{}
+		d := cliDrainer{}
+		if cfg.AMQPURL != "" {
+			d.queue = &amqp.Config{URL: cfg.AMQPURL, Name: cfg.QueueName}
+		}
+		fc.Engine, fc.Fence, fc.Drainer = e, e, d
 		if *repair {
 			if fc.Republish, err = openRepublish(openCtx, cfg, store, logger); err != nil {
 				return err

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flashsale/flashsale/breaker"
 	"github.com/flashsale/flashsale/funnel"
 )
 
@@ -73,29 +74,38 @@ type Config struct {
 	// before the audit calls it stranded and publishes it again; longer
 	// than the queue's worst backlog. FLASHSALE_AUDIT_GRACE.
 	AuditGrace time.Duration
-	LogLevel   slog.Level // FLASHSALE_LOG_LEVEL: debug, info, warn, error
-	Demo       bool       // --demo: seed a sample sale and enable POST /api/demo/login
+	// BreakerFailures consecutive unreachable answers from Redis open the
+	// circuit breaker in front of it; 0 turns the breaker off.
+	// FLASHSALE_BREAKER_FAILURES.
+	BreakerFailures int
+	// BreakerOpenFor is how long the breaker stays open before it probes.
+	// FLASHSALE_BREAKER_OPEN_FOR.
+	BreakerOpenFor time.Duration
+	LogLevel       slog.Level // FLASHSALE_LOG_LEVEL: debug, info, warn, error
+	Demo           bool       // --demo: seed a sample sale and enable POST /api/demo/login
 }
 
 // parseConfig reads the environment, then the flags of a subcommand.
 func parseConfig(fset *flag.FlagSet, args []string, getenv func(string) string) (Config, error) {
 	c := Config{
-		Addr:           cmp.Or(getenv("FLASHSALE_ADDR"), AddrDefault),
-		DataDir:        cmp.Or(getenv("FLASHSALE_DATA_DIR"), DataDirDefault),
-		DatabaseURL:    getenv("FLASHSALE_DATABASE_URL"),
-		RedisURL:       getenv("FLASHSALE_REDIS_URL"),
-		AMQPURL:        getenv("FLASHSALE_AMQP_URL"),
-		QueueName:      cmp.Or(getenv("FLASHSALE_QUEUE_NAME"), QueueNameDefault),
-		RedisPrefix:    cmp.Or(getenv("FLASHSALE_REDIS_PREFIX"), RedisPrefixDefault),
-		AdminToken:     getenv("FLASHSALE_ADMIN_TOKEN"),
-		JWTSecret:      getenv("FLASHSALE_JWT_SECRET"),
-		OrderRate:      OrderRateDefault,
-		ReapInterval:   ReapIntervalDefault,
-		RequestTimeout: RequestTimeoutDefault,
-		RedisTimeout:   RedisTimeoutDefault,
-		StartTimeout:   StartTimeoutDefault,
-		AuditInterval:  funnel.AuditIntervalDefault,
-		AuditGrace:     funnel.AuditGraceDefault,
+		Addr:            cmp.Or(getenv("FLASHSALE_ADDR"), AddrDefault),
+		DataDir:         cmp.Or(getenv("FLASHSALE_DATA_DIR"), DataDirDefault),
+		DatabaseURL:     getenv("FLASHSALE_DATABASE_URL"),
+		RedisURL:        getenv("FLASHSALE_REDIS_URL"),
+		AMQPURL:         getenv("FLASHSALE_AMQP_URL"),
+		QueueName:       cmp.Or(getenv("FLASHSALE_QUEUE_NAME"), QueueNameDefault),
+		RedisPrefix:     cmp.Or(getenv("FLASHSALE_REDIS_PREFIX"), RedisPrefixDefault),
+		AdminToken:      getenv("FLASHSALE_ADMIN_TOKEN"),
+		JWTSecret:       getenv("FLASHSALE_JWT_SECRET"),
+		OrderRate:       OrderRateDefault,
+		ReapInterval:    ReapIntervalDefault,
+		RequestTimeout:  RequestTimeoutDefault,
+		RedisTimeout:    RedisTimeoutDefault,
+		StartTimeout:    StartTimeoutDefault,
+		AuditInterval:   funnel.AuditIntervalDefault,
+		AuditGrace:      funnel.AuditGraceDefault,
+		BreakerFailures: breaker.FailuresDefault,
+		BreakerOpenFor:  breaker.OpenForDefault,
 	}
 	var errs []error
 	if v := getenv("FLASHSALE_ORDER_RATE"); v != "" {
@@ -104,6 +114,13 @@ func parseConfig(fset *flag.FlagSet, args []string, getenv func(string) string) 
 			errs = append(errs, fmt.Errorf("FLASHSALE_ORDER_RATE: %w", err))
 		}
 		c.OrderRate = f
+	}
+	if v := getenv("FLASHSALE_BREAKER_FAILURES"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("FLASHSALE_BREAKER_FAILURES: %w", err))
+		}
+		c.BreakerFailures = n
 	}
 	for _, d := range []struct {
 		name string
@@ -115,6 +132,7 @@ func parseConfig(fset *flag.FlagSet, args []string, getenv func(string) string) 
 		{"FLASHSALE_START_TIMEOUT", &c.StartTimeout},
 		{"FLASHSALE_AUDIT_INTERVAL", &c.AuditInterval},
 		{"FLASHSALE_AUDIT_GRACE", &c.AuditGrace},
+		{"FLASHSALE_BREAKER_OPEN_FOR", &c.BreakerOpenFor},
 	} {
 		if v := getenv(d.name); v != "" {
 			v, err := time.ParseDuration(v)
@@ -158,6 +176,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("FLASHSALE_AMQP_URL must start with amqp:// or amqps://")
 	case c.OrderRate < 0:
 		return fmt.Errorf("FLASHSALE_ORDER_RATE must not be negative")
+	case c.BreakerFailures < 0 || c.BreakerOpenFor <= 0:
+		return fmt.Errorf("FLASHSALE_BREAKER_FAILURES must not be negative and FLASHSALE_BREAKER_OPEN_FOR must be positive")
 	case c.ReapInterval <= 0:
 		return fmt.Errorf("FLASHSALE_REAP_INTERVAL must be positive")
 	case c.RequestTimeout <= 0 || c.RedisTimeout <= 0 || c.StartTimeout <= 0 || c.AuditGrace <= 0:
@@ -188,6 +208,8 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("start_timeout", c.StartTimeout),
 		slog.Duration("audit_interval", c.AuditInterval),
 		slog.Duration("audit_grace", c.AuditGrace),
+		slog.Int("breaker_failures", c.BreakerFailures),
+		slog.Duration("breaker_open_for", c.BreakerOpenFor),
 		slog.Bool("demo", c.Demo),
 	)
 }

@@ -28,6 +28,7 @@ import (
 
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/amqp"
+	"github.com/flashsale/flashsale/breaker"
 	"github.com/flashsale/flashsale/funnel"
 	fshttp "github.com/flashsale/flashsale/http"
 	"github.com/flashsale/flashsale/inmem"
@@ -115,6 +116,7 @@ type Main struct {
 	fence     funnel.Fence
 	drainer   funnel.Drainer
 	republish flashsale.OrderWriter
+	breaker   flashsale.Breaker // in front of Redis; nil in the embedded shape
 	svc       *funnel.Service
 	ln        net.Listener
 	server    *http.Server
@@ -168,8 +170,8 @@ func (m *Main) open(ctx context.Context) error {
 		Store: m.store, Engine: m.engine, Writer: m.writer,
 		Secret: []byte(jwtSecret), ReapInterval: cfg.ReapInterval, Logger: m.log,
 		Fence: m.fence, Drainer: m.drainer, Republish: m.republish, AuditInterval: cfg.AuditInterval,
-		AuditGrace: cfg.AuditGrace,
-		Queued:     cfg.AMQPURL != "",
+		AuditGrace: cfg.AuditGrace, Breaker: m.breaker,
+		Queued: cfg.AMQPURL != "",
 	})
 	if err := m.svc.Start(ctx); err != nil {
 		return err
@@ -219,6 +221,13 @@ func (m *Main) openStock(ctx context.Context) error {
 		}
 		m.closers = append(m.closers, e.Close)
 		m.engine, m.fence = e, e
+		if cfg.BreakerFailures > 0 {
+			// The fence stays outside the breaker: the heal loop asks it
+			// every tick, and a rebuild must try even while the breaker
+			// refuses purchases.
+			b := breaker.New(e, breaker.Config{Failures: uint32(cfg.BreakerFailures), OpenFor: cfg.BreakerOpenFor, Logger: m.log})
+			m.engine, m.breaker = b, b
+		}
 	}
 	if cfg.AMQPURL == "" {
 		w := inmem.NewWriter(m.store, inmem.WriterConfig{}, m.log)

@@ -1,0 +1,68 @@
+package flashsale
+
+import "time"
+
+// Breaker is the circuit breaker in front of a stock engine across the
+// network, as the service reports it and operators switch it. When the
+// engine stops answering, the breaker opens and purchases are answered 503
+// at once instead of each waiting out its deadline, so a dead Redis costs
+// microseconds per request instead of a pile of stuck goroutines; it probes
+// on its own (half-open) and closes when the engine answers again.
+type Breaker interface {
+	// Status is the breaker's state now.
+	Status() BreakerStatus
+	// Force pins the breaker open (take the engine out of the path, say
+	// before a planned Redis failover) or closed (every call goes through,
+	// nothing is counted), or with BreakerAuto hands it back to its
+	// failure counting. Anything else is ErrInvalid.
+	Force(f BreakerForce) error
+}
+
+// BreakerState is where a circuit breaker is.
+type BreakerState string
+
+// Breaker states.
+const (
+	BreakerClosed   BreakerState = "closed"    // calls go through
+	BreakerOpen     BreakerState = "open"      // calls fail at once
+	BreakerHalfOpen BreakerState = "half-open" // one probe goes through
+)
+
+// BreakerForce is an operator's override of the breaker.
+type BreakerForce string
+
+// Breaker overrides.
+const (
+	BreakerAuto        BreakerForce = "auto"
+	BreakerForceOpen   BreakerForce = "open"
+	BreakerForceClosed BreakerForce = "closed"
+)
+
+// BreakerStatus is a circuit breaker's state and why.
+type BreakerStatus struct {
+	State BreakerState `json:"state"`
+	// Forced is the operator's override; BreakerAuto when there is none.
+	Forced BreakerForce `json:"forced"`
+	// Since is when State last changed.
+	Since time.Time `json:"since"`
+	// ConsecutiveFailures counts the engine calls that failed in a row.
+	ConsecutiveFailures uint32 `json:"consecutive_failures"`
+}
+
+// Readiness is whether an instance can sell now, and what each dependency
+// said. Ready is the verdict; the rest is for the operator reading /readyz,
+// which anyone may call, so the causes (addresses, driver messages) are
+// only for the log.
+type Readiness struct {
+	Ready bool `json:"ready"`
+	// Engine and Database are "ok" or "unavailable"; a database outage the
+	// queue rides out reads "unavailable, orders wait in the queue".
+	Engine   string `json:"engine"`
+	Database string `json:"database"`
+	// Breaker is the stock engine's circuit breaker; nil where there is none
+	// (the in-process engine cannot fail on its own).
+	Breaker *BreakerStatus `json:"breaker,omitempty"`
+	// EngineErr and DatabaseErr are why not.
+	EngineErr   error `json:"-"`
+	DatabaseErr error `json:"-"`
+}

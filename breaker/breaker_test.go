@@ -1,0 +1,275 @@
+package breaker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/breaker"
+	"github.com/flashsale/flashsale/inmem"
+	"github.com/flashsale/flashsale/internal/testenv"
+	"github.com/flashsale/flashsale/redis"
+	"github.com/flashsale/flashsale/stocktest"
+	"github.com/oklog/ulid/v2"
+)
+
+var quiet = slog.New(slog.DiscardHandler)
+
+// TestConformance: the wrapper is a stock engine like any other, the
+// sold-out fast path, the ping and the outbox included.
+func TestConformance(t *testing.T) {
+	t.Run("InMemory", func(t *testing.T) {
+		stocktest.Run(t, func(testing.TB) flashsale.StockEngine {
+			return breaker.New(inmem.NewEngine(), breaker.Config{Logger: quiet})
+		})
+	})
+	t.Run("Redis", func(t *testing.T) {
+		url := testenv.URL(t, testenv.Redis)
+		e, err := redis.Open(context.Background(), url, redis.Options{Prefix: testenv.Name("fs-brk-") + ":"}, quiet)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { e.Close() })
+		// The suite skips the outbox of an engine that keeps none: a
+		// wrapper that dropped Redis's would pass it unseen.
+		if breaker.New(e, breaker.Config{Logger: quiet}).Outbox() == nil {
+			t.Fatal("the breaker dropped the Redis engine's outbox")
+		}
+		stocktest.Run(t, func(testing.TB) flashsale.StockEngine {
+			return breaker.New(e, breaker.Config{Logger: quiet})
+		})
+	})
+}
+
+// flaky is an engine whose every call answers err, counting the calls that
+// reached it.
+type flaky struct {
+	flashsale.StockEngine
+	mu    sync.Mutex
+	err   error
+	calls atomic.Int64
+}
+
+func (f *flaky) set(err error) { f.mu.Lock(); f.err = err; f.mu.Unlock() }
+
+func (f *flaky) Available(ctx context.Context, saleID string) ([]int, error) {
+	f.calls.Add(1)
+	f.mu.Lock()
+	err := f.err
+	f.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	return []int{1}, nil
+}
+
+// TestCounting: only "did not answer" opens the breaker; what an engine
+// that answers says (sold out, not loaded) and what a client that gave up
+// did, never.
+func TestCounting(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name  string
+		err   error
+		opens bool
+	}{
+		{"Unavailable", fmt.Errorf("redis: %w", flashsale.ErrUnavailable), true},
+		{"Deadline", fmt.Errorf("redis: %w", context.DeadlineExceeded), true},
+		{"Indeterminate", fmt.Errorf("redis: %w", flashsale.ErrIndeterminate), true},
+		{"NotLoaded", flashsale.ErrNotLoaded, false},
+		{"SoldOut", flashsale.ErrSoldOut, false},
+		{"NotFound", flashsale.ErrNotFound, false},
+		{"Canceled", fmt.Errorf("redis: %w", context.Canceled), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &flaky{StockEngine: inmem.NewEngine(), err: tc.err}
+			b := breaker.New(f, breaker.Config{Failures: 3, OpenFor: time.Hour, Logger: quiet})
+			for range 10 {
+				b.Available(ctx, "s")
+			}
+			st := b.Status()
+			if got := st.State == flashsale.BreakerOpen; got != tc.opens {
+				t.Fatalf("after 10 × %v: state %s, want open=%v", tc.err, st.State, tc.opens)
+			}
+			want := int64(10)
+			if tc.opens {
+				want = 3 // the rest were refused without a call
+			}
+			if n := f.calls.Load(); n != want {
+				t.Fatalf("%d calls reached the engine, want %d", n, want)
+			}
+			if tc.opens {
+				if _, err := b.Available(ctx, "s"); !errors.Is(err, breaker.ErrOpen) || !errors.Is(err, flashsale.ErrUnavailable) || flashsale.ErrorCode(err) != flashsale.EUnavailable {
+					t.Fatalf("open breaker answered %v, want ErrOpen (unavailable)", err)
+				}
+			}
+		})
+	}
+}
+
+// TestHalfOpen: after OpenFor one probe goes through; its success closes
+// the breaker, its failure opens it again.
+func TestHalfOpen(t *testing.T) {
+	ctx := context.Background()
+	f := &flaky{StockEngine: inmem.NewEngine(), err: flashsale.ErrUnavailable}
+	b := breaker.New(f, breaker.Config{Failures: 2, OpenFor: 100 * time.Millisecond, Logger: quiet})
+	b.Available(ctx, "s")
+	b.Available(ctx, "s")
+	if st := b.Status(); st.State != flashsale.BreakerOpen || st.ConsecutiveFailures != 0 {
+		t.Fatalf("status %+v, want open", st)
+	}
+	time.Sleep(150 * time.Millisecond)
+	if st := b.Status(); st.State != flashsale.BreakerHalfOpen {
+		t.Fatalf("status %+v, want half-open", st)
+	}
+	if _, err := b.Available(ctx, "s"); errors.Is(err, breaker.ErrOpen) {
+		t.Fatal("the probe was refused")
+	}
+	if st := b.Status(); st.State != flashsale.BreakerOpen {
+		t.Fatalf("status %+v after a failed probe, want open again", st)
+	}
+	f.set(nil)
+	time.Sleep(150 * time.Millisecond)
+	if _, err := b.Available(ctx, "s"); err != nil {
+		t.Fatalf("probe: %v", err)
+	}
+	if st := b.Status(); st.State != flashsale.BreakerClosed {
+		t.Fatalf("status %+v after a good probe, want closed", st)
+	}
+}
+
+// TestForce: an operator pins the breaker open or closed, and hands it back.
+func TestForce(t *testing.T) {
+	ctx := context.Background()
+	f := &flaky{StockEngine: inmem.NewEngine()}
+	b := breaker.New(f, breaker.Config{Failures: 1, OpenFor: time.Hour, Logger: quiet})
+	if err := b.Force(flashsale.BreakerForceOpen); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Available(ctx, "s"); !errors.Is(err, breaker.ErrOpen) || f.calls.Load() != 0 {
+		t.Fatalf("forced open: %v, %d calls", err, f.calls.Load())
+	}
+	if st := b.Status(); st.State != flashsale.BreakerOpen || st.Forced != flashsale.BreakerForceOpen {
+		t.Fatalf("status %+v", st)
+	}
+	// Forced closed: failures go through and are not counted.
+	f.set(flashsale.ErrUnavailable)
+	b.Force(flashsale.BreakerForceClosed)
+	for range 5 {
+		if _, err := b.Available(ctx, "s"); errors.Is(err, breaker.ErrOpen) {
+			t.Fatal("forced closed refused a call")
+		}
+	}
+	if f.calls.Load() != 5 {
+		t.Fatalf("%d calls, want 5", f.calls.Load())
+	}
+	b.Force(flashsale.BreakerAuto)
+	if st := b.Status(); st.State != flashsale.BreakerClosed || st.Forced != flashsale.BreakerAuto {
+		t.Fatalf("status %+v after auto", st)
+	}
+	b.Available(ctx, "s")
+	if st := b.Status(); st.State != flashsale.BreakerOpen {
+		t.Fatalf("status %+v: counting did not resume", st)
+	}
+	for _, bad := range []flashsale.BreakerForce{"", "Open", "half-open", "off"} {
+		if err := b.Force(bad); flashsale.ErrorCode(err) != flashsale.EInvalid {
+			t.Errorf("Force(%q) = %v, want invalid", bad, err)
+		}
+	}
+	if st := b.Status(); st.Forced != flashsale.BreakerAuto {
+		t.Fatalf("a bad Force changed the override: %+v", st)
+	}
+}
+
+// counted counts the reserves that reach the engine.
+type counted struct {
+	flashsale.StockEngine
+	reserves atomic.Int64
+}
+
+func (c *counted) Reserve(ctx context.Context, r *flashsale.Reservation) (string, error) {
+	c.reserves.Add(1)
+	return c.StockEngine.Reserve(ctx, r)
+}
+
+// TestRedisLost kills a real redis-server under a stream of purchases: the
+// breaker opens within a handful of calls, and from then on a purchase is
+// refused without going to Redis instead of waiting out its deadline; the
+// server comes back empty, the probe sees a Redis that answers (not loaded
+// is an answer) and the breaker closes on its own.
+func TestRedisLost(t *testing.T) {
+	ctx := context.Background()
+	rs := testenv.StartRedis(t)
+	e, err := redis.Open(ctx, rs.URL(), redis.Options{Prefix: "brk:", Timeout: 200 * time.Millisecond}, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	c := &counted{StockEngine: e}
+	b := breaker.New(c, breaker.Config{Failures: 5, OpenFor: 300 * time.Millisecond, Logger: quiet})
+	saleID := ulid.Make().String()
+	if err := b.Load(ctx, &flashsale.StockSnapshot{
+		Sale: &flashsale.Sale{ID: saleID, PerUserLimit: 1, EndsAt: time.Now().Add(time.Hour),
+			Nights: []flashsale.Night{{Date: "2026-12-24", Stock: 1000}}},
+		Nights: []flashsale.NightStock{{Date: "2026-12-24", Stock: 1000, Available: 1000}},
+	}, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	buy := func(i int) error {
+		ctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond) // as a request's deadline would
+		defer cancel()
+		_, err := b.Reserve(ctx, &flashsale.Reservation{
+			OrderID: ulid.Make().String(), SaleID: saleID, UserID: fmt.Sprintf("u%d", i),
+			Nights: 1, Rooms: 1, HoldExpiresAt: time.Now().Add(time.Minute), Active: true,
+		})
+		return err
+	}
+	if err := buy(0); err != nil {
+		t.Fatal(err)
+	}
+	rs.Kill()
+	failed := 0
+	for i := 1; b.Status().State != flashsale.BreakerOpen; i++ {
+		if err := buy(i); !flashsale.Unreachable(err) {
+			t.Fatalf("purchase with Redis dead: %v", err)
+		}
+		if failed++; failed > 50 {
+			t.Fatal("the breaker did not open")
+		}
+	}
+	start, before := time.Now(), c.reserves.Load()
+	const n = 1000
+	for i := range n {
+		if err := buy(100 + i); !errors.Is(err, breaker.ErrOpen) {
+			t.Fatalf("purchase with the breaker open: %v", err)
+		}
+	}
+	if got := c.reserves.Load() - before; got != 0 {
+		t.Fatalf("%d of %d purchases went to the dead Redis with the breaker open", got, n)
+	}
+	t.Logf("opened after %d failed calls; %d refusals took %v each", failed, n, time.Since(start)/n)
+
+	rs.Start() // back, and empty
+	back := time.Now()
+	deadline := time.Now().Add(10 * time.Second)
+	for b.Status().State != flashsale.BreakerClosed {
+		if time.Now().After(deadline) {
+			t.Fatalf("the breaker did not close after Redis came back: %+v", b.Status())
+		}
+		_, err := b.Available(ctx, saleID)
+		if err != nil && !errors.Is(err, breaker.ErrOpen) && !errors.Is(err, flashsale.ErrNotLoaded) && !flashsale.Unreachable(err) {
+			t.Fatalf("probe: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("closed %v after Redis came back", time.Since(back))
+	if _, err := b.Available(ctx, saleID); !errors.Is(err, flashsale.ErrNotLoaded) {
+		t.Fatalf("after the restart: %v, want not loaded (the rebuild's cue)", err)
+	}
+}

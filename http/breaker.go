@@ -1,0 +1,53 @@
+package http
+
+import (
+	"io"
+	"net/http"
+
+	"github.com/flashsale/flashsale"
+)
+
+// breakerBody is an operator's override of the stock engine's breaker.
+type breakerBody struct {
+	Force flashsale.BreakerForce `json:"force"`
+}
+
+// decodeBreaker decodes {"force": "open" | "closed" | "auto"}.
+func decodeBreaker(r io.Reader) (breakerBody, error) {
+	var b breakerBody
+	if err := decodeBody(r, &b, false); err != nil {
+		return breakerBody{}, err
+	}
+	switch b.Force {
+	case flashsale.BreakerAuto, flashsale.BreakerForceOpen, flashsale.BreakerForceClosed:
+		return b, nil
+	}
+	return breakerBody{}, flashsale.Errorf(flashsale.EInvalid, "force is required: %q, %q or %q",
+		flashsale.BreakerForceOpen, flashsale.BreakerForceClosed, flashsale.BreakerAuto)
+}
+
+func (s *Server) handleBreaker(w http.ResponseWriter, r *http.Request) {
+	st, err := s.svc.Breaker(r.Context())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+// handleForceBreaker pins the breaker of this instance (each instance has
+// its own: an operator switches every instance behind the load balancer).
+func (s *Server) handleForceBreaker(w http.ResponseWriter, r *http.Request) {
+	b, err := decodeBreaker(r.Body)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	st, err := s.svc.ForceBreaker(r.Context(), b.Force)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.log.WarnContext(r.Context(), "breaker override", "force", b.Force, "state", st.State)
+	writeJSON(w, http.StatusOK, st)
+}
