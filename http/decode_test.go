@@ -65,7 +65,12 @@ func TestDecodeSale(t *testing.T) {
 		{"Truncated", validSale[:40], flashsale.EInvalid, "ends before"},
 		{"UnknownField", replace(`"title"`, `"titel":"x","title"`), flashsale.EInvalid, `unknown field "titel"`},
 		{"UnknownNestedField", replace(`"min_tier"`, `"vip":true,"min_tier"`), flashsale.EInvalid, `unknown field "vip"`},
-		{"UnknownNightField", replace(`"stock":5`, `"stock":5,"price":1`), flashsale.EInvalid, `unknown field "price"`},
+		{"UnknownNightField", replace(`"stock":5`, `"stock":5,"price":1`), flashsale.EInvalid, `unknown field "price" in nights[0]`},
+		{"CaseVariant", replace(`"price"`, `"PRICE"`), flashsale.EInvalid, `unknown field "PRICE"`},
+		{"CaseVariantNested", replace(`"min_tier"`, `"Min_Tier"`), flashsale.EInvalid, `unknown field "Min_Tier" in eligibility`},
+		{"Duplicate", replace(`"price":39900`, `"price":39900,"price":1`), flashsale.EInvalid, `duplicate field "price"`},
+		{"DuplicateNested", replace(`"stock":5`, `"stock":5,"stock":500`), flashsale.EInvalid, `duplicate field "stock"`},
+		{"InvalidUTF8", replace(`Harbour View`, "Harbour \xff View"), flashsale.EInvalid, "malformed JSON"},
 		{"WrongTypePrice", replace(`39900`, `"39900"`), flashsale.EInvalid, "price must be an integer"},
 		{"FloatPrice", replace(`39900`, `399.5`), flashsale.EInvalid, "price"},
 		{"HugeStock", replace(`"stock":5`, `"stock":1e100`), flashsale.EInvalid, "stock"},
@@ -133,6 +138,11 @@ func TestDecodePurchase(t *testing.T) {
 		{"Malformed", `{"rooms":1,}`, flashsale.EInvalid, "malformed JSON"},
 		{"Truncated", `{"rooms":`, flashsale.EInvalid, "ends before"},
 		{"UnknownField", `{"room":1}`, flashsale.EInvalid, `unknown field "room"`},
+		{"CaseVariant", `{"ROOMS":5}`, flashsale.EInvalid, `unknown field "ROOMS"`},
+		{"CaseVariantMixed", `{"Rooms":5}`, flashsale.EInvalid, `unknown field "Rooms"`},
+		{"Duplicate", `{"rooms":5,"rooms":1}`, flashsale.EInvalid, `duplicate field "rooms"`},
+		{"DuplicateSame", `{"rooms":1,"rooms":1}`, flashsale.EInvalid, `duplicate field "rooms"`},
+		{"DuplicateEscaped", `{"rooms":1,"r\u006foms":2}`, flashsale.EInvalid, `duplicate field "rooms"`},
 		{"RoomsString", `{"rooms":"1"}`, flashsale.EInvalid, "rooms must be an integer"},
 		{"RoomsFloat", `{"rooms":1.5}`, flashsale.EInvalid, "rooms must be an integer"},
 		{"RoomsHuge", `{"rooms":99999999999999999999}`, flashsale.EInvalid, "rooms"},
@@ -209,6 +219,7 @@ func FuzzDecodePurchase(f *testing.F) {
 		``, `{}`, `null`, `[]`, `{"rooms":1}`, `{"rooms":0}`, `{"rooms":-1}`, `{"nights":366,"rooms":1000}`,
 		`{"token":"abc","check_in":"2026-12-24","nights":2,"rooms":3}`, `{"rooms":"1"}`, `{"rooms":1e3}`,
 		`{"check_in":"2026-02-30"}`, `{"room":1}`, `{"rooms":1}{}`, `{"rooms":`, "\xff", `{"token":"\u0000"}`,
+		`{"ROOMS":5}`, `{"rooms":5,"rooms":1}`, `{"rooms":1,"r\u006foms":2}`, `{"token":"\xff"}`,
 	} {
 		f.Add([]byte(s))
 	}

@@ -2,16 +2,19 @@ package http
 
 import (
 	"bytes"
-	"encoding/json"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/flashsale/flashsale"
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // MaxBodyBytes bounds every request body; larger is 413 too_large.
@@ -62,8 +65,14 @@ func decodeBody(r io.Reader, v any, allowEmpty bool) error {
 }
 
 // decodeJSON decodes exactly one JSON object from b into v, rejecting
-// unknown fields, values of the wrong type and data after the object, with
-// a message that names the problem.
+// unknown fields, field names that differ from the schema's only in case,
+// duplicate fields, invalid UTF-8, values of the wrong type and data after
+// the object, with a message that names the problem.
+//
+// encoding/json would take {"ROOMS":5} as rooms and let the last of two
+// "rooms" win; go-json-experiment/json (encoding/json/v2 before it is
+// released, which this Go serves only behind GOEXPERIMENT=jsonv2) matches
+// names exactly and refuses duplicates by default.
 func decodeJSON(b []byte, v any, allowEmpty bool) error {
 	trimmed := bytes.TrimLeft(b, " \t\r\n")
 	if len(trimmed) == 0 {
@@ -75,41 +84,84 @@ func decodeJSON(b []byte, v any, allowEmpty bool) error {
 	if trimmed[0] != '{' {
 		return flashsale.Errorf(flashsale.EInvalid, "request body must be a JSON object")
 	}
-	dec := json.NewDecoder(bytes.NewReader(trimmed))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return jsonError(err)
-	}
-	if rest := bytes.TrimLeft(trimmed[dec.InputOffset():], " \t\r\n"); len(rest) > 0 {
-		return flashsale.Errorf(flashsale.EInvalid, "request body has data after the JSON object at byte %d", len(b)-len(rest))
+	if err := jsonv2.Unmarshal(trimmed, v, jsonv2.RejectUnknownMembers(true)); err != nil {
+		return jsonError(err, len(b)-len(trimmed))
 	}
 	return nil
 }
 
-// jsonError turns an encoding/json error into an EInvalid error a client can act on.
-func jsonError(err error) error {
-	if e, ok := errors.AsType[*json.SyntaxError](err); ok {
-		return flashsale.Errorf(flashsale.EInvalid, "malformed JSON at byte %d: %s", e.Offset, e.Error())
-	}
-	if e, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
-		field := e.Field
-		if field == "" {
-			field = "body"
-		}
-		return flashsale.Errorf(flashsale.EInvalid, "%s must be %s, not a JSON %s", field, jsonKind(e.Type), e.Value)
-	}
-	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-		return flashsale.Errorf(flashsale.EInvalid, "malformed JSON: the body ends before the object does")
-	}
-	// encoding/json reports unknown fields only as text; there is no typed
-	// error to match, so its stable prefix is the one thing to go on.
-	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		return flashsale.Errorf(flashsale.EInvalid, "unknown field %s", name)
-	}
+// jsonError turns a decoding error into an EInvalid error a client can
+// act on; skipped is the leading whitespace not given to the decoder, so
+// byte offsets count from the start of the body.
+func jsonError(err error, skipped int) error {
 	if e, ok := errors.AsType[*flashsale.Error](err); ok {
 		return e
 	}
+	if e, ok := errors.AsType[*jsontext.SyntacticError](err); ok {
+		at := e.ByteOffset + int64(skipped)
+		switch {
+		case errors.Is(e.Err, jsontext.ErrDuplicateName):
+			return flashsale.Errorf(flashsale.EInvalid, "duplicate field %q: each field may appear once", fieldName(e.JSONPointer))
+		case errors.Is(e.Err, io.ErrUnexpectedEOF):
+			return flashsale.Errorf(flashsale.EInvalid, "malformed JSON: the body ends before the object does")
+		case e.JSONPointer == "" && strings.Contains(e.Err.Error(), "after top-level value"):
+			return flashsale.Errorf(flashsale.EInvalid, "request body has data after the JSON object at byte %d", at)
+		}
+		return flashsale.Errorf(flashsale.EInvalid, "malformed JSON at byte %d: %v", at, e.Err)
+	}
+	if e, ok := errors.AsType[*jsonv2.SemanticError](err); ok {
+		if errors.Is(e.Err, jsonv2.ErrUnknownName) {
+			if in := fieldPath(e.JSONPointer.Parent()); in != "" {
+				return flashsale.Errorf(flashsale.EInvalid, "unknown field %q in %s (names are case-sensitive)", fieldName(e.JSONPointer), in)
+			}
+			return flashsale.Errorf(flashsale.EInvalid, "unknown field %q (names are case-sensitive)", fieldName(e.JSONPointer))
+		}
+		field := cmp.Or(fieldPath(e.JSONPointer), "body")
+		if e.GoType != nil {
+			return flashsale.Errorf(flashsale.EInvalid, "%s must be %s, not a JSON %s", field, jsonKind(e.GoType), kindName(e.JSONKind))
+		}
+		return flashsale.Errorf(flashsale.EInvalid, "%s is invalid", field)
+	}
 	return flashsale.Errorf(flashsale.EInvalid, "invalid JSON: %s", err.Error())
+}
+
+// fieldName is the last name of a JSON pointer.
+func fieldName(p jsontext.Pointer) string { return p.LastToken() }
+
+// fieldPath writes a JSON pointer as the field path the error messages
+// use elsewhere: /nights/1/date is nights[1].date.
+func fieldPath(p jsontext.Pointer) string {
+	var b strings.Builder
+	for tok := range p.Tokens() {
+		if _, err := strconv.Atoi(tok); err == nil && b.Len() > 0 {
+			b.WriteString("[" + tok + "]")
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(tok)
+	}
+	return b.String()
+}
+
+// kindName names a JSON kind for a message.
+func kindName(k jsontext.Kind) string {
+	switch k {
+	case '"':
+		return "string"
+	case '0':
+		return "number"
+	case 't', 'f':
+		return "boolean"
+	case 'n':
+		return "null"
+	case '{':
+		return "object"
+	case '[':
+		return "array"
+	}
+	return "value"
 }
 
 // jsonKind names the JSON type a Go type decodes from.
