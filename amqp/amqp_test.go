@@ -708,6 +708,32 @@ func TestQueueRedeclared(t *testing.T) {
 	}
 }
 
+// TestQueueRecreated deletes the queue under a running consumer and
+// declares it again (as the publisher does when a message comes back
+// unroutable): RabbitMQ leaves the consumer waiting on the old queue
+// without a cancel, so only its idle check (no delivery while messages
+// are ready) brings it to the new one.
+func TestQueueRecreated(t *testing.T) {
+	cfg := MustConfig(t)
+	store := newMemStore()
+	StartConsumer(t, cfg, store)
+	p := MustPublisher(t, cfg)
+	first := reservation("sale-1", 1000) // an ID of its own: publishAll's start at 0
+	if _, err := p.Write(context.Background(), first); err != nil {
+		t.Fatal(err)
+	}
+	checkFor(t, 10*time.Second, "the first order written", func() bool { return store.count() == 1 })
+	withChannel(t, cfg, func(ch *amqp091.Channel) error {
+		if _, err := ch.QueueDelete(cfg.withDefaults().queue(), false, false, false); err != nil {
+			return err
+		}
+		return declare(ch, cfg.withDefaults())
+	})
+	rs := publishAll(t, p, "sale-2", 20, 4)
+	checkFor(t, 3*idleCheck, "the orders published to the new queue written", func() bool { return store.count() == 21 })
+	store.checkExactlyOnce(t, append(rs, first))
+}
+
 // TestUndecodable publishes a body that is not a reservation: it is
 // dead-lettered at once, without OnDead.
 func TestUndecodable(t *testing.T) {

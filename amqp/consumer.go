@@ -40,6 +40,9 @@ const (
 	writeTimeout = 30 * time.Second
 	// pingTimeout bounds the check that tells an outage from a bad batch.
 	pingTimeout = 2 * time.Second
+	// idleCheck is how long an idle consumer waits before it subscribes
+	// again on a fresh channel (see recycle).
+	idleCheck = 5 * time.Second
 	// retryMinDefault and retryMax bound the pause after a failed
 	// transaction, so a database outage is not met with a tight
 	// redelivery loop that burns every message's attempts in milliseconds.
@@ -199,6 +202,8 @@ const (
 	gatherStopped                    // ctx ended or Close was called
 	gatherLost                       // the deliveries channel closed
 	gatherKick                       // Pause or Resume asked the session to look
+	// gatherIdle: no delivery for idleCheck (see recycle).
+	gatherIdle
 )
 
 // session consumes on one connection. It returns nil after a graceful stop
@@ -278,6 +283,12 @@ func (c *Consumer) session(ctx context.Context) (connected bool, err error) {
 				c.log.Info("consumer stopped")
 				return true, nil
 			}
+			if state == gatherIdle {
+				if ch, err = c.recycle(conn, ch, tag); err != nil {
+					return true, err
+				}
+				break // the outer loop consumes again, on the new channel
+			}
 			if state == gatherKick && c.pausing() {
 				if err := c.settleAll(ctx, ch, tag, deliveries, batch[:0]); err != nil {
 					return true, err
@@ -288,6 +299,28 @@ func (c *Consumer) session(ctx context.Context) (connected bool, err error) {
 			}
 		}
 	}
+}
+
+// recycle closes an idle consumer's channel and opens a fresh one to
+// consume on. A quorum queue deleted and declared again (the publisher does
+// when a message comes back unroutable) sends its consumers no cancel:
+// RabbitMQ attaches the old subscription to the new queue and hands it the
+// new messages, which never reach the client, and they stay unacknowledged
+// there, invisible to every other consumer, until the channel closes.
+// Closing it requeues them. The consumer holds nothing when it is idle, so
+// this costs a few frames every idleCheck and loses nothing.
+func (c *Consumer) recycle(conn *amqp091.Connection, ch *amqp091.Channel, tag string) (*amqp091.Channel, error) {
+	ch.Cancel(tag, false) // best effort: the close ends the subscription anyway
+	ch.Close()
+	nch, err := conn.Channel()
+	if err != nil {
+		return nil, fmt.Errorf("reopen channel: %w", err)
+	}
+	if err := nch.Qos(c.prefetch, 0, false); err != nil {
+		return nil, fmt.Errorf("qos: %w", err)
+	}
+	c.log.Debug("idle: subscribed again on a fresh channel", "after", idleCheck)
+	return nch, nil
 }
 
 // settleAll cancels the consumer and writes and settles every delivery the
@@ -432,6 +465,7 @@ func (c *Consumer) wakeSession() {
 // drops the quota that was not owed to a backlog (see forfeit).
 func (c *Consumer) gather(ctx context.Context, deliveries <-chan amqp091.Delivery, timer *time.Timer, batch []item) ([]item, gatherState) {
 	idleFrom := -1.0 // the limiter's tokens when the consumer ran out of deliveries
+	var idle *time.Timer
 	for len(batch) == 0 {
 		select {
 		case d, ok := <-deliveries:
@@ -445,12 +479,18 @@ func (c *Consumer) gather(ctx context.Context, deliveries <-chan amqp091.Deliver
 		if c.limiter != nil && idleFrom < 0 {
 			idleFrom = c.limiter.Tokens()
 		}
+		if idle == nil {
+			idle = time.NewTimer(idleCheck)
+			defer idle.Stop()
+		}
 		select {
 		case d, ok := <-deliveries:
 			if !ok {
 				return batch, gatherLost
 			}
 			batch = c.add(batch, d)
+		case <-idle.C:
+			return batch, gatherIdle
 		case <-c.kick:
 			return batch, gatherKick
 		case <-ctx.Done():
