@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -40,9 +41,15 @@ func freeAddr(tb testing.TB) string {
 // startBinary runs `flashsale serve` with env and waits until it is ready.
 func startBinary(tb testing.TB, bin string, env ...string) *exec.Cmd {
 	tb.Helper()
+	return startBinaryTo(tb, bin, os.Stderr, env...)
+}
+
+// startBinaryTo is startBinary with the process's output (its log) going to out.
+func startBinaryTo(tb testing.TB, bin string, out io.Writer, env ...string) *exec.Cmd {
+	tb.Helper()
 	cmd := exec.Command(bin, "serve")
 	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		tb.Fatal(err)
 	}

@@ -3,9 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,12 +32,24 @@ type cluster struct {
 	clients []*client
 	dbURL   string
 	queue   string
-	prefix  string // the Redis key prefix, removed when the test ends
+	prefix  string       // the Redis key prefix, removed when the test ends
+	each    [][]string   // instance i's own env, after env (see startClusterWith)
+	logs    []*logBuffer // what each instance wrote to stderr, every run of it
 }
 
 func startCluster(t *testing.T, n int, dbURL string, extra ...string) *cluster {
 	t.Helper()
-	c := &cluster{bin: buildBinary(t), dbURL: dbURL, queue: testenv.Name("fs-q-"), prefix: testenv.Name("fs-t-") + ":"}
+	return startClusterWith(t, n, dbURL, nil, extra...)
+}
+
+// startClusterWith is startCluster with env of their own for some
+// instances: each[i], if there is one, comes after the shared env for
+// instance i (the last one wins, as in os/exec), at every start of it, so
+// a test can send one instance's link to a dependency through a proxy of
+// its own and break that instance alone.
+func startClusterWith(t *testing.T, n int, dbURL string, each [][]string, extra ...string) *cluster {
+	t.Helper()
+	c := &cluster{bin: buildBinary(t), dbURL: dbURL, queue: testenv.Name("fs-q-"), prefix: testenv.Name("fs-t-") + ":", each: each}
 	for _, kv := range extra { // the last one wins, as in os/exec
 		if p, ok := strings.CutPrefix(kv, "FLASHSALE_REDIS_PREFIX="); ok {
 			c.prefix = p
@@ -52,6 +67,7 @@ func startCluster(t *testing.T, n int, dbURL string, extra ...string) *cluster {
 	for i := range n {
 		c.addrs = append(c.addrs, freeAddr(t))
 		c.procs = append(c.procs, nil)
+		c.logs = append(c.logs, &logBuffer{})
 		c.start(t, i)
 		c.clients = append(c.clients, newClient("http://"+c.addrs[i], testAdminToken, testJWTSecret))
 	}
@@ -62,8 +78,43 @@ func startCluster(t *testing.T, n int, dbURL string, extra ...string) *cluster {
 // start (re)starts instance i on its address.
 func (c *cluster) start(t *testing.T, i int) {
 	t.Helper()
-	c.procs[i] = startBinary(t, c.bin, append(c.env, "FLASHSALE_ADDR="+c.addrs[i], "FLASHSALE_DATA_DIR="+t.TempDir())...)
+	env := slices.Concat(c.env, []string{"FLASHSALE_ADDR=" + c.addrs[i], "FLASHSALE_DATA_DIR=" + t.TempDir()})
+	if i < len(c.each) {
+		env = append(env, c.each[i]...)
+	}
+	c.procs[i] = startBinaryTo(t, c.bin, io.MultiWriter(os.Stderr, c.logs[i]), env...)
 	waitReady(t, "http://"+c.addrs[i])
+}
+
+// logBuffer keeps what an instance logs, for a test that waits for a line.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf = append(b.buf, p...)
+	return len(p), nil
+}
+
+// Len is how much has been logged so far: a mark for Since.
+func (b *logBuffer) Len() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.buf)
+}
+
+// Since returns the complete lines logged after mark.
+func (b *logBuffer) Since(mark int) []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	text := string(b.buf[mark:])
+	if end := strings.LastIndexByte(text, '\n'); end >= 0 {
+		return strings.Split(text[:end], "\n")
+	}
+	return nil
 }
 
 func (c *cluster) kill(t *testing.T, i int) {
@@ -77,15 +128,19 @@ func (c *cluster) kill(t *testing.T, i int) {
 // queueDepth is the number of ready messages in the order queue and in the dead-letter queue.
 func (c *cluster) queueDepth(t *testing.T) (ready, dead int) {
 	t.Helper()
-	conn, err := amqp091.Dial(testenv.URL(t, testenv.AMQP))
+	q, d := c.queues(t)
+	return q.Messages, d.Messages
+}
+
+// queues is what the broker says of the order queue and the dead-letter
+// queue: ready messages and consumers.
+func (c *cluster) queues(t *testing.T) (orders, dead amqp091.Queue) {
+	t.Helper()
+	conn, ch, err := dialBroker(t)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
 	q, err := ch.QueueDeclarePassive(c.queue+".orders", true, false, false, false, amqp091.Table{"x-queue-type": "quorum"})
 	if err != nil {
 		t.Fatal(err)
@@ -95,7 +150,22 @@ func (c *cluster) queueDepth(t *testing.T) (ready, dead int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return q.Messages, d.Messages
+	return q, d
+}
+
+// dialBroker opens a connection of the test's own to the broker, and a
+// channel on it; closing the connection closes both.
+func dialBroker(t *testing.T) (*amqp091.Connection, *amqp091.Channel, error) {
+	conn, err := amqp091.Dial(testenv.URL(t, testenv.AMQP))
+	if err != nil {
+		return nil, nil, err
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		conn.Close()
+		return nil, nil, err
+	}
+	return conn, ch, nil
 }
 
 // cleanup stops the instances and removes the test's queues and Redis keys.
@@ -198,8 +268,16 @@ func purchaseAcross(ctx context.Context, a, b *client, saleID, user string) (int
 	return status, o, err
 }
 
-// checkBooks waits for the queue to drain and proves I1-I4 against the database.
+// checkBooks waits for the queue to drain and proves I1-I4 against the
+// database, nothing dead-lettered.
 func checkBooks(t *testing.T, c *cluster, saleID string, stock int, accepted map[string]string, exact bool) {
+	t.Helper()
+	checkBooksDead(t, c, saleID, stock, accepted, exact, 0)
+}
+
+// checkBooksDead is checkBooks for a test that put poison in the queue: the
+// dead-letter queue must come to hold exactly dead messages.
+func checkBooksDead(t *testing.T, c *cluster, saleID string, stock int, accepted map[string]string, exact bool, dead int) {
 	t.Helper()
 	ctx := context.Background()
 	store, err := openStore(ctx, Config{DatabaseURL: c.dbURL}, slog.New(slog.DiscardHandler))
@@ -269,8 +347,14 @@ func checkBooks(t *testing.T, c *cluster, saleID string, stock int, accepted map
 	if n := nights[0]; n.Held+n.Sold != stock || n.Available != 0 {
 		t.Errorf("night = %+v", n)
 	}
-	if _, dead := c.queueDepth(t); dead != 0 {
-		t.Errorf("%d messages dead-lettered", dead)
+	// Dead-lettering is the broker's own step after the nack: give it a moment.
+	for until := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if _, n := c.queueDepth(t); n == dead || dead == 0 || time.Now().After(until) {
+			if n != dead {
+				t.Errorf("%d messages dead-lettered, want %d", n, dead)
+			}
+			break
+		}
 	}
 	for oid, user := range accepted {
 		var o orderJSON

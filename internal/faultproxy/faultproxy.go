@@ -2,8 +2,9 @@
 // the service and a real dependency (Redis, RabbitMQ, MariaDB, PostgreSQL),
 // so that a fault happens when the test says and not when the scheduler
 // happens to allow it: cut every connection at a chosen moment, refuse new
-// ones, hold a broker's replies while its requests still arrive, freeze the
-// peer, or slow it down.
+// ones, hold a broker's replies while its requests still arrive, hold one
+// chosen request (a COMMIT), freeze the peer, or slow it down; and so that
+// the test can see what a client sent and what a cut threw away.
 //
 // Every connection is pumped by a reader and a writer per direction with a
 // queue between them (up to queueLimit bytes), so holding a direction never
@@ -52,6 +53,10 @@ type Proxy struct {
 	pause       bool
 	holdReplies bool
 	latency     time.Duration
+	discarded   [2]int64                // bytes read and never delivered, by direction (see Discarded)
+	match       func(chunk []byte) bool // see HoldRequest; nil when off
+	watch       func(chunk []byte)      // see Watch; nil when off
+	caught      chan struct{}           // closed when match has caught its request
 }
 
 // Start listens on 127.0.0.1:0 and forwards every accepted connection to
@@ -138,6 +143,37 @@ func (p *Proxy) Blackhole(on bool) { p.set(func() { p.blackhole = on }) }
 // (a publish, a commit), then Cut, and the client never learns the outcome.
 func (p *Proxy) HoldReplies(on bool) { p.set(func() { p.holdReplies = on }) }
 
+// HoldRequest holds the first client-to-upstream chunk that match accepts
+// (a chunk is what one read took: a request the client wrote at once, up to
+// 32 KiB) and everything after it on that connection; every other
+// connection, and the replies, flow as usual. The returned channel is
+// closed when the request is caught. HoldRequest(nil) turns it off and
+// delivers what was held, in order (it returns nil); Cut discards it
+// instead. It makes the loss of one chosen request certain: catch a
+// database client's COMMIT, kill the client, Cut, and the transaction was
+// never committed, though every statement before it ran. match runs under
+// the proxy's lock: it must be quick and must not call the proxy.
+func (p *Proxy) HoldRequest(match func(chunk []byte) bool) <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	defer p.broadcast()
+	if p.match, p.caught = match, nil; match == nil {
+		for l := range p.links {
+			l.holding = false
+		}
+		return nil
+	}
+	p.caught = make(chan struct{})
+	return p.caught
+}
+
+// Watch, with a non-nil fn, shows fn every chunk of client-to-upstream
+// bytes as the proxy reads it, so a test can see what a client asked of its
+// dependency (an order ID in a database statement, say) without changing
+// anything. Watch(nil) stops it. fn runs under the proxy's lock: it must be
+// quick, must not keep the chunk, and must not call the proxy.
+func (p *Proxy) Watch(fn func(chunk []byte)) { p.set(func() { p.watch = fn }) }
+
 // Pause, while on, lets nothing flow either way on any connection, like a
 // SIGSTOP of the peer: writes still succeed (the stopped peer's kernel would
 // buffer them) and reads wait. Held bytes are delivered in order when it is
@@ -149,6 +185,42 @@ func (p *Proxy) Pause(on bool) { p.set(func() { p.pause = on }) }
 // queued keep the delay they were read with. 0 turns it off. It lets a test
 // push a call past a deadline without depending on how slow the machine is.
 func (p *Proxy) Latency(d time.Duration) { p.set(func() { p.latency = d }) }
+
+// Held returns how many bytes wait in the proxy right now, read from one
+// side and not yet delivered to the other: the requests (toUpstream) and the
+// replies (toClient) a hold or a latency is keeping back.
+func (p *Proxy) Held() (toUpstream, toClient int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for l := range p.links {
+		if l.up != nil {
+			toUpstream += l.up.queued
+			toClient += l.down.queued
+		}
+	}
+	return toUpstream, toClient
+}
+
+// Discarded returns how many bytes the proxy has thrown away since it
+// started: read from one side and never delivered to the other because
+// their connection closed while they waited (Cut, or a side hung up). After
+// a hold and a Cut it is what the upstream (toUpstream) or the client
+// (toClient) certainly never received, so a test can prove that an ack or a
+// commit was lost and not merely late.
+func (p *Proxy) Discarded() (toUpstream, toClient int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.discarded[0], p.discarded[1]
+}
+
+// discard counts n bytes of pp's direction as thrown away. p.mu must be held.
+func (p *Proxy) discard(pp *pipe, n int) {
+	if pp.reply {
+		p.discarded[1] += int64(n)
+	} else {
+		p.discarded[0] += int64(n)
+	}
+}
 
 // Conns returns how many connections are currently open through the proxy,
 // counting one from accept (even while the upstream is still being dialled)
@@ -225,6 +297,7 @@ type link struct {
 
 	// Guarded by p.mu.
 	closed   bool
+	holding  bool  // HoldRequest caught a request here: up is held
 	up, down *pipe // client to upstream, upstream to client; nil until dialled
 }
 
@@ -292,6 +365,10 @@ func (l *link) close() {
 	var up net.Conn
 	if l.up != nil {
 		up = l.up.dst
+		for _, pp := range [...]*pipe{l.up, l.down} {
+			p.discard(pp, pp.queued)
+			pp.queue, pp.queued = nil, 0
+		}
 	}
 	p.mu.Unlock()
 	l.cancel()
@@ -314,9 +391,15 @@ func (l *link) read(pp *pipe) {
 		}
 		n, err := pp.src.Read(buf)
 		p.mu.Lock()
-		if n > 0 {
+		switch {
+		case n > 0 && l.closed:
+			p.discard(pp, n) // read as the link closed: nobody will write it
+		case n > 0:
 			pp.queue = append(pp.queue, chunk{data: bytes.Clone(buf[:n]), due: time.Now().Add(p.latency)})
 			pp.queued += n
+			if p.watch != nil && !pp.reply {
+				p.watch(buf[:n])
+			}
 		}
 		if err != nil {
 			// EOF or any other end: the writer delivers what came before
@@ -367,10 +450,15 @@ func (l *link) write(pp *pipe) {
 			p.mu.Unlock()
 			return
 		}
-		held := p.pause || p.blackhole || (pp.reply && p.holdReplies)
+		held := p.pause || p.blackhole || (pp.reply && p.holdReplies) || (!pp.reply && l.holding)
 		var wait time.Duration
 		switch {
 		case held:
+		case len(pp.queue) > 0 && !pp.reply && p.match != nil && p.match(pp.queue[0].data):
+			l.holding, p.match = true, nil // caught: this one and what follows wait
+			close(p.caught)
+			p.mu.Unlock()
+			continue
 		case len(pp.queue) > 0:
 			c := pp.queue[0]
 			if wait = time.Until(c.due); wait <= 0 {
@@ -379,7 +467,10 @@ func (l *link) write(pp *pipe) {
 				pp.queued -= len(c.data)
 				p.broadcast() // the reader may be waiting for room
 				p.mu.Unlock()
-				if _, err := pp.dst.Write(c.data); err != nil {
+				if n, err := pp.dst.Write(c.data); err != nil {
+					p.mu.Lock()
+					p.discard(pp, len(c.data)-n)
+					p.mu.Unlock()
 					l.close()
 					return
 				}

@@ -232,6 +232,117 @@ func TestBlackhole(t *testing.T) {
 	expectRead(t, fresh, "anyone?")
 }
 
+// TestDiscarded holds bytes both ways and cuts the link: Held counts them
+// while they wait, Discarded counts them once the Cut threw them away, and
+// the upstream never got the held request.
+func TestDiscarded(t *testing.T) {
+	echo, p, c := startWarm(t)
+	before := echo.received.Load()
+
+	p.HoldReplies(true)
+	if _, err := c.Write([]byte("ping")); err != nil {
+		t.Fatal(err)
+	}
+	checkFor(t, ioWait, "the echo of ping held", func() bool { up, down := p.Held(); return up == 0 && down == 4 })
+	p.Blackhole(true)
+	if _, err := c.Write([]byte("an ack")); err != nil {
+		t.Fatal(err)
+	}
+	checkFor(t, ioWait, "an ack held", func() bool { up, down := p.Held(); return up == 6 && down == 4 })
+	if up, down := p.Discarded(); up != 0 || down != 0 {
+		t.Fatalf("Discarded() before the cut = %d, %d, want 0, 0", up, down)
+	}
+
+	p.Cut()
+	if up, down := p.Discarded(); up != 6 || down != 4 {
+		t.Fatalf("Discarded() after the cut = %d, %d, want 6, 4", up, down)
+	}
+	if up, down := p.Held(); up != 0 || down != 0 {
+		t.Fatalf("Held() after the cut = %d, %d, want 0, 0", up, down)
+	}
+	expectClosed(t, c)
+	p.Blackhole(false)
+	p.HoldReplies(false)
+	roundTrip(t, dial(t, p.Addr()), "after the cut")
+	if got, want := echo.received.Load(), before+int64(len("ping")+len("after the cut")); got != want {
+		t.Fatalf("upstream received %d bytes, want %d: the held ack must never arrive", got, want)
+	}
+}
+
+// TestHoldRequest catches one request on one connection: what came before
+// it arrives, it and what follows wait, other connections and the replies
+// flow, and lifting the hold delivers the rest in order.
+func TestHoldRequest(t *testing.T) {
+	echo := startEcho(t)
+	p := Start(t, echo.addr)
+	held, other := dial(t, p.Addr()), dial(t, p.Addr())
+	roundTrip(t, held, "warm")
+	roundTrip(t, other, "warm")
+
+	caught := p.HoldRequest(func(chunk []byte) bool { return bytes.Contains(chunk, []byte("COMMIT")) })
+	roundTrip(t, held, "INSERT")
+	if _, err := held.Write([]byte("COMMIT")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-caught:
+	case <-time.After(ioWait):
+		t.Fatal("COMMIT not caught")
+	}
+	if _, err := held.Write([]byte("after")); err != nil {
+		t.Fatal(err)
+	}
+	expectSilent(t, held)
+	roundTrip(t, other, "COMMIT") // caught once, on one connection
+	if up, _ := p.Held(); up != len("COMMITafter") {
+		t.Fatalf("Held() = %d bytes to the upstream, want %d", up, len("COMMITafter"))
+	}
+
+	if p.HoldRequest(nil) != nil {
+		t.Fatal("HoldRequest(nil) returned a channel")
+	}
+	expectRead(t, held, "COMMITafter")
+	roundTrip(t, held, "flowing again")
+
+	t.Run("Cut", func(t *testing.T) {
+		before := echo.received.Load()
+		caught := p.HoldRequest(func(chunk []byte) bool { return string(chunk) == "COMMIT" })
+		defer p.HoldRequest(nil)
+		if _, err := held.Write([]byte("COMMIT")); err != nil {
+			t.Fatal(err)
+		}
+		<-caught
+		discarded, _ := p.Discarded()
+		p.Cut()
+		if up, _ := p.Discarded(); up-discarded != int64(len("COMMIT")) {
+			t.Fatalf("Cut discarded %d bytes to the upstream, want %d", up-discarded, len("COMMIT"))
+		}
+		if got := echo.received.Load(); got != before {
+			t.Fatalf("upstream received %d bytes of a held request", got-before)
+		}
+	})
+}
+
+// TestWatch shows the requests, not the replies, and changes nothing.
+func TestWatch(t *testing.T) {
+	_, p, c := startWarm(t)
+	var mu sync.Mutex
+	var seen []string
+	p.Watch(func(chunk []byte) {
+		mu.Lock()
+		seen = append(seen, string(chunk))
+		mu.Unlock()
+	})
+	roundTrip(t, c, "order-1")
+	p.Watch(nil)
+	roundTrip(t, c, "order-2")
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 1 || seen[0] != "order-1" {
+		t.Fatalf("watched %q, want [order-1]: each request once, none after Watch(nil), no reply", seen)
+	}
+}
+
 func TestLatency(t *testing.T) {
 	echo := startEcho(t)
 	p := Start(t, echo.addr)
@@ -382,6 +493,17 @@ type echoServer struct {
 }
 
 // startEcho starts an echoServer on 127.0.0.1:0, closed by tb.Cleanup.
+// startWarm starts an echo upstream and a proxy to it, and returns them
+// with a client connection that has made one round trip.
+func startWarm(t *testing.T) (*echoServer, *Proxy, net.Conn) {
+	t.Helper()
+	echo := startEcho(t)
+	p := Start(t, echo.addr)
+	c := dial(t, p.Addr())
+	roundTrip(t, c, "warm")
+	return echo, p, c
+}
+
 func startEcho(tb testing.TB) *echoServer {
 	tb.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
