@@ -171,6 +171,7 @@ func newClient(raw string, opts Options) (goredis.UniversalClient, error) {
 		o.PoolSize = poolSize
 		o.ReadTimeout, o.WriteTimeout, o.PoolTimeout = timeout, timeout, poolTimeout
 		o.ContextTimeoutEnabled = true
+		o.MaxRetries = noRetries
 		return goredis.NewClient(o), nil
 	}
 	addrs := strings.Split(u.Host, ",")
@@ -196,8 +197,23 @@ func newClient(raw string, opts Options) (goredis.UniversalClient, error) {
 		PoolTimeout:           poolTimeout,
 		ContextTimeoutEnabled: true,
 		PoolSize:              poolSize,
+		MaxRetries:            noRetries,
 	}), nil
 }
+
+// noRetries turns off go-redis's own retries (3 by default). It retries a
+// command whose reply timed out or whose connection dropped after it was
+// written, so a script Redis had already run ran again: a reserve that
+// spent its token and answered sold out or over the limit answered
+// token_invalid the second time (seen in CI under load), and a retake ran
+// twice pins the order. The engine's callers decide instead: an outcome
+// that is not known is ErrIndeterminate (the outbox settles it), never a
+// second run. The Cluster client keeps its redirect loop (MaxRedirects):
+// it must follow MOVED and ASK, and it also tries a timed-out command once
+// more, which go-redis offers no way to turn off alone; a re-run there is
+// safe for every script but costs a guest the right refusal code, and a
+// retake run twice pins its order (the audit releases it).
+const noRetries = -1
 
 // Close writes the queued confirms and index deletions, stops the
 // subscriber and closes the connections. Close the order path (the

@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"runtime"
@@ -22,6 +24,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/faultproxy"
 	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/flashsale/flashsale/stocktest"
 )
@@ -807,4 +810,56 @@ func BenchmarkPurchase(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "req/s")
 	b.ReportMetric(float64(trips.n.Load())/float64(b.N), "roundtrips/op")
+}
+
+// TestNoDriverRetry holds Redis's replies at a proxy so a reserve's reply
+// times out after Redis ran it: the engine must say so (an outcome it does
+// not know) and never send the script again. go-redis retried it three
+// times by default; the second run found the token spent and a guest who
+// had been told sold out or over the limit read token_invalid.
+func TestNoDriverRetry(t *testing.T) {
+	ctx := t.Context()
+	u, err := url.Parse(redisURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := faultproxy.Start(t, u.Host)
+	prefix := newPrefix()
+	e, err := Open(ctx, proxy.URL(redisURL(t)), Options{Prefix: prefix, Timeout: 100 * time.Millisecond}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { deleteKeys(t, e, prefix); e.Close() })
+	snap := newSale(1, 5)
+	mustLoad(t, e, snap)
+	r := newReservation(snap, "u", 0, 1, 1)
+	var sent atomic.Int64
+	proxy.Watch(func(chunk []byte) { sent.Add(int64(bytes.Count(chunk, []byte(r.OrderID)))) })
+	proxy.HoldReplies(true)
+	_, err = e.ReserveSpending(ctx, r, "token-1", time.Now().Add(time.Minute))
+	proxy.HoldReplies(false)
+	proxy.Watch(nil)
+	if !flashsale.Unreachable(err) {
+		t.Fatalf("reserve with its reply held: %v, want unavailable", err)
+	}
+	// The script carries the order ID once per run (its index entry may
+	// carry it too, in the same pipeline): one run's worth, not four.
+	once := sent.Load()
+	if once == 0 {
+		t.Fatal("the proxy saw no reserve")
+	}
+	r2 := newReservation(snap, "u2", 0, 1, 1)
+	var sent2 atomic.Int64
+	proxy.Watch(func(chunk []byte) { sent2.Add(int64(bytes.Count(chunk, []byte(r2.OrderID)))) })
+	if _, err := e.ReserveSpending(ctx, r2, "token-2", time.Now().Add(time.Minute)); err != nil {
+		t.Fatalf("reserve with Redis answering: %v", err)
+	}
+	proxy.Watch(nil)
+	if once != sent2.Load() {
+		t.Fatalf("the timed-out reserve was sent %d times the bytes of one that answered (%d against %d): the driver retried it", once/sent2.Load(), once, sent2.Load())
+	}
+	// It ran once, in Redis: the reservation is there and the token spent.
+	if got, err := e.Reservation(ctx, r.OrderID); err != nil || !got.Active {
+		t.Fatalf("the reserve that timed out did not run: %+v, %v", got, err)
+	}
 }
