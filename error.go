@@ -94,6 +94,9 @@ var (
 	ErrIndeterminate = &Error{EUnavailable, "the outcome is not known yet; retry with the same Idempotency-Key to learn it"}
 	// ErrNotLoaded means the stock engine has no stock for the sale (not preheated).
 	ErrNotLoaded = &Error{EUnavailable, "sale stock is not loaded"}
+	// ErrOverloaded means the instance, or the sale, has as many purchases
+	// in progress as it takes: shed at once, never queued.
+	ErrOverloaded = &Error{EUnavailable, "too many purchases in progress; retry shortly"}
 )
 
 // Unreachable reports whether err means a dependency did not answer rather

@@ -67,6 +67,11 @@ type Config struct {
 	// again (the queue publisher); nil in the embedded shape, where a 202
 	// is already a database row.
 	Republish flashsale.OrderWriter
+	// MaxInFlight bounds the purchases this instance works on at once, and
+	// MaxInFlightPerSale one sale's share of them (defaults
+	// MaxInFlightDefault and half of MaxInFlight); beyond, a purchase is
+	// ErrOverloaded at once. See admit.go.
+	MaxInFlight, MaxInFlightPerSale int
 	// Breaker is the circuit breaker Engine sits behind (the same value),
 	// for /readyz and the operators' switch; nil where there is none.
 	Breaker flashsale.Breaker
@@ -96,6 +101,7 @@ type Service struct {
 	misses singleflight.Group
 
 	queued    bool
+	admit     *admission
 	breaker   flashsale.Breaker
 	fence     Fence
 	drainer   Drainer
@@ -139,6 +145,7 @@ func New(cfg Config) *Service {
 
 		queued:    cfg.Queued,
 		breaker:   cfg.Breaker,
+		admit:     newAdmission(cfg.MaxInFlight, cfg.MaxInFlightPerSale),
 		fence:     cfg.Fence,
 		drainer:   cmp.Or[Drainer](cfg.Drainer, nopDrainer{}),
 		instance:  cmp.Or(cfg.Instance, ulid.Make().String()),

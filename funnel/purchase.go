@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/flashsale/flashsale"
@@ -53,7 +54,19 @@ func (s *Service) Purchase(ctx context.Context, u flashsale.User, req flashsale.
 	if err != nil {
 		return nil, err
 	}
+	// From here on a purchase costs I/O (the idempotency lookup, the
+	// reserve): it is admitted within the bounds or shed at once. A
+	// sold-out answer without a key costs none and is never shed.
+	var admitted *atomic.Int64
+	defer func() {
+		if admitted != nil {
+			s.admit.leave(admitted)
+		}
+	}()
 	if req.IdempotencyKey != "" {
+		if admitted, err = s.admit.enter(sale.ID); err != nil {
+			return nil, err
+		}
 		o, err := s.replay(ctx, u, sale, req.IdempotencyKey)
 		if !errors.Is(err, flashsale.ErrNotFound) {
 			return o, err
@@ -68,6 +81,11 @@ func (s *Service) Purchase(ctx context.Context, u flashsale.User, req flashsale.
 	}
 	if s.engine.SoldOut(sale.ID, first, req.Nights) {
 		return nil, flashsale.ErrSoldOut
+	}
+	if admitted == nil {
+		if admitted, err = s.admit.enter(sale.ID); err != nil {
+			return nil, err
+		}
 	}
 	// From the reserve to the answer, units may be taken but not yet in the
 	// database: an in-process rebuild waits for that to be over.

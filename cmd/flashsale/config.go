@@ -81,31 +81,37 @@ type Config struct {
 	// BreakerOpenFor is how long the breaker stays open before it probes.
 	// FLASHSALE_BREAKER_OPEN_FOR.
 	BreakerOpenFor time.Duration
-	LogLevel       slog.Level // FLASHSALE_LOG_LEVEL: debug, info, warn, error
-	Demo           bool       // --demo: seed a sample sale and enable POST /api/demo/login
+	// MaxInFlight bounds the purchases this instance works on at once, and
+	// MaxInFlightPerSale one sale's share; beyond, a purchase is a 503 at
+	// once. FLASHSALE_MAX_INFLIGHT, FLASHSALE_MAX_INFLIGHT_PER_SALE.
+	MaxInFlight, MaxInFlightPerSale int
+	LogLevel                        slog.Level // FLASHSALE_LOG_LEVEL: debug, info, warn, error
+	Demo                            bool       // --demo: seed a sample sale and enable POST /api/demo/login
 }
 
 // parseConfig reads the environment, then the flags of a subcommand.
 func parseConfig(fset *flag.FlagSet, args []string, getenv func(string) string) (Config, error) {
 	c := Config{
-		Addr:            cmp.Or(getenv("FLASHSALE_ADDR"), AddrDefault),
-		DataDir:         cmp.Or(getenv("FLASHSALE_DATA_DIR"), DataDirDefault),
-		DatabaseURL:     getenv("FLASHSALE_DATABASE_URL"),
-		RedisURL:        getenv("FLASHSALE_REDIS_URL"),
-		AMQPURL:         getenv("FLASHSALE_AMQP_URL"),
-		QueueName:       cmp.Or(getenv("FLASHSALE_QUEUE_NAME"), QueueNameDefault),
-		RedisPrefix:     cmp.Or(getenv("FLASHSALE_REDIS_PREFIX"), RedisPrefixDefault),
-		AdminToken:      getenv("FLASHSALE_ADMIN_TOKEN"),
-		JWTSecret:       getenv("FLASHSALE_JWT_SECRET"),
-		OrderRate:       OrderRateDefault,
-		ReapInterval:    ReapIntervalDefault,
-		RequestTimeout:  RequestTimeoutDefault,
-		RedisTimeout:    RedisTimeoutDefault,
-		StartTimeout:    StartTimeoutDefault,
-		AuditInterval:   funnel.AuditIntervalDefault,
-		AuditGrace:      funnel.AuditGraceDefault,
-		BreakerFailures: breaker.FailuresDefault,
-		BreakerOpenFor:  breaker.OpenForDefault,
+		Addr:               cmp.Or(getenv("FLASHSALE_ADDR"), AddrDefault),
+		DataDir:            cmp.Or(getenv("FLASHSALE_DATA_DIR"), DataDirDefault),
+		DatabaseURL:        getenv("FLASHSALE_DATABASE_URL"),
+		RedisURL:           getenv("FLASHSALE_REDIS_URL"),
+		AMQPURL:            getenv("FLASHSALE_AMQP_URL"),
+		QueueName:          cmp.Or(getenv("FLASHSALE_QUEUE_NAME"), QueueNameDefault),
+		RedisPrefix:        cmp.Or(getenv("FLASHSALE_REDIS_PREFIX"), RedisPrefixDefault),
+		AdminToken:         getenv("FLASHSALE_ADMIN_TOKEN"),
+		JWTSecret:          getenv("FLASHSALE_JWT_SECRET"),
+		OrderRate:          OrderRateDefault,
+		ReapInterval:       ReapIntervalDefault,
+		RequestTimeout:     RequestTimeoutDefault,
+		RedisTimeout:       RedisTimeoutDefault,
+		StartTimeout:       StartTimeoutDefault,
+		AuditInterval:      funnel.AuditIntervalDefault,
+		AuditGrace:         funnel.AuditGraceDefault,
+		BreakerFailures:    breaker.FailuresDefault,
+		BreakerOpenFor:     breaker.OpenForDefault,
+		MaxInFlight:        funnel.MaxInFlightDefault,
+		MaxInFlightPerSale: funnel.MaxInFlightPerSaleDefault,
 	}
 	var errs []error
 	if v := getenv("FLASHSALE_ORDER_RATE"); v != "" {
@@ -115,12 +121,21 @@ func parseConfig(fset *flag.FlagSet, args []string, getenv func(string) string) 
 		}
 		c.OrderRate = f
 	}
-	if v := getenv("FLASHSALE_BREAKER_FAILURES"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("FLASHSALE_BREAKER_FAILURES: %w", err))
+	for _, n := range []struct {
+		name string
+		to   *int
+	}{
+		{"FLASHSALE_BREAKER_FAILURES", &c.BreakerFailures},
+		{"FLASHSALE_MAX_INFLIGHT", &c.MaxInFlight},
+		{"FLASHSALE_MAX_INFLIGHT_PER_SALE", &c.MaxInFlightPerSale},
+	} {
+		if v := getenv(n.name); v != "" {
+			i, err := strconv.Atoi(v)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", n.name, err))
+			}
+			*n.to = i
 		}
-		c.BreakerFailures = n
 	}
 	for _, d := range []struct {
 		name string
@@ -176,6 +191,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("FLASHSALE_AMQP_URL must start with amqp:// or amqps://")
 	case c.OrderRate < 0:
 		return fmt.Errorf("FLASHSALE_ORDER_RATE must not be negative")
+	case c.MaxInFlight <= 0 || c.MaxInFlightPerSale <= 0 || c.MaxInFlightPerSale > c.MaxInFlight:
+		return fmt.Errorf("FLASHSALE_MAX_INFLIGHT and FLASHSALE_MAX_INFLIGHT_PER_SALE must be positive, the second at most the first")
 	case c.BreakerFailures < 0 || c.BreakerOpenFor <= 0:
 		return fmt.Errorf("FLASHSALE_BREAKER_FAILURES must not be negative and FLASHSALE_BREAKER_OPEN_FOR must be positive")
 	case c.ReapInterval <= 0:
@@ -210,6 +227,8 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("audit_grace", c.AuditGrace),
 		slog.Int("breaker_failures", c.BreakerFailures),
 		slog.Duration("breaker_open_for", c.BreakerOpenFor),
+		slog.Int("max_inflight", c.MaxInFlight),
+		slog.Int("max_inflight_per_sale", c.MaxInFlightPerSale),
 		slog.Bool("demo", c.Demo),
 	)
 }

@@ -171,6 +171,7 @@ func (m *Main) open(ctx context.Context) error {
 		Secret: []byte(jwtSecret), ReapInterval: cfg.ReapInterval, Logger: m.log,
 		Fence: m.fence, Drainer: m.drainer, Republish: m.republish, AuditInterval: cfg.AuditInterval,
 		AuditGrace: cfg.AuditGrace, Breaker: m.breaker,
+		MaxInFlight: cfg.MaxInFlight, MaxInFlightPerSale: cfg.MaxInFlightPerSale,
 		Queued: cfg.AMQPURL != "",
 	})
 	if err := m.svc.Start(ctx); err != nil {

@@ -1,0 +1,67 @@
+package funnel
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/flashsale/flashsale"
+)
+
+// Defaults of admission.
+const (
+	// MaxInFlightDefault bounds the purchases one instance works on at
+	// once. A purchase that gets past the sold-out flag holds a Redis
+	// connection or a group-commit slot for about a millisecond, so 1 024
+	// is far more than the engine can use, and little enough memory.
+	MaxInFlightDefault = 1024
+	// MaxInFlightPerSaleDefault bounds one sale's share, so a flood on a
+	// hot sale leaves half the instance to every other sale.
+	MaxInFlightPerSaleDefault = MaxInFlightDefault / 2
+)
+
+// admission sheds purchase work beyond the bounds at once (503 with
+// Retry-After) instead of queueing it: a queue that grows without bound
+// turns a burst into seconds of latency for everyone behind it, and the
+// guests at the front of the burst would be answered no sooner. It is the
+// thread-pool isolation of the source articles without the threads: one
+// counter per instance and one per sale.
+type admission struct {
+	max, perSale int64
+	all          atomic.Int64
+	sales        sync.Map // sale ID -> *atomic.Int64, for sales that exist
+}
+
+func newAdmission(max, perSale int) *admission {
+	if max <= 0 {
+		max = MaxInFlightDefault
+	}
+	if perSale <= 0 {
+		perSale = max / 2
+	}
+	return &admission{max: int64(max), perSale: int64(min(perSale, max))}
+}
+
+// enter admits one purchase of saleID or answers ErrOverloaded; the caller
+// passes what it returns to leave once the purchase is answered.
+func (a *admission) enter(saleID string) (*atomic.Int64, error) {
+	if a.all.Add(1) > a.max {
+		a.all.Add(-1)
+		return nil, flashsale.ErrOverloaded
+	}
+	c, ok := a.sales.Load(saleID)
+	if !ok {
+		c, _ = a.sales.LoadOrStore(saleID, new(atomic.Int64))
+	}
+	n := c.(*atomic.Int64)
+	if n.Add(1) > a.perSale {
+		n.Add(-1)
+		a.all.Add(-1)
+		return nil, flashsale.ErrOverloaded
+	}
+	return n, nil
+}
+
+func (a *admission) leave(n *atomic.Int64) {
+	n.Add(-1)
+	a.all.Add(-1)
+}
