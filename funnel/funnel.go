@@ -99,6 +99,7 @@ type Service struct {
 	// the opening second sends thousands of requests for a sale this
 	// instance has not seen yet.
 	misses singleflight.Group
+	reads  *reads
 
 	queued    bool
 	admit     *admission
@@ -142,6 +143,7 @@ func New(cfg Config) *Service {
 		now:     cfg.Now,
 		audit:   newAuditConfig(cfg),
 		sales:   make(map[string]*flashsale.Sale),
+		reads:   newReads(),
 
 		queued:    cfg.Queued,
 		breaker:   cfg.Breaker,
@@ -233,8 +235,14 @@ func (s *Service) sale(ctx context.Context, id string) (*flashsale.Sale, error) 
 	if !validID(id) {
 		return nil, flashsale.ErrNotFound
 	}
+	if _, unknown := s.reads.unknown.GetIfPresent(id); unknown {
+		return nil, flashsale.ErrNotFound
+	}
 	v, err, _ := s.misses.Do(id, func() (any, error) {
 		sale, err := s.store.Sale(ctx, id)
+		if errors.Is(err, flashsale.ErrNotFound) {
+			s.reads.unknown.Set(id, struct{}{})
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -277,6 +285,7 @@ func (s *Service) CreateSale(ctx context.Context, sale *flashsale.Sale) (*flashs
 		return nil, err
 	}
 	s.cache(sale)
+	s.reads.list.Invalidate(struct{}{})
 	s.log.Info("sale created", "sale_id", sale.ID, "hotel", sale.Hotel, "room_type", sale.RoomType,
 		"nights", len(sale.Nights), "starts_at", sale.StartsAt)
 	return sale, nil
@@ -368,7 +377,7 @@ func availableOf(nights []flashsale.NightStock) []int {
 
 // Sales lists upcoming and active (including sold-out) sales.
 func (s *Service) Sales(ctx context.Context) ([]*flashsale.SaleView, error) {
-	sales, err := s.store.Sales(ctx, s.now())
+	sales, err := s.currentSales(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("sales: %w", err)
 	}

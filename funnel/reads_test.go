@@ -1,0 +1,74 @@
+package funnel_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/funnel"
+	"github.com/flashsale/flashsale/inmem"
+	"github.com/oklog/ulid/v2"
+)
+
+// readCountingStore counts the reads a flood of guests could cause.
+type readCountingStore struct {
+	flashsale.Store
+	saleReads, listReads atomic.Int64
+}
+
+func (c *readCountingStore) Sale(ctx context.Context, id string) (*flashsale.Sale, error) {
+	c.saleReads.Add(1)
+	return c.Store.Sale(ctx, id)
+}
+
+func (c *readCountingStore) Sales(ctx context.Context, now time.Time) ([]*flashsale.Sale, error) {
+	c.listReads.Add(1)
+	return c.Store.Sales(ctx, now)
+}
+
+// TestCheapReads: 10 000 concurrent views of 10 sale IDs that do not exist
+// cost at most one database read per ID, and 10 000 concurrent listings of
+// the current sales one read (or two, if the list expires mid-flood); a
+// sale created meanwhile is listed at once.
+func TestCheapReads(t *testing.T) {
+	ctx := context.Background()
+	var store *readCountingStore
+	e := mustOpenAudit(t, nil, func(cfg *funnel.Config, _ *inmem.Writer) {
+		store = &readCountingStore{Store: cfg.Store}
+		cfg.Store = store
+	})
+	e.sale(t, nil, 5)
+	var unknown []string
+	for range 10 {
+		unknown = append(unknown, ulid.Make().String())
+	}
+	store.saleReads.Store(0)
+	store.listReads.Store(0)
+	var wg sync.WaitGroup
+	for i := range 10_000 {
+		wg.Go(func() {
+			if _, err := e.svc.PublicSale(ctx, unknown[i%len(unknown)]); !errors.Is(err, flashsale.ErrNotFound) {
+				t.Errorf("unknown sale: %v, want not found", err)
+			}
+			if views, err := e.svc.Sales(ctx); err != nil || len(views) != 1 {
+				t.Errorf("sales: %d, %v", len(views), err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := store.saleReads.Load(); n > int64(len(unknown)) {
+		t.Errorf("%d database reads for %d unknown IDs under 10 000 requests, want at most one each", n, len(unknown))
+	}
+	if n := store.listReads.Load(); n > 2 {
+		t.Errorf("%d database reads of the sale list under 10 000 requests, want 1 (2 if it expired mid-flood)", n)
+	}
+	t.Logf("database reads: %d for %d unknown IDs, %d for the list", store.saleReads.Load(), len(unknown), store.listReads.Load())
+	e.sale(t, nil, 3)
+	if views, err := e.svc.Sales(ctx); err != nil || len(views) != 2 {
+		t.Fatalf("after a second sale was created here: %d views, %v", len(views), err)
+	}
+}
