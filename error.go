@@ -78,6 +78,7 @@ var (
 	ErrNotEligible    = &Error{ENotEligible, "your membership tier is not eligible for this sale"}
 	ErrUnavailable    = &Error{EUnavailable, "temporarily unavailable, retry shortly"}
 	ErrInvalid        = &Error{EInvalid, "invalid request"}
+	ErrRateLimited    = &Error{ERateLimited, "too many requests; retry after the time in Retry-After"}
 
 	// ErrDuplicate means the order (or the idempotency key) already exists.
 	// Callers treat it as success: the earlier order stands.

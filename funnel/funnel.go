@@ -190,6 +190,8 @@ func (s *Service) Close() error {
 		s.bg()
 	}
 	s.done.Wait()
+	s.reads.unknown.StopAllGoroutines()
+	s.reads.list.StopAllGoroutines()
 	return nil
 }
 
