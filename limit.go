@@ -2,18 +2,26 @@ package flashsale
 
 import (
 	"context"
+	"log/slog"
 	"time"
 )
 
-// Rate is a limit on how often one key may act: Burst at once, refilled
-// at PerSecond. A zero Rate is no limit.
+// Rate is a limit on how often one key may act: N per Per, Burst at once.
+// A zero Rate is no limit.
 type Rate struct {
-	PerSecond int
-	Burst     int
+	N     int
+	Per   time.Duration
+	Burst int
 }
 
+// PerSecond is n a second, with a burst of burst.
+func PerSecond(n, burst int) Rate { return Rate{N: n, Per: time.Second, Burst: burst} }
+
 // Off reports whether r limits nothing.
-func (r Rate) Off() bool { return r.PerSecond <= 0 }
+func (r Rate) Off() bool { return r.N <= 0 || r.Per <= 0 }
+
+// Every is the time between two refills.
+func (r Rate) Every() time.Duration { return r.Per / time.Duration(r.N) }
 
 // Limiter decides whether one more request under a key fits its rate. The
 // in-process one (inmem) counts in this process; the Redis one counts for
@@ -35,3 +43,20 @@ func (e *RateLimitedError) Error() string { return ErrRateLimited.Error() }
 
 // Unwrap makes errors.Is(err, ErrRateLimited) hold.
 func (e *RateLimitedError) Unwrap() error { return ErrRateLimited }
+
+// Take takes one request from key's allowance in l, or answers a
+// *RateLimitedError. A limiter that fails lets the request through (with a
+// log line): both limiters answer locally when they cannot do better, so
+// that is a bug's path, and refusing guests for it would be worse than not
+// limiting them.
+func Take(ctx context.Context, l Limiter, key string, r Rate, log *slog.Logger) error {
+	ok, after, err := l.Allow(ctx, key, r)
+	if err != nil {
+		log.WarnContext(ctx, "rate limiter failed; request let through", "key", key, "err", err)
+		return nil
+	}
+	if !ok {
+		return &RateLimitedError{RetryAfter: after}
+	}
+	return nil
+}

@@ -29,6 +29,8 @@ type PurchaseRequest struct {
 	CheckIn        string // defaults to the sale's first night
 	Nights         int    // defaults to 1
 	Rooms          int    // defaults to 1
+	// ClientIP is the guest's address, for the per-address purchase limit.
+	ClientIP string
 }
 
 // PurchaseToken is a one-time permission to buy, bound to a user, a sale and a price.

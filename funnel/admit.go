@@ -1,6 +1,7 @@
 package funnel
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 
@@ -39,6 +40,46 @@ func newAdmission(max, perSale int) *admission {
 		perSale = max / 2
 	}
 	return &admission{max: int64(max), perSale: int64(min(perSale, max))}
+}
+
+// Limits are the purchase rates the funnel allows, each counted by the
+// Limiter under its own key (a zero Rate is no limit); they are checked
+// where a purchase would first cost I/O, right before admission, so a
+// sold-out answer costs no limiter round trip.
+type Limits struct {
+	// PerSale bounds all purchases of one sale together. The source's
+	// rule: a refill a little above the rate the sale is expected to sell
+	// at, so a burst far beyond what can be sold is turned away first.
+	PerSale flashsale.Rate
+	// PerUser bounds one user's purchases (a script resubmitting).
+	PerUser flashsale.Rate
+	// PerIP bounds the purchases from one client address.
+	PerIP flashsale.Rate
+}
+
+// admitPurchase applies the limits, the narrowest first (a client refused
+// for itself spends nothing of the sale's allowance), then admission.
+func (s *Service) admitPurchase(ctx context.Context, u flashsale.User, sale *flashsale.Sale, ip string) (*atomic.Int64, error) {
+	if s.limiter != nil {
+		// Each key is built only when its limit is on: no allocation for
+		// a limit that is off.
+		if ip != "" && !s.limits.PerIP.Off() {
+			if err := flashsale.Take(ctx, s.limiter, "buy-ip:"+ip, s.limits.PerIP, s.log); err != nil {
+				return nil, err
+			}
+		}
+		if !s.limits.PerUser.Off() {
+			if err := flashsale.Take(ctx, s.limiter, "buy-user:"+u.ID, s.limits.PerUser, s.log); err != nil {
+				return nil, err
+			}
+		}
+		if !s.limits.PerSale.Off() {
+			if err := flashsale.Take(ctx, s.limiter, "buy-sale:"+sale.ID, s.limits.PerSale, s.log); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return s.admit.enter(sale.ID)
 }
 
 // enter admits one purchase of saleID or answers ErrOverloaded; the caller

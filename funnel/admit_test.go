@@ -117,3 +117,60 @@ func TestAdmission(t *testing.T) {
 		t.Fatalf("hot sale: %+v, want the 2 held purchases and nothing of the shed one", n)
 	}
 }
+
+// TestPurchaseLimits: each purchase limit refuses past its burst with a
+// Retry-After from the limiter and takes nothing; a refusal for one key
+// spends nothing of the next (the sale's allowance survives a scalper);
+// a sold-out answer is never limited.
+func TestPurchaseLimits(t *testing.T) {
+	ctx := context.Background()
+	limiter := inmem.NewLimiter()
+	t.Cleanup(func() { limiter.Close() })
+	e := mustOpenAudit(t, nil, func(cfg *funnel.Config, _ *inmem.Writer) {
+		cfg.Limiter = limiter
+		cfg.Limits = funnel.Limits{
+			PerIP:   flashsale.PerSecond(1, 3),
+			PerUser: flashsale.PerSecond(1, 2),
+			PerSale: flashsale.Rate{N: 1, Per: time.Minute, Burst: 4},
+		}
+	})
+	s := e.sale(t, func(s *flashsale.Sale) { s.PurchaseToken, s.PerUserLimit = false, 10 }, 20)
+	buy := func(user, ip string) error {
+		_, err := e.svc.Purchase(ctx, flashsale.User{ID: user}, flashsale.PurchaseRequest{SaleID: s.ID, ClientIP: ip})
+		return err
+	}
+	limited := func(err error, what string) {
+		t.Helper()
+		rl, ok := errors.AsType[*flashsale.RateLimitedError](err)
+		if !ok || !errors.Is(err, flashsale.ErrRateLimited) || rl.RetryAfter <= 0 {
+			t.Fatalf("%s: %v, want rate limited with a Retry-After", what, err)
+		}
+	}
+	// Per user: alice's third is refused, from any address.
+	for i := range 2 {
+		if err := buy("alice", fmt.Sprintf("198.51.100.%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	limited(buy("alice", "198.51.100.9"), "alice's third purchase")
+	// Per address: three users behind one address, the fourth is refused.
+	for _, u := range []string{"bob", "carol", "dave"} {
+		if err := buy(u, "203.0.113.1"); err != nil && !errors.Is(err, flashsale.ErrRateLimited) {
+			t.Fatal(err)
+		}
+	}
+	limited(buy("erin", "203.0.113.1"), "the fourth user from one address")
+	// Per sale: 4 went through (alice 2, bob, carol); dave's was refused by the
+	// sale's allowance, and a new guest from a new address is refused too.
+	limited(buy("frank", "192.0.2.1"), "a purchase past the sale's allowance")
+	if n := e.nights(t, s.ID)[0]; n.Held != 4 {
+		t.Fatalf("held %d, want the 4 admitted purchases and nothing of the refused ones", n.Held)
+	}
+	// A sold-out sale answers sold out however often it is asked.
+	gone := e.sale(t, func(s *flashsale.Sale) { s.PurchaseToken = false }, 0)
+	for range 10 {
+		if _, err := e.svc.Purchase(ctx, flashsale.User{ID: "alice"}, flashsale.PurchaseRequest{SaleID: gone.ID, ClientIP: "203.0.113.1"}); !errors.Is(err, flashsale.ErrSoldOut) {
+			t.Fatalf("purchase of a sold-out sale: %v, want sold out (never limited)", err)
+		}
+	}
+}

@@ -72,6 +72,9 @@ type Config struct {
 	// MaxInFlightDefault and half of MaxInFlight); beyond, a purchase is
 	// ErrOverloaded at once. See admit.go.
 	MaxInFlight, MaxInFlightPerSale int
+	// Limiter counts Limits (nil: no limits). See admit.go.
+	Limiter flashsale.Limiter
+	Limits  Limits
 	// Breaker is the circuit breaker Engine sits behind (the same value),
 	// for /readyz and the operators' switch; nil where there is none.
 	Breaker flashsale.Breaker
@@ -103,6 +106,8 @@ type Service struct {
 
 	queued    bool
 	admit     *admission
+	limiter   flashsale.Limiter
+	limits    Limits
 	breaker   flashsale.Breaker
 	fence     Fence
 	drainer   Drainer
@@ -148,6 +153,8 @@ func New(cfg Config) *Service {
 		queued:    cfg.Queued,
 		breaker:   cfg.Breaker,
 		admit:     newAdmission(cfg.MaxInFlight, cfg.MaxInFlightPerSale),
+		limiter:   cfg.Limiter,
+		limits:    cfg.Limits,
 		fence:     cfg.Fence,
 		drainer:   cmp.Or[Drainer](cfg.Drainer, nopDrainer{}),
 		instance:  cmp.Or(cfg.Instance, ulid.Make().String()),

@@ -55,8 +55,9 @@ func (s *Service) Purchase(ctx context.Context, u flashsale.User, req flashsale.
 		return nil, err
 	}
 	// From here on a purchase costs I/O (the idempotency lookup, the
-	// reserve): it is admitted within the bounds or shed at once. A
-	// sold-out answer without a key costs none and is never shed.
+	// reserve): it must fit the rate limits and is admitted within the
+	// bounds or shed at once. A sold-out answer without a key costs none
+	// and is neither limited nor shed.
 	var admitted *atomic.Int64
 	defer func() {
 		if admitted != nil {
@@ -64,7 +65,7 @@ func (s *Service) Purchase(ctx context.Context, u flashsale.User, req flashsale.
 		}
 	}()
 	if req.IdempotencyKey != "" {
-		if admitted, err = s.admit.enter(sale.ID); err != nil {
+		if admitted, err = s.admitPurchase(ctx, u, sale, req.ClientIP); err != nil {
 			return nil, err
 		}
 		o, err := s.replay(ctx, u, sale, req.IdempotencyKey)
@@ -83,7 +84,7 @@ func (s *Service) Purchase(ctx context.Context, u flashsale.User, req flashsale.
 		return nil, flashsale.ErrSoldOut
 	}
 	if admitted == nil {
-		if admitted, err = s.admit.enter(sale.ID); err != nil {
+		if admitted, err = s.admitPurchase(ctx, u, sale, req.ClientIP); err != nil {
 			return nil, err
 		}
 	}

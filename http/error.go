@@ -113,6 +113,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	switch status {
 	case http.StatusTooManyRequests, http.StatusServiceUnavailable:
 		h["Retry-After"] = retryAfter
+		if rl, ok := errors.AsType[*flashsale.RateLimitedError](err); ok {
+			h["Retry-After"] = retryAfterSeconds(rl)
+		}
 	case http.StatusUnauthorized:
 		h["Www-Authenticate"] = wwwAuthenticate
 	}

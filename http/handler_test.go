@@ -404,6 +404,7 @@ func TestPurchasePassesThrough(t *testing.T) {
 			if w.Code != http.StatusAccepted {
 				t.Fatalf("status = %d: %s", w.Code, w.Body)
 			}
+			tt.want.ClientIP = "192.0.2.1" // httptest's peer
 			if diff := cmp.Diff(tt.want, svc.purchase); diff != "" {
 				t.Fatalf("request (-want +got):\n%s", diff)
 			}

@@ -238,7 +238,7 @@ func (s *Server) handlePurchase(w http.ResponseWriter, r *http.Request) {
 	}
 	o, err := s.svc.Purchase(r.Context(), u, flashsale.PurchaseRequest{
 		SaleID: id, IdempotencyKey: key, Token: b.Token,
-		CheckIn: b.CheckIn, Nights: b.Nights, Rooms: b.Rooms,
+		CheckIn: b.CheckIn, Nights: b.Nights, Rooms: b.Rooms, ClientIP: s.clientIP(r),
 	})
 	if err != nil {
 		s.writeError(w, r, err)
@@ -250,6 +250,10 @@ func (s *Server) handlePurchase(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleOrder(w http.ResponseWriter, r *http.Request) {
+	if err := s.limitRead(r); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	u, id, ok := s.userAndID(w, r)
 	if !ok {
 		return

@@ -233,6 +233,10 @@ func (s *Server) handlePreheat(w http.ResponseWriter, r *http.Request) {
 var publicCache = []string{"public, max-age=1"}
 
 func (s *Server) handleSales(w http.ResponseWriter, r *http.Request) {
+	if err := s.limitRead(r); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	vs, err := s.svc.Sales(r.Context())
 	if err != nil {
 		s.writeError(w, r, err)
@@ -249,6 +253,10 @@ func (s *Server) handleSales(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handlePublicSale(w http.ResponseWriter, r *http.Request) {
+	if err := s.limitRead(r); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	id, err := pathID(r)
 	if err != nil {
 		s.writeError(w, r, err)

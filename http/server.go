@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -33,6 +34,14 @@ type Config struct {
 	// RequestTimeoutDefault): a dependency that stalls is answered 503
 	// within it, never a hang until the client gives up.
 	RequestTimeout time.Duration
+	// Limiter counts ReadPerIP, the limit on the sale list, the public
+	// sale view and order polling per client address (nil: no limit).
+	// TrustedProxies are the proxies whose X-Forwarded-For names the
+	// client (see clientIP), for this limit and the funnel's per-address
+	// purchase limit.
+	Limiter        flashsale.Limiter
+	ReadPerIP      flashsale.Rate
+	TrustedProxies []netip.Prefix
 	// Now is the clock for token expiry; time.Now when nil.
 	Now func() time.Time
 	// Logger receives internal errors; discarded when nil.
@@ -49,31 +58,39 @@ const (
 
 // Server serves the API. It is safe for concurrent use.
 type Server struct {
-	timeout time.Duration
-	svc     flashsale.Service
-	admin   []byte
-	secret  []byte
-	demo    bool
-	now     func() time.Time
-	log     *slog.Logger
-	parser  *jwt.Parser
-	users   *userCache
-	mux     *http.ServeMux
-	handler http.Handler
+	timeout   time.Duration
+	svc       flashsale.Service
+	admin     []byte
+	secret    []byte
+	demo      bool
+	now       func() time.Time
+	log       *slog.Logger
+	parser    *jwt.Parser
+	users     *userCache
+	limiter   flashsale.Limiter
+	readPerIP flashsale.Rate
+	// trustedProxies: see clientIP.
+	trustedProxies []netip.Prefix
+	mux            *http.ServeMux
+	handler        http.Handler
 }
 
 // NewServer returns a Server over svc.
 func NewServer(svc flashsale.Service, cfg Config) *Server {
 	s := &Server{
-		svc:     svc,
-		timeout: cmp.Or(cfg.RequestTimeout, RequestTimeoutDefault),
-		admin:   []byte(cfg.AdminToken),
-		secret:  cfg.JWTSecret,
-		demo:    cfg.Demo,
-		now:     cfg.Now,
-		log:     cfg.Logger,
-		users:   newUserCache(userCacheSize),
-		mux:     http.NewServeMux(),
+		svc:       svc,
+		timeout:   cmp.Or(cfg.RequestTimeout, RequestTimeoutDefault),
+		admin:     []byte(cfg.AdminToken),
+		secret:    cfg.JWTSecret,
+		demo:      cfg.Demo,
+		now:       cfg.Now,
+		log:       cfg.Logger,
+		users:     newUserCache(userCacheSize),
+		limiter:   cfg.Limiter,
+		readPerIP: cfg.ReadPerIP,
+		mux:       http.NewServeMux(),
+
+		trustedProxies: cfg.TrustedProxies,
 	}
 	if s.now == nil {
 		s.now = time.Now

@@ -39,7 +39,7 @@ func (l *Limiter) Allow(_ context.Context, key string, r flashsale.Rate) (bool, 
 	}
 	b, ok := l.buckets.GetIfPresent(key)
 	if !ok {
-		b, _ = l.buckets.SetIfAbsent(key, rate.NewLimiter(rate.Limit(r.PerSecond), max(r.Burst, 1)))
+		b, _ = l.buckets.SetIfAbsent(key, rate.NewLimiter(rate.Every(r.Every()), max(r.Burst, 1)))
 	}
 	now := time.Now()
 	if b.AllowN(now, 1) {

@@ -36,7 +36,7 @@ func allow(tb testing.TB, l flashsale.Limiter, k string, r flashsale.Rate) (bool
 // testBurst: a key gets its burst at once, then is refused with a
 // Retry-After of about one refill interval, and gets one more after it.
 func testBurst(t *testing.T, l flashsale.Limiter) {
-	r := flashsale.Rate{PerSecond: 10, Burst: 5}
+	r := flashsale.PerSecond(10, 5)
 	k := key("burst")
 	for i := range r.Burst {
 		if ok, _ := allow(t, l, k, r); !ok {
@@ -58,7 +58,7 @@ func testBurst(t *testing.T, l flashsale.Limiter) {
 
 // testKeys: one key's use takes nothing from another's.
 func testKeys(t *testing.T, l flashsale.Limiter) {
-	r := flashsale.Rate{PerSecond: 1, Burst: 2}
+	r := flashsale.PerSecond(1, 2)
 	a, b := key("a"), key("b")
 	allow(t, l, a, r)
 	allow(t, l, a, r)
@@ -82,7 +82,7 @@ func testOff(t *testing.T, l flashsale.Limiter) {
 // testSustained hammers one key from 16 goroutines for two seconds: what
 // is allowed is the burst plus two seconds of refill, within 10%.
 func testSustained(t *testing.T, l flashsale.Limiter) {
-	r := flashsale.Rate{PerSecond: 100, Burst: 20}
+	r := flashsale.PerSecond(100, 20)
 	k := key("sustained")
 	var allowed, refused atomic.Int64
 	start := time.Now()
@@ -106,7 +106,7 @@ func testSustained(t *testing.T, l flashsale.Limiter) {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	want := float64(r.Burst) + float64(r.PerSecond)*elapsed.Seconds()
+	want := float64(r.Burst) + elapsed.Seconds()/r.Every().Seconds()
 	got := float64(allowed.Load())
 	t.Logf("%d allowed, %d refused in %v: want %.0f", allowed.Load(), refused.Load(), elapsed.Round(time.Millisecond), want)
 	if got < 0.9*want || got > 1.1*want {

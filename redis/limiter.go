@@ -21,6 +21,11 @@ type Limiter struct {
 	prefix string
 	local  flashsale.Limiter
 	log    *slog.Logger
+	// Down, when set, reports that Redis is known not to answer (the
+	// breaker in front of the engine is open): the limiter then counts
+	// locally at once rather than wait out the Redis timeout on every
+	// purchase.
+	Down func() bool
 	// localSince is when the fallback began (unix ns), 0 while on Redis.
 	localSince atomic.Int64
 }
@@ -38,7 +43,10 @@ func (l *Limiter) Allow(ctx context.Context, key string, r flashsale.Rate) (bool
 	if r.Off() {
 		return true, 0, nil
 	}
-	res, err := l.gcra.Allow(ctx, l.prefix+key, redis_rate.Limit{Rate: r.PerSecond, Burst: max(r.Burst, 1), Period: time.Second})
+	if l.Down != nil && l.Down() {
+		return l.local.Allow(ctx, key, r)
+	}
+	res, err := l.gcra.Allow(ctx, l.prefix+key, redis_rate.Limit{Rate: r.N, Burst: max(r.Burst, 1), Period: r.Per})
 	if err != nil {
 		if l.localSince.CompareAndSwap(0, time.Now().UnixNano()) {
 			l.log.Warn("rate limits: Redis does not answer; counting in this instance until it does", "err", err)

@@ -875,7 +875,7 @@ func TestLimiter(t *testing.T) {
 		// Two instances on one Redis: a key's burst is spent once.
 		other := MustOpenEngine(t, redisURL(t), e.prefix)
 		a, b := e.Limiter(local), other.Limiter(local)
-		r := flashsale.Rate{PerSecond: 1, Burst: 4}
+		r := flashsale.PerSecond(1, 4)
 		k := "shared:" + rand.Text()[:10]
 		n := 0
 		for i := range 8 {
@@ -903,7 +903,7 @@ func TestLimiter(t *testing.T) {
 		t.Cleanup(func() { dead.Close() })
 		rs.Kill()
 		l := dead.Limiter(local)
-		r := flashsale.Rate{PerSecond: 1, Burst: 3}
+		r := flashsale.PerSecond(1, 3)
 		k := "fallback:" + rand.Text()[:10]
 		n, start := 0, time.Now()
 		for range 6 {

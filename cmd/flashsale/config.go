@@ -9,12 +9,14 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/breaker"
 	"github.com/flashsale/flashsale/funnel"
 )
@@ -85,8 +87,18 @@ type Config struct {
 	// MaxInFlightPerSale one sale's share; beyond, a purchase is a 503 at
 	// once. FLASHSALE_MAX_INFLIGHT, FLASHSALE_MAX_INFLIGHT_PER_SALE.
 	MaxInFlight, MaxInFlightPerSale int
-	LogLevel                        slog.Level // FLASHSALE_LOG_LEVEL: debug, info, warn, error
-	Demo                            bool       // --demo: seed a sample sale and enable POST /api/demo/login
+	// The rate limits, each "N/s", "N/m" or "N/h" with an optional
+	// ",BURST" (default N), or "off". Shared through Redis in the
+	// distributed shape. FLASHSALE_LIMIT_PURCHASE_USER,
+	// FLASHSALE_LIMIT_PURCHASE_IP, FLASHSALE_LIMIT_PURCHASE_SALE,
+	// FLASHSALE_LIMIT_READ_IP.
+	Limits    funnel.Limits
+	ReadPerIP flashsale.Rate
+	// TrustedProxies are the proxies whose X-Forwarded-For names the
+	// client, comma-separated CIDRs. FLASHSALE_TRUSTED_PROXIES.
+	TrustedProxies []netip.Prefix
+	LogLevel       slog.Level // FLASHSALE_LOG_LEVEL: debug, info, warn, error
+	Demo           bool       // --demo: seed a sample sale and enable POST /api/demo/login
 }
 
 // parseConfig reads the environment, then the flags of a subcommand.
@@ -112,6 +124,7 @@ func parseConfig(fset *flag.FlagSet, args []string, getenv func(string) string) 
 		BreakerOpenFor:     breaker.OpenForDefault,
 		MaxInFlight:        funnel.MaxInFlightDefault,
 		MaxInFlightPerSale: funnel.MaxInFlightPerSaleDefault,
+		Limits:             funnel.Limits{PerUser: PurchasePerUserDefault},
 	}
 	var errs []error
 	if v := getenv("FLASHSALE_ORDER_RATE"); v != "" {
@@ -157,6 +170,33 @@ func parseConfig(fset *flag.FlagSet, args []string, getenv func(string) string) 
 			*d.to = v
 		}
 	}
+	for _, l := range []struct {
+		name string
+		to   *flashsale.Rate
+	}{
+		{"FLASHSALE_LIMIT_PURCHASE_USER", &c.Limits.PerUser},
+		{"FLASHSALE_LIMIT_PURCHASE_IP", &c.Limits.PerIP},
+		{"FLASHSALE_LIMIT_PURCHASE_SALE", &c.Limits.PerSale},
+		{"FLASHSALE_LIMIT_READ_IP", &c.ReadPerIP},
+	} {
+		if v := getenv(l.name); v != "" {
+			r, err := parseRate(v)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", l.name, err))
+			}
+			*l.to = r
+		}
+	}
+	if v := getenv("FLASHSALE_TRUSTED_PROXIES"); v != "" {
+		for _, p := range strings.Split(v, ",") {
+			prefix, err := netip.ParsePrefix(strings.TrimSpace(p))
+			if err != nil {
+				errs = append(errs, fmt.Errorf("FLASHSALE_TRUSTED_PROXIES: %w", err))
+				continue
+			}
+			c.TrustedProxies = append(c.TrustedProxies, prefix)
+		}
+	}
 	if v := getenv("FLASHSALE_LOG_LEVEL"); v != "" {
 		if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil {
 			errs = append(errs, fmt.Errorf("FLASHSALE_LOG_LEVEL: %w", err))
@@ -177,6 +217,35 @@ func parseConfig(fset *flag.FlagSet, args []string, getenv func(string) string) 
 		c.DatabaseURL = "sqlite://" + filepath.Join(c.DataDir, "flashsale.db")
 	}
 	return c, c.Validate()
+}
+
+// PurchasePerUserDefault limits one user to 20 purchases a second, 40 at
+// once: far above any guest's thumb (a guest retrying a 503 every 50 ms
+// stays inside it), far below a script's loop. The per-address limits are
+// off by default: behind a load balancer every request has the balancer's
+// address until FLASHSALE_TRUSTED_PROXIES says otherwise. The per-sale
+// limit depends on the sale.
+var PurchasePerUserDefault = flashsale.PerSecond(20, 40)
+
+// parseRate reads "N/s", "N/m" or "N/h", optionally ",BURST", or "off".
+func parseRate(v string) (flashsale.Rate, error) {
+	if v == "off" {
+		return flashsale.Rate{}, nil
+	}
+	spec, burst, hasBurst := strings.Cut(v, ",")
+	n, unit, ok := strings.Cut(spec, "/")
+	per := map[string]time.Duration{"s": time.Second, "m": time.Minute, "h": time.Hour}[unit]
+	count, err := strconv.Atoi(n)
+	if !ok || per == 0 || err != nil || count <= 0 {
+		return flashsale.Rate{}, fmt.Errorf("%q: want N/s, N/m or N/h with N > 0, optionally ,BURST, or off", v)
+	}
+	r := flashsale.Rate{N: count, Per: per, Burst: count}
+	if hasBurst {
+		if r.Burst, err = strconv.Atoi(burst); err != nil || r.Burst <= 0 {
+			return flashsale.Rate{}, fmt.Errorf("%q: the burst must be a positive integer", v)
+		}
+	}
+	return r, nil
 }
 
 // Validate checks cross-field rules.
@@ -229,6 +298,9 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("breaker_open_for", c.BreakerOpenFor),
 		slog.Int("max_inflight", c.MaxInFlight),
 		slog.Int("max_inflight_per_sale", c.MaxInFlightPerSale),
+		slog.Any("limits", map[string]flashsale.Rate{"purchase_user": c.Limits.PerUser, "purchase_ip": c.Limits.PerIP,
+			"purchase_sale": c.Limits.PerSale, "read_ip": c.ReadPerIP}),
+		slog.Any("trusted_proxies", c.TrustedProxies),
 		slog.Bool("demo", c.Demo),
 	)
 }

@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/funnel"
 )
 
 func TestParseConfig(t *testing.T) {
@@ -19,6 +22,24 @@ func TestParseConfig(t *testing.T) {
 		if c.Addr != ":8080" || c.DataDir != "./data" || c.DatabaseURL != "sqlite://data/flashsale.db" ||
 			c.ReapInterval != 100*time.Millisecond || c.RedisPrefix != "flashsale:" || c.QueueName != "flashsale" || c.Distributed() {
 			t.Fatalf("defaults = %+v", c)
+		}
+	})
+	t.Run("Limits", func(t *testing.T) {
+		c, err := parseConfig(nil, nil, env(nil))
+		if err != nil || c.Limits.PerUser != PurchasePerUserDefault || !c.Limits.PerIP.Off() || !c.Limits.PerSale.Off() || !c.ReadPerIP.Off() {
+			t.Fatalf("default limits = %+v, read %+v, %v", c.Limits, c.ReadPerIP, err)
+		}
+		c, err = parseConfig(nil, nil, env(map[string]string{
+			"FLASHSALE_LIMIT_PURCHASE_USER": "off", "FLASHSALE_LIMIT_PURCHASE_IP": "30/s,60",
+			"FLASHSALE_LIMIT_PURCHASE_SALE": "120/m", "FLASHSALE_LIMIT_READ_IP": "5/s",
+			"FLASHSALE_TRUSTED_PROXIES": "10.0.0.0/8, 2001:db8::/32",
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := funnel.Limits{PerIP: flashsale.PerSecond(30, 60), PerSale: flashsale.Rate{N: 120, Per: time.Minute, Burst: 120}}
+		if c.Limits != want || c.ReadPerIP != flashsale.PerSecond(5, 5) || len(c.TrustedProxies) != 2 {
+			t.Fatalf("limits = %+v, read %+v, proxies %v", c.Limits, c.ReadPerIP, c.TrustedProxies)
 		}
 	})
 	t.Run("EnvThenFlags", func(t *testing.T) {
@@ -47,6 +68,13 @@ func TestParseConfig(t *testing.T) {
 		"BadInterval":      {"FLASHSALE_REAP_INTERVAL": "soon"},
 		"ZeroInterval":     {"FLASHSALE_REAP_INTERVAL": "0s"},
 		"BadLevel":         {"FLASHSALE_LOG_LEVEL": "loud"},
+		"LimitNoUnit":      {"FLASHSALE_LIMIT_PURCHASE_USER": "20"},
+		"LimitBadUnit":     {"FLASHSALE_LIMIT_PURCHASE_USER": "20/d"},
+		"LimitZero":        {"FLASHSALE_LIMIT_PURCHASE_IP": "0/s"},
+		"LimitBadBurst":    {"FLASHSALE_LIMIT_PURCHASE_SALE": "20/s,x"},
+		"LimitZeroBurst":   {"FLASHSALE_LIMIT_READ_IP": "20/s,0"},
+		"BadProxy":         {"FLASHSALE_TRUSTED_PROXIES": "10.0.0.1"},
+		"InFlightOverAll":  {"FLASHSALE_MAX_INFLIGHT": "10", "FLASHSALE_MAX_INFLIGHT_PER_SALE": "20"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := parseConfig(nil, nil, env(kv)); err == nil {

@@ -117,6 +117,7 @@ type Main struct {
 	drainer   funnel.Drainer
 	republish flashsale.OrderWriter
 	breaker   flashsale.Breaker // in front of Redis; nil in the embedded shape
+	limiter   flashsale.Limiter
 	svc       *funnel.Service
 	ln        net.Listener
 	server    *http.Server
@@ -172,6 +173,7 @@ func (m *Main) open(ctx context.Context) error {
 		Fence: m.fence, Drainer: m.drainer, Republish: m.republish, AuditInterval: cfg.AuditInterval,
 		AuditGrace: cfg.AuditGrace, Breaker: m.breaker,
 		MaxInFlight: cfg.MaxInFlight, MaxInFlightPerSale: cfg.MaxInFlightPerSale,
+		Limiter: m.limiter, Limits: cfg.Limits,
 		Queued: cfg.AMQPURL != "",
 	})
 	if err := m.svc.Start(ctx); err != nil {
@@ -187,6 +189,7 @@ func (m *Main) open(ctx context.Context) error {
 	h := fshttp.NewServer(m.svc, fshttp.Config{
 		JWTSecret: []byte(jwtSecret), AdminToken: adminToken, Demo: cfg.Demo, Logger: m.log,
 		RequestTimeout: cfg.RequestTimeout,
+		Limiter:        m.limiter, ReadPerIP: cfg.ReadPerIP, TrustedProxies: cfg.TrustedProxies,
 	})
 	if m.ln, err = net.Listen("tcp", cfg.Addr); err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -213,6 +216,9 @@ func (m *Main) open(ctx context.Context) error {
 // outbox relay in every instance).
 func (m *Main) openStock(ctx context.Context) error {
 	cfg := m.Config
+	local := inmem.NewLimiter()
+	m.closers = append(m.closers, local.Close)
+	m.limiter = local
 	if cfg.RedisURL == "" {
 		m.engine = inmem.NewEngine()
 	} else {
@@ -229,6 +235,12 @@ func (m *Main) openStock(ctx context.Context) error {
 			b := breaker.New(e, breaker.Config{Failures: uint32(cfg.BreakerFailures), OpenFor: cfg.BreakerOpenFor, Logger: m.log})
 			m.engine, m.breaker = b, b
 		}
+		// Limits every instance shares, counted locally while Redis is out.
+		shared := e.Limiter(local)
+		if m.breaker != nil {
+			shared.Down = func() bool { return m.breaker.Status().State != flashsale.BreakerClosed }
+		}
+		m.limiter = shared
 	}
 	if cfg.AMQPURL == "" {
 		w := inmem.NewWriter(m.store, inmem.WriterConfig{}, m.log)
