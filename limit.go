@@ -2,6 +2,7 @@ package flashsale
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 )
@@ -36,13 +37,30 @@ type Limiter interface {
 // RateLimitedError is a request refused by a limit, with when to retry: the
 // HTTP layer answers 429 rate_limited with that Retry-After.
 type RateLimitedError struct {
-	RetryAfter time.Duration
+	Wait time.Duration
 }
 
 func (e *RateLimitedError) Error() string { return ErrRateLimited.Error() }
 
 // Unwrap makes errors.Is(err, ErrRateLimited) hold.
 func (e *RateLimitedError) Unwrap() error { return ErrRateLimited }
+
+// RetryAfter is how long until a retry may succeed.
+func (e *RateLimitedError) RetryAfter() time.Duration { return e.Wait }
+
+// RetryAfter finds, in err's chain, an error that knows how long until a
+// retry may succeed (a limiter's refusal, an open breaker), for the
+// Retry-After header; false when none does.
+func RetryAfter(err error) (time.Duration, bool) {
+	type waiter interface {
+		error
+		RetryAfter() time.Duration
+	}
+	if w, ok := errors.AsType[waiter](err); ok {
+		return w.RetryAfter(), true
+	}
+	return 0, false
+}
 
 // Take takes one request from key's allowance in l, or answers a
 // *RateLimitedError. A limiter that fails lets the request through (with a
@@ -56,7 +74,7 @@ func Take(ctx context.Context, l Limiter, key string, r Rate, log *slog.Logger) 
 		return nil
 	}
 	if !ok {
-		return &RateLimitedError{RetryAfter: after}
+		return &RateLimitedError{Wait: after}
 	}
 	return nil
 }

@@ -49,8 +49,33 @@ type Config struct {
 
 // ErrOpen is why a call was refused without being tried. It wraps
 // flashsale.ErrUnavailable, so the caller answers 503 and, since nothing
-// ran, gives back nothing and assumes nothing.
+// ran, gives back nothing and assumes nothing. The error a call returns
+// wraps ErrOpen and says when the breaker will probe (Retry-After).
 var ErrOpen = fmt.Errorf("stock engine circuit breaker is open: %w", flashsale.ErrUnavailable)
+
+// openError is ErrOpen with the wait until the next probe.
+type openError struct{ wait time.Duration }
+
+func (e openError) Error() string             { return ErrOpen.Error() }
+func (e openError) Unwrap() error             { return ErrOpen }
+func (e openError) RetryAfter() time.Duration { return e.wait }
+
+// refused is the error of a call the breaker did not let through: the
+// rest of the open period while open, the open period while an operator
+// holds it open (no one knows for how long), a moment while half-open
+// (the probe is out).
+func (e *Engine) refused(forced bool) error {
+	if forced {
+		return openError{wait: e.openFor}
+	}
+	if e.cb.State() == gobreaker.StateHalfOpen {
+		return openError{wait: time.Second}
+	}
+	e.mu.Lock()
+	since := e.since
+	e.mu.Unlock()
+	return openError{wait: max(time.Second, e.openFor-time.Since(since))}
+}
 
 // Engine is a flashsale.StockEngine behind a circuit breaker. Every call
 // that reaches the engine's server goes through it; SoldOut (no I/O) and
@@ -58,9 +83,10 @@ var ErrOpen = fmt.Errorf("stock engine circuit breaker is open: %w", flashsale.E
 // while the breaker is open) go straight through.
 type Engine struct {
 	flashsale.StockEngine
-	cb     *gobreaker.TwoStepCircuitBreaker[struct{}]
-	outbox flashsale.Outbox // the engine's outbox behind the same breaker, or nil
-	log    *slog.Logger
+	cb      *gobreaker.TwoStepCircuitBreaker[struct{}]
+	outbox  flashsale.Outbox // the engine's outbox behind the same breaker, or nil
+	log     *slog.Logger
+	openFor time.Duration
 
 	forced atomic.Pointer[flashsale.BreakerForce]
 	mu     sync.Mutex // guards since
@@ -87,6 +113,7 @@ func New(next flashsale.StockEngine, cfg Config) *Engine {
 	if openFor <= 0 {
 		openFor = OpenForDefault
 	}
+	e.openFor = openFor
 	e.cb = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
 		Name:        "stock-engine",
 		MaxRequests: 1,
@@ -151,14 +178,14 @@ func (e *Engine) Force(f flashsale.BreakerForce) error {
 func (e *Engine) allow() (done func(error), err error) {
 	switch *e.forced.Load() {
 	case flashsale.BreakerForceOpen:
-		return nil, ErrOpen
+		return nil, e.refused(true)
 	case flashsale.BreakerForceClosed:
 		return ignore, nil
 	}
 	done, err = e.cb.Allow()
 	if err != nil {
 		// Open, or half-open with its probe already out.
-		return nil, ErrOpen
+		return nil, e.refused(false)
 	}
 	return done, nil
 }

@@ -105,8 +105,13 @@ func TestCounting(t *testing.T) {
 				t.Fatalf("%d calls reached the engine, want %d", n, want)
 			}
 			if tc.opens {
-				if _, err := b.Available(ctx, "s"); !errors.Is(err, breaker.ErrOpen) || !errors.Is(err, flashsale.ErrUnavailable) || flashsale.ErrorCode(err) != flashsale.EUnavailable {
+				_, err := b.Available(ctx, "s")
+				if !errors.Is(err, breaker.ErrOpen) || !errors.Is(err, flashsale.ErrUnavailable) || flashsale.ErrorCode(err) != flashsale.EUnavailable {
 					t.Fatalf("open breaker answered %v, want ErrOpen (unavailable)", err)
+				}
+				// It says when it will probe: the rest of its hour open.
+				if wait, ok := flashsale.RetryAfter(err); !ok || wait < 59*time.Minute || wait > time.Hour {
+					t.Fatalf("open breaker's Retry-After %v (%v), want the rest of the hour", wait, ok)
 				}
 			}
 		})
@@ -152,8 +157,12 @@ func TestForce(t *testing.T) {
 	if err := b.Force(flashsale.BreakerForceOpen); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Available(ctx, "s"); !errors.Is(err, breaker.ErrOpen) || f.calls.Load() != 0 {
+	_, err := b.Available(ctx, "s")
+	if !errors.Is(err, breaker.ErrOpen) || f.calls.Load() != 0 {
 		t.Fatalf("forced open: %v, %d calls", err, f.calls.Load())
+	}
+	if wait, _ := flashsale.RetryAfter(err); wait != time.Hour {
+		t.Fatalf("forced open: Retry-After %v, want the open period (1h)", wait)
 	}
 	if st := b.Status(); st.State != flashsale.BreakerOpen || st.Forced != flashsale.BreakerForceOpen {
 		t.Fatalf("status %+v", st)

@@ -142,7 +142,7 @@ func TestPurchaseLimits(t *testing.T) {
 	limited := func(err error, what string) {
 		t.Helper()
 		rl, ok := errors.AsType[*flashsale.RateLimitedError](err)
-		if !ok || !errors.Is(err, flashsale.ErrRateLimited) || rl.RetryAfter <= 0 {
+		if !ok || !errors.Is(err, flashsale.ErrRateLimited) || rl.Wait <= 0 {
 			t.Fatalf("%s: %v, want rate limited with a Retry-After", what, err)
 		}
 	}

@@ -248,6 +248,17 @@ func (s *Service) sale(ctx context.Context, id string) (*flashsale.Sale, error) 
 		return nil, flashsale.ErrNotFound
 	}
 	v, err, _ := s.misses.Do(id, func() (any, error) {
+		// Again inside: a read that finished just before this one began
+		// has cached its answer, either way.
+		s.mu.RLock()
+		sale := s.sales[id]
+		s.mu.RUnlock()
+		if sale != nil {
+			return sale, nil
+		}
+		if _, unknown := s.reads.unknown.GetIfPresent(id); unknown {
+			return nil, flashsale.ErrNotFound
+		}
 		sale, err := s.store.Sale(ctx, id)
 		if errors.Is(err, flashsale.ErrNotFound) {
 			s.reads.unknown.Set(id, struct{}{})

@@ -113,8 +113,8 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	switch status {
 	case http.StatusTooManyRequests, http.StatusServiceUnavailable:
 		h["Retry-After"] = retryAfter
-		if rl, ok := errors.AsType[*flashsale.RateLimitedError](err); ok {
-			h["Retry-After"] = retryAfterSeconds(rl)
+		if wait, ok := flashsale.RetryAfter(err); ok {
+			h["Retry-After"] = retryAfterSeconds(wait)
 		}
 	case http.StatusUnauthorized:
 		h["Www-Authenticate"] = wwwAuthenticate

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/flashsale/flashsale"
 )
@@ -25,8 +26,8 @@ func (s *Server) limitRead(r *http.Request) error {
 
 // retryAfterSeconds is Retry-After for a wait: whole seconds, rounded up,
 // at least 1 (the header has no finer unit).
-func retryAfterSeconds(err *flashsale.RateLimitedError) []string {
-	return []string{strconv.Itoa(max(1, int(math.Ceil(err.RetryAfter.Seconds()))))}
+func retryAfterSeconds(wait time.Duration) []string {
+	return []string{strconv.Itoa(max(1, int(math.Ceil(wait.Seconds()))))}
 }
 
 // clientIP is the address a request came from: the peer's, or, when the

@@ -128,3 +128,24 @@ func FuzzClientIP(f *testing.F) {
 		}
 	})
 }
+
+// waitErr is an unavailable answer that knows when to retry.
+type waitErr struct{}
+
+func (waitErr) Error() string             { return flashsale.ErrUnavailable.Error() }
+func (waitErr) Unwrap() error             { return flashsale.ErrUnavailable }
+func (waitErr) RetryAfter() time.Duration { return 6500 * time.Millisecond }
+
+// TestRetryAfterComputed: a 503 whose cause knows the wait (an open
+// breaker) says it, rounded up; one that does not says 1.
+func TestRetryAfterComputed(t *testing.T) {
+	w := do(t, newStubServer(&stubService{err: waitErr{}}), "POST", "/api/sales/s1/purchase", "alice", "")
+	wantError(t, w, http.StatusServiceUnavailable, flashsale.EUnavailable)
+	if got := w.Header().Get("Retry-After"); got != "7" {
+		t.Fatalf("Retry-After %q, want 7 (6.5 s rounded up)", got)
+	}
+	w = do(t, newStubServer(&stubService{err: flashsale.ErrUnavailable}), "POST", "/api/sales/s1/purchase", "alice", "")
+	if got := w.Header().Get("Retry-After"); got != "1" {
+		t.Fatalf("Retry-After %q without a known wait, want 1", got)
+	}
+}
