@@ -38,6 +38,15 @@ const (
 	BreakerForceClosed BreakerForce = "closed"
 )
 
+// Valid returns an invalid_request error unless f is one of the overrides.
+func (f BreakerForce) Valid() error {
+	switch f {
+	case BreakerAuto, BreakerForceOpen, BreakerForceClosed:
+		return nil
+	}
+	return Errorf(EInvalid, "force must be %q, %q or %q", BreakerForceOpen, BreakerForceClosed, BreakerAuto)
+}
+
 // BreakerStatus is a circuit breaker's state and why.
 type BreakerStatus struct {
 	State BreakerState `json:"state"`

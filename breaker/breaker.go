@@ -160,10 +160,8 @@ func (e *Engine) Status() flashsale.BreakerStatus {
 
 // Force implements flashsale.Breaker.
 func (e *Engine) Force(f flashsale.BreakerForce) error {
-	switch f {
-	case flashsale.BreakerAuto, flashsale.BreakerForceOpen, flashsale.BreakerForceClosed:
-	default:
-		return flashsale.Errorf(flashsale.EInvalid, "force must be %q, %q or %q", flashsale.BreakerAuto, flashsale.BreakerForceOpen, flashsale.BreakerForceClosed)
+	if err := f.Valid(); err != nil {
+		return err
 	}
 	if old := e.forced.Swap(&f); *old != f {
 		e.mu.Lock()
@@ -172,6 +170,18 @@ func (e *Engine) Force(f flashsale.BreakerForce) error {
 		e.log.Warn("stock engine circuit breaker forced by an operator", "from", *old, "to", f)
 	}
 	return nil
+}
+
+// Closed reports, cheaply, whether calls go through to the engine now (the
+// Redis limiter asks it on every purchase it counts).
+func (e *Engine) Closed() bool {
+	switch *e.forced.Load() {
+	case flashsale.BreakerForceOpen:
+		return false
+	case flashsale.BreakerForceClosed:
+		return true
+	}
+	return e.cb.State() == gobreaker.StateClosed
 }
 
 // allow asks the breaker for one call; done records its outcome.

@@ -164,8 +164,8 @@ func TestForce(t *testing.T) {
 	if wait, _ := flashsale.RetryAfter(err); wait != time.Hour {
 		t.Fatalf("forced open: Retry-After %v, want the open period (1h)", wait)
 	}
-	if st := b.Status(); st.State != flashsale.BreakerOpen || st.Forced != flashsale.BreakerForceOpen {
-		t.Fatalf("status %+v", st)
+	if st := b.Status(); st.State != flashsale.BreakerOpen || st.Forced != flashsale.BreakerForceOpen || b.Closed() {
+		t.Fatalf("status %+v, closed %v", st, b.Closed())
 	}
 	// Forced closed: failures go through and are not counted.
 	f.set(flashsale.ErrUnavailable)
@@ -182,9 +182,12 @@ func TestForce(t *testing.T) {
 	if st := b.Status(); st.State != flashsale.BreakerClosed || st.Forced != flashsale.BreakerAuto {
 		t.Fatalf("status %+v after auto", st)
 	}
+	if !b.Closed() {
+		t.Fatal("not closed after auto")
+	}
 	b.Available(ctx, "s")
-	if st := b.Status(); st.State != flashsale.BreakerOpen {
-		t.Fatalf("status %+v: counting did not resume", st)
+	if st := b.Status(); st.State != flashsale.BreakerOpen || b.Closed() {
+		t.Fatalf("status %+v, closed %v: counting did not resume", st, b.Closed())
 	}
 	for _, bad := range []flashsale.BreakerForce{"", "Open", "half-open", "off"} {
 		if err := b.Force(bad); flashsale.ErrorCode(err) != flashsale.EInvalid {

@@ -18,12 +18,10 @@ func decodeBreaker(r io.Reader) (breakerBody, error) {
 	if err := decodeBody(r, &b, false); err != nil {
 		return breakerBody{}, err
 	}
-	switch b.Force {
-	case flashsale.BreakerAuto, flashsale.BreakerForceOpen, flashsale.BreakerForceClosed:
-		return b, nil
+	if err := b.Force.Valid(); err != nil {
+		return breakerBody{}, err
 	}
-	return breakerBody{}, flashsale.Errorf(flashsale.EInvalid, "force is required: %q, %q or %q",
-		flashsale.BreakerForceOpen, flashsale.BreakerForceClosed, flashsale.BreakerAuto)
+	return b, nil
 }
 
 func (s *Server) handleBreaker(w http.ResponseWriter, r *http.Request) {

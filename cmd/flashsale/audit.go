@@ -117,7 +117,8 @@ func runAudit(ctx context.Context, args []string, getenv func(string) string, st
 		defer e.Close()
 		d := cliDrainer{}
 		if cfg.AMQPURL != "" {
-			d.queue = &amqp.Config{URL: cfg.AMQPURL, Name: cfg.QueueName}
+			q := queueConfig(cfg)
+			d.queue = &q
 		}
 		fc.Engine, fc.Fence, fc.Drainer = e, e, d
 		if *repair {
@@ -178,6 +179,10 @@ func runAudit(ctx context.Context, args []string, getenv func(string) string, st
 	return nil
 }
 
+// queueConfig is the broker and queue names the configuration gives,
+// shared by serve and audit.
+func queueConfig(cfg Config) amqp.Config { return amqp.Config{URL: cfg.AMQPURL, Name: cfg.QueueName} }
+
 // openRepublish opens the order path a repair publishes stranded
 // reservations down again: the queue when there is one, else the database
 // writer serve uses without a queue.
@@ -185,7 +190,7 @@ func openRepublish(ctx context.Context, cfg Config, store flashsale.Store, logge
 	if cfg.AMQPURL == "" {
 		return inmem.NewWriter(store, inmem.WriterConfig{}, logger), nil
 	}
-	pub, err := amqp.NewPublisher(ctx, amqp.Config{URL: cfg.AMQPURL, Name: cfg.QueueName}, logger)
+	pub, err := amqp.NewPublisher(ctx, queueConfig(cfg), logger)
 	if err != nil {
 		return nil, fmt.Errorf("open amqp publisher: %w", err)
 	}

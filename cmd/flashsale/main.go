@@ -228,17 +228,18 @@ func (m *Main) openStock(ctx context.Context) error {
 		}
 		m.closers = append(m.closers, e.Close)
 		m.engine, m.fence = e, e
+		var brk *breaker.Engine
 		if cfg.BreakerFailures > 0 {
 			// The fence stays outside the breaker: the heal loop asks it
 			// every tick, and a rebuild must try even while the breaker
 			// refuses purchases.
-			b := breaker.New(e, breaker.Config{Failures: uint32(cfg.BreakerFailures), OpenFor: cfg.BreakerOpenFor, Logger: m.log})
-			m.engine, m.breaker = b, b
+			brk = breaker.New(e, breaker.Config{Failures: uint32(cfg.BreakerFailures), OpenFor: cfg.BreakerOpenFor, Logger: m.log})
+			m.engine, m.breaker = brk, brk
 		}
 		// Limits every instance shares, counted locally while Redis is out.
 		shared := e.Limiter(local)
-		if m.breaker != nil {
-			shared.Down = func() bool { return m.breaker.Status().State != flashsale.BreakerClosed }
+		if brk != nil {
+			shared.Down = func() bool { return !brk.Closed() }
 		}
 		m.limiter = shared
 	}
@@ -261,7 +262,8 @@ func (m *Main) openStock(ctx context.Context) error {
 	// transactions that failed while the database answered: a poison
 	// message is given up on (recorded as failed, units returned) in
 	// seconds, not after minutes.
-	qcfg := amqp.Config{URL: cfg.AMQPURL, Name: cfg.QueueName, RatePerSec: cfg.OrderRate, OnDead: released.Dead}
+	qcfg := queueConfig(cfg)
+	qcfg.RatePerSec, qcfg.OnDead = cfg.OrderRate, released.Dead
 	pub, err := amqp.NewPublisher(ctx, qcfg, m.log)
 	if err != nil {
 		return fmt.Errorf("open amqp publisher: %w", err)
