@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
 	"time"
 )
 
@@ -20,6 +21,18 @@ func PerSecond(n, burst int) Rate { return Rate{N: n, Per: time.Second, Burst: b
 
 // Off reports whether r limits nothing.
 func (r Rate) Off() bool { return r.N <= 0 || r.Per <= 0 }
+
+// String writes r as its configuration does: "20/s,40", or "off".
+func (r Rate) String() string {
+	if r.Off() {
+		return "off"
+	}
+	unit := map[time.Duration]string{time.Second: "s", time.Minute: "m", time.Hour: "h"}[r.Per]
+	if unit == "" {
+		unit = r.Per.String()
+	}
+	return strconv.Itoa(r.N) + "/" + unit + "," + strconv.Itoa(r.Burst)
+}
 
 // Every is the time between two refills.
 func (r Rate) Every() time.Duration { return r.Per / time.Duration(r.N) }

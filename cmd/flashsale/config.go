@@ -298,8 +298,8 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("breaker_open_for", c.BreakerOpenFor),
 		slog.Int("max_inflight", c.MaxInFlight),
 		slog.Int("max_inflight_per_sale", c.MaxInFlightPerSale),
-		slog.Any("limits", map[string]flashsale.Rate{"purchase_user": c.Limits.PerUser, "purchase_ip": c.Limits.PerIP,
-			"purchase_sale": c.Limits.PerSale, "read_ip": c.ReadPerIP}),
+		slog.Group("limits", slog.Any("purchase_user", c.Limits.PerUser), slog.Any("purchase_ip", c.Limits.PerIP),
+			slog.Any("purchase_sale", c.Limits.PerSale), slog.Any("read_ip", c.ReadPerIP)),
 		slog.Any("trusted_proxies", c.TrustedProxies),
 		slog.Bool("demo", c.Demo),
 	)

@@ -41,6 +41,10 @@ func TestParseConfig(t *testing.T) {
 		if c.Limits != want || c.ReadPerIP != flashsale.PerSecond(5, 5) || len(c.TrustedProxies) != 2 {
 			t.Fatalf("limits = %+v, read %+v, proxies %v", c.Limits, c.ReadPerIP, c.TrustedProxies)
 		}
+		// Written back as configured, for the start-up log.
+		if got := []string{c.Limits.PerUser.String(), c.Limits.PerIP.String(), c.Limits.PerSale.String()}; got[0] != "off" || got[1] != "30/s,60" || got[2] != "120/m,120" {
+			t.Fatalf("limits written as %v", got)
+		}
 	})
 	t.Run("EnvThenFlags", func(t *testing.T) {
 		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
