@@ -11,24 +11,6 @@ import (
 	"github.com/oklog/ulid/v2"
 )
 
-// IssueToken gives a guest a one-time purchase token for an open sale.
-func (s *Service) IssueToken(ctx context.Context, u flashsale.User, saleID string) (*flashsale.PurchaseToken, error) {
-	sale, err := s.sale(ctx, saleID)
-	if err != nil {
-		return nil, err
-	}
-	now := s.now()
-	if err := sale.Open(now); err != nil {
-		return nil, err
-	}
-	if !sale.Eligibility.Allows(u.Tier) {
-		return nil, flashsale.ErrNotEligible
-	}
-	exp := now.Add(s.ttl).UTC().Truncate(1e6)
-	tok, _ := s.signer.issue(tokenClaims{SaleID: sale.ID, UserID: u.ID, Price: sale.Price, Expires: exp})
-	return &flashsale.PurchaseToken{Token: tok, ExpiresAt: exp}, nil
-}
-
 // Purchase runs one guest's attempt through the funnel. The checks are
 // ordered cheapest and most decisive first; the idempotency lookup comes
 // before the token so a client retrying with the request it already sent
@@ -77,8 +59,8 @@ func (s *Service) Purchase(ctx context.Context, u flashsale.User, req flashsale.
 	if err := sale.Open(now); err != nil {
 		return nil, err
 	}
-	if !sale.Eligibility.Allows(u.Tier) {
-		return nil, flashsale.ErrNotEligible
+	if err := s.eligible(ctx, u, sale); err != nil {
+		return nil, err
 	}
 	if s.engine.SoldOut(sale.ID, first, req.Nights) {
 		return nil, flashsale.ErrSoldOut

@@ -1,6 +1,7 @@
 package funnel
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -13,6 +14,24 @@ import (
 
 	"github.com/flashsale/flashsale"
 )
+
+// IssueToken gives a guest a one-time purchase token for an open sale.
+func (s *Service) IssueToken(ctx context.Context, u flashsale.User, saleID string) (*flashsale.PurchaseToken, error) {
+	sale, err := s.sale(ctx, saleID)
+	if err != nil {
+		return nil, err
+	}
+	now := s.now()
+	if err := sale.Open(now); err != nil {
+		return nil, err
+	}
+	if err := s.eligible(ctx, u, sale); err != nil {
+		return nil, err
+	}
+	exp := now.Add(s.ttl).UTC().Truncate(1e6)
+	tok, _ := s.signer.issue(tokenClaims{SaleID: sale.ID, UserID: u.ID, Price: sale.Price, Expires: exp})
+	return &flashsale.PurchaseToken{Token: tok, ExpiresAt: exp}, nil
+}
 
 // TokenTTLDefault is how long a purchase token stays valid.
 const TokenTTLDefault = 120 * time.Second
