@@ -35,6 +35,9 @@ type Sale struct {
 	HoldSeconds   int         `json:"hold_seconds"`
 	PurchaseToken bool        `json:"purchase_token"`
 	Eligibility   Eligibility `json:"eligibility"`
+	// Challenge, when its difficulty is set, makes the token endpoint ask
+	// for a proof of work first (it needs PurchaseToken).
+	Challenge Challenge `json:"challenge,omitzero"`
 	CreatedAt     time.Time   `json:"created_at"`
 }
 
@@ -53,6 +56,16 @@ type NightStock struct {
 	Held      int    `json:"held"`
 	Sold      int    `json:"sold"`
 }
+
+// Challenge is a sale's proof-of-work requirement: a guest solves a puzzle
+// of Difficulty leading zero bits before a purchase token is issued, so a
+// script sending a thousand requests pays a thousand times.
+type Challenge struct {
+	Difficulty int `json:"difficulty,omitempty"`
+}
+
+// MaxDifficulty bounds a challenge: each bit doubles a guest's work.
+const MaxDifficulty = 32
 
 // Eligibility restricts who may buy.
 type Eligibility struct {
@@ -157,6 +170,10 @@ func (s *Sale) Validate() error {
 		return Errorf(EInvalid, "hold_seconds must be between 1 and 86400")
 	case s.Eligibility.MinTier != "" && s.Eligibility.MinTier.Rank() == 0:
 		return Errorf(EInvalid, "eligibility.min_tier must be one of basic, silver, gold, platinum")
+	case s.Challenge.Difficulty < 0 || s.Challenge.Difficulty > MaxDifficulty:
+		return Errorf(EInvalid, "challenge.difficulty must be between 0 and %d", MaxDifficulty)
+	case s.Challenge.Difficulty > 0 && !s.PurchaseToken:
+		return Errorf(EInvalid, "challenge needs purchase_token: the solved challenge is what the token endpoint asks for")
 	}
 	var prev time.Time
 	for i, n := range s.Nights {

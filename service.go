@@ -5,12 +5,6 @@ import (
 	"time"
 )
 
-// User is a guest as authenticated by the HTTP layer from a JWT.
-type User struct {
-	ID   string
-	Tier Tier
-}
-
 // SaleView is a sale at a moment: what the admin and public endpoints show.
 type SaleView struct {
 	*Sale
