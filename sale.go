@@ -38,7 +38,7 @@ type Sale struct {
 	// Challenge, when its difficulty is set, makes the token endpoint ask
 	// for a proof of work first (it needs PurchaseToken).
 	Challenge Challenge `json:"challenge,omitzero"`
-	CreatedAt     time.Time   `json:"created_at"`
+	CreatedAt time.Time `json:"created_at"`
 }
 
 // Night is one date of a sale and the rooms on sale for it.
