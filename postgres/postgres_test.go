@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/internal/testenv"
+	"github.com/flashsale/flashsale/modetest"
 	"github.com/flashsale/flashsale/postgres"
 	"github.com/flashsale/flashsale/storetest"
 )
@@ -153,7 +155,7 @@ func TestMigrate(t *testing.T) {
 	}, func(ctx context.Context, m storetest.Migrator) (n int, err error) {
 		err = m.(*postgres.Store).Pool().QueryRow(ctx, "SELECT COUNT(*) FROM schema_migrations").Scan(&n)
 		return n, err
-	}, 2)
+	}, migrationFiles(t))
 }
 
 func TestOpen(t *testing.T) {
@@ -182,4 +184,17 @@ func BenchmarkPlaceOrders(b *testing.B) {
 // and against a concurrent PlaceOrders, and the per-hold way it replaced.
 func BenchmarkExpireHolds(b *testing.B) {
 	storetest.BenchExpireHolds(b, func(tb testing.TB) flashsale.Store { return MustOpenStore(tb) })
+}
+
+// migrationFiles counts the package's migrations, each recorded once.
+func migrationFiles(tb testing.TB) int {
+	files, err := filepath.Glob("migrations/*.sql")
+	if err != nil || len(files) == 0 {
+		tb.Fatalf("migrations: %v", err)
+	}
+	return len(files)
+}
+
+func TestModeBoard(t *testing.T) {
+	modetest.Run(t, func(tb testing.TB) flashsale.ModeBoard { return MustOpenStore(tb) })
 }
