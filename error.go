@@ -18,6 +18,9 @@ const (
 	EForbidden       = "forbidden"
 	ENotEligible     = "not_eligible"
 	ETokenInvalid    = "token_invalid"
+	// EChallengeFailed: the proof of work a token needs is missing, wrong,
+	// expired or someone else's; solve a new challenge.
+	EChallengeFailed = "challenge_failed"
 	ENotFound        = "not_found"
 	ESoldOut         = "sold_out"
 	ELimitExceeded   = "limit_exceeded"
@@ -99,6 +102,10 @@ var (
 	// in progress as it takes: shed at once, never queued.
 	ErrOverloaded = &Error{EUnavailable, "too many purchases in progress; retry shortly"}
 )
+
+// ErrChallengeFailed means a token was asked for without the solved
+// challenge the sale wants.
+var ErrChallengeFailed = &Error{EChallengeFailed, "this sale asks for a solved proof-of-work challenge: POST /api/sales/{id}/challenge, then send its challenge and solution"}
 
 // Unreachable reports whether err means a dependency did not answer rather
 // than refused: ErrUnavailable in the chain, a deadline that passed, a

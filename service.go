@@ -33,6 +33,24 @@ type PurchaseToken struct {
 	ExpiresAt time.Time `json:"expires_at"`
 }
 
+// TokenRequest asks for a purchase token. Challenge and Solution are a
+// solved Puzzle, required when the sale has a Challenge difficulty.
+type TokenRequest struct {
+	SaleID    string
+	Challenge string
+	Solution  string
+}
+
+// Puzzle is a proof-of-work challenge bound to one user and one sale: a
+// Solution such that the Algorithm's hash of Challenge followed by it
+// starts with Difficulty zero bits. The server keeps no state for it.
+type Puzzle struct {
+	Challenge  string
+	Difficulty int
+	ExpiresAt  time.Time
+	Algorithm  string
+}
+
 // Service is the use-case layer the HTTP API drives. Implemented by package funnel.
 type Service interface {
 	CreateSale(ctx context.Context, s *Sale) (*Sale, error)
@@ -44,7 +62,10 @@ type Service interface {
 	// Preheat reloads a sale's stock into the engine; ErrAlreadyStarted once it started.
 	Preheat(ctx context.Context, id string) error
 
-	IssueToken(ctx context.Context, u User, saleID string) (*PurchaseToken, error)
+	// Challenge returns a puzzle for a sale that asks for one (EConflict
+	// for a sale that does not).
+	Challenge(ctx context.Context, u User, saleID string) (*Puzzle, error)
+	IssueToken(ctx context.Context, u User, req TokenRequest) (*PurchaseToken, error)
 	Purchase(ctx context.Context, u User, req PurchaseRequest) (*Order, error)
 	// Order returns the user's order; someone else's is ErrNotFound.
 	Order(ctx context.Context, u User, id string) (*Order, error)

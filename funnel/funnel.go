@@ -35,8 +35,13 @@ type Config struct {
 	Store  flashsale.Store
 	Engine flashsale.StockEngine
 	Writer flashsale.OrderWriter
-	// Secret signs purchase tokens; share it across instances.
+	// Secret signs purchase tokens when TokenKeys is empty (as key "0");
+	// share it across instances.
 	Secret []byte
+	// TokenKeys sign purchase tokens and challenges: the first signs, all
+	// verify, so a rotation lists the new key before the old one for one
+	// TokenTTL. See ParseTokenKeys.
+	TokenKeys []TokenKey
 	// TokenTTL is how long a purchase token is valid (default 120 s).
 	TokenTTL time.Duration
 	// ReapInterval is how often expired holds are looked for (default 100 ms):
@@ -141,7 +146,7 @@ func New(cfg Config) *Service {
 		store:   cfg.Store,
 		engine:  cfg.Engine,
 		writer:  cfg.Writer,
-		signer:  newSigner(cfg.Secret),
+		signer:  newSigner(cfg.TokenKeys, cfg.Secret),
 		ttl:     cmp.Or(cfg.TokenTTL, TokenTTLDefault),
 		reapInt: cmp.Or(cfg.ReapInterval, ReapIntervalDefault),
 		log:     cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler)),

@@ -111,7 +111,7 @@ func (e *env) sale(tb testing.TB, mod func(*flashsale.Sale), stock ...int) *flas
 
 func (e *env) token(tb testing.TB, u flashsale.User, saleID string) string {
 	tb.Helper()
-	tok, err := e.svc.IssueToken(context.Background(), u, saleID)
+	tok, err := e.svc.IssueToken(context.Background(), u, flashsale.TokenRequest{SaleID: saleID})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -256,12 +256,12 @@ func TestPurchase(t *testing.T) {
 	t.Run("Window", func(t *testing.T) {
 		e := mustOpen(t)
 		s := e.sale(t, func(s *flashsale.Sale) { s.StartsAt = e.clock.Now().Add(time.Minute) }, 5)
-		_, err := e.svc.IssueToken(context.Background(), alice, s.ID)
+		_, err := e.svc.IssueToken(context.Background(), alice, flashsale.TokenRequest{SaleID: s.ID})
 		wantErr(t, err, flashsale.ErrNotStarted)
 		_, err = e.svc.Purchase(context.Background(), alice, flashsale.PurchaseRequest{SaleID: s.ID})
 		wantErr(t, err, flashsale.ErrNotStarted)
 		e.clock.Advance(2 * time.Hour)
-		_, err = e.svc.IssueToken(context.Background(), alice, s.ID)
+		_, err = e.svc.IssueToken(context.Background(), alice, flashsale.TokenRequest{SaleID: s.ID})
 		wantErr(t, err, flashsale.ErrEnded)
 		_, err = e.svc.Purchase(context.Background(), alice, flashsale.PurchaseRequest{SaleID: s.ID})
 		wantErr(t, err, flashsale.ErrEnded)
@@ -271,7 +271,7 @@ func TestPurchase(t *testing.T) {
 	t.Run("ErrNotEligible", func(t *testing.T) {
 		e := mustOpen(t)
 		s := e.sale(t, func(s *flashsale.Sale) { s.Eligibility.MinTier = flashsale.TierGold }, 5)
-		_, err := e.svc.IssueToken(context.Background(), bob, s.ID)
+		_, err := e.svc.IssueToken(context.Background(), bob, flashsale.TokenRequest{SaleID: s.ID})
 		wantErr(t, err, flashsale.ErrNotEligible)
 		if _, err := e.buy(t, alice, flashsale.PurchaseRequest{SaleID: s.ID}); err != nil {
 			t.Fatal(err)
@@ -629,7 +629,7 @@ func TestSaleLookupCollapses(t *testing.T) {
 	for range 500 {
 		wg.Go(func() {
 			<-start
-			if _, err := b.IssueToken(ctx, alice, s.ID); !errors.Is(err, flashsale.ErrNotStarted) {
+			if _, err := b.IssueToken(ctx, alice, flashsale.TokenRequest{SaleID: s.ID}); !errors.Is(err, flashsale.ErrNotStarted) {
 				t.Errorf("token: %v", err)
 			}
 		})

@@ -309,7 +309,7 @@ func (mm *modelMachine) Purchase(t *rapid.T) {
 	}
 	var tok *modelToken
 	if mm.sale.PurchaseToken {
-		pt, err := mm.e.svc.IssueToken(context.Background(), modelUser(user), mm.sale.ID)
+		pt, err := mm.e.svc.IssueToken(context.Background(), modelUser(user), flashsale.TokenRequest{SaleID: mm.sale.ID})
 		if err != nil {
 			mm.fatalf(t, "issue token: %v", err)
 		}

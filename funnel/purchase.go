@@ -75,12 +75,13 @@ func (s *Service) Purchase(ctx context.Context, u flashsale.User, req flashsale.
 	s.gate.RLock()
 	defer s.gate.RUnlock()
 	var token *tokenClaims
+	price := sale.Price
 	if sale.PurchaseToken {
 		c, err := s.signer.check(req.Token, u, sale, now)
 		if err != nil {
 			return nil, err
 		}
-		token = &c
+		token, price = &c, c.Price // the amount charged is the amount signed
 	}
 
 	r := &flashsale.Reservation{
@@ -91,7 +92,7 @@ func (s *Service) Purchase(ctx context.Context, u flashsale.User, req flashsale.
 		FirstNight:     first,
 		Nights:         req.Nights,
 		Rooms:          req.Rooms,
-		Amount:         sale.Price * int64(req.Nights) * int64(req.Rooms),
+		Amount:         price * int64(req.Nights) * int64(req.Rooms),
 		HoldExpiresAt:  now.Add(sale.HoldDuration()).UTC().Truncate(1e6),
 		Active:         true,
 	}

@@ -21,6 +21,7 @@ var statuses = map[string]int{
 	flashsale.EForbidden:       http.StatusForbidden,
 	flashsale.ENotEligible:     http.StatusForbidden,
 	flashsale.ETokenInvalid:    http.StatusForbidden,
+	flashsale.EChallengeFailed: http.StatusForbidden,
 	flashsale.ENotFound:        http.StatusNotFound,
 	EMethodNotAllowed:          http.StatusMethodNotAllowed,
 	flashsale.ESoldOut:         http.StatusConflict,
@@ -62,7 +63,7 @@ var sentinelBodies = func() map[*flashsale.Error][]byte {
 	for _, e := range []*flashsale.Error{
 		flashsale.ErrNotFound, flashsale.ErrSoldOut, flashsale.ErrLimitExceeded,
 		flashsale.ErrNotStarted, flashsale.ErrEnded, flashsale.ErrHoldExpired,
-		flashsale.ErrAlreadyStarted, flashsale.ErrTokenInvalid, flashsale.ErrNotEligible,
+		flashsale.ErrAlreadyStarted, flashsale.ErrTokenInvalid, flashsale.ErrChallengeFailed, flashsale.ErrNotEligible,
 		flashsale.ErrUnavailable, flashsale.ErrInvalid, flashsale.ErrDuplicate,
 		flashsale.ErrKeyConflict, flashsale.ErrStale, flashsale.ErrNotLoaded, flashsale.ErrIndeterminate,
 		errUnauthenticated, errForbidden, errMethodNotAllowed,

@@ -31,6 +31,7 @@ type stubService struct {
 	mu       sync.Mutex
 	n        int
 	purchase flashsale.PurchaseRequest
+	token    flashsale.TokenRequest
 	user     flashsale.User
 	err      error // returned by every method when set
 	paidRef  string
@@ -95,11 +96,21 @@ func (s *stubService) Preheat(ctx context.Context, id string) error {
 	return s.record(flashsale.User{})
 }
 
-func (s *stubService) IssueToken(ctx context.Context, u flashsale.User, saleID string) (*flashsale.PurchaseToken, error) {
+func (s *stubService) IssueToken(ctx context.Context, u flashsale.User, req flashsale.TokenRequest) (*flashsale.PurchaseToken, error) {
 	if err := s.record(u); err != nil {
 		return nil, err
 	}
+	s.mu.Lock()
+	s.token = req
+	s.mu.Unlock()
 	return &flashsale.PurchaseToken{Token: "tok", ExpiresAt: t0.Add(time.Minute)}, nil
+}
+
+func (s *stubService) Challenge(ctx context.Context, u flashsale.User, saleID string) (*flashsale.Puzzle, error) {
+	if err := s.record(u); err != nil {
+		return nil, err
+	}
+	return &flashsale.Puzzle{Challenge: "puzzle", Difficulty: 16, ExpiresAt: t0.Add(time.Minute), Algorithm: "sha256"}, nil
 }
 
 func (s *stubService) order(u flashsale.User, id string) *flashsale.Order {

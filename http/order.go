@@ -182,12 +182,20 @@ func (s *Server) writeOrder(w http.ResponseWriter, r *http.Request, o *flashsale
 	writeJSON(w, http.StatusOK, orderView(o))
 }
 
+// handleIssueToken takes an optional body: the solved challenge of a sale
+// that asks for one (see handleChallenge).
 func (s *Server) handleIssueToken(w http.ResponseWriter, r *http.Request) {
 	u, id, ok := s.userAndID(w, r)
 	if !ok {
 		return
 	}
-	t, err := s.svc.IssueToken(r.Context(), u, id)
+	b, err := decodeTokenRequest(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	b.SaleID = id
+	t, err := s.svc.IssueToken(r.Context(), u, b)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

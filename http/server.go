@@ -136,6 +136,7 @@ func (s *Server) routes() []route {
 
 		{"GET /api/sales", s.handleSales},
 		{"GET /api/sales/{id}", s.handlePublicSale},
+		{"POST /api/sales/{id}/challenge", s.handleChallenge},
 		{"POST /api/sales/{id}/token", s.handleIssueToken},
 		{"POST /api/sales/{id}/purchase", s.handlePurchase},
 

@@ -57,6 +57,10 @@ type Config struct {
 	QueueName  string
 	AdminToken string // FLASHSALE_ADMIN_TOKEN
 	JWTSecret  string // FLASHSALE_JWT_SECRET
+	// TokenKeys sign purchase tokens and challenges, "kid:secret,...": the
+	// first signs, all verify (a rotation lists the new key first for one
+	// token TTL). Default: key "0" with the JWT secret. FLASHSALE_TOKEN_KEYS.
+	TokenKeys []funnel.TokenKey
 	// OrderRate caps this instance's queue consumer (orders/s) so the
 	// database sees a flat line; N instances write at most N × OrderRate.
 	// 0 means no cap. FLASHSALE_ORDER_RATE.
@@ -187,6 +191,13 @@ func parseConfig(fset *flag.FlagSet, args []string, getenv func(string) string) 
 			*l.to = r
 		}
 	}
+	if v := getenv("FLASHSALE_TOKEN_KEYS"); v != "" {
+		keys, err := funnel.ParseTokenKeys(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("FLASHSALE_TOKEN_KEYS: %w", err))
+		}
+		c.TokenKeys = keys
+	}
 	if v := getenv("FLASHSALE_TRUSTED_PROXIES"); v != "" {
 		for _, p := range strings.Split(v, ",") {
 			prefix, err := netip.ParsePrefix(strings.TrimSpace(p))
@@ -301,8 +312,18 @@ func (c Config) LogValue() slog.Value {
 		slog.Group("limits", slog.Any("purchase_user", c.Limits.PerUser), slog.Any("purchase_ip", c.Limits.PerIP),
 			slog.Any("purchase_sale", c.Limits.PerSale), slog.Any("read_ip", c.ReadPerIP)),
 		slog.Any("trusted_proxies", c.TrustedProxies),
+		slog.Any("token_keys", tokenKeyIDs(c.TokenKeys)),
 		slog.Bool("demo", c.Demo),
 	)
+}
+
+// tokenKeyIDs names the token keys without their secrets.
+func tokenKeyIDs(keys []funnel.TokenKey) []string {
+	ids := make([]string, len(keys))
+	for i, k := range keys {
+		ids[i] = k.ID
+	}
+	return ids
 }
 
 // maskURL hides a password in a URL.

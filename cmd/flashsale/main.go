@@ -169,7 +169,7 @@ func (m *Main) open(ctx context.Context) error {
 
 	m.svc = funnel.New(funnel.Config{
 		Store: m.store, Engine: m.engine, Writer: m.writer,
-		Secret: []byte(jwtSecret), ReapInterval: cfg.ReapInterval, Logger: m.log,
+		Secret: []byte(jwtSecret), TokenKeys: cfg.TokenKeys, ReapInterval: cfg.ReapInterval, Logger: m.log,
 		Fence: m.fence, Drainer: m.drainer, Republish: m.republish, AuditInterval: cfg.AuditInterval,
 		AuditGrace: cfg.AuditGrace, Breaker: m.breaker,
 		MaxInFlight: cfg.MaxInFlight, MaxInFlightPerSale: cfg.MaxInFlightPerSale,
