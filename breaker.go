@@ -71,6 +71,10 @@ type Readiness struct {
 	// Breaker is the stock engine's circuit breaker; nil where there is none
 	// (the in-process engine cannot fail on its own).
 	Breaker *BreakerStatus `json:"breaker,omitempty"`
+	// Selling is what the instance sells from; SellMode the deployment's
+	// mode, where the breaker has a db mode (nil otherwise).
+	Selling  Selling   `json:"selling"`
+	SellMode *SellMode `json:"sell_mode,omitempty"`
 	// EngineErr and DatabaseErr are why not.
 	EngineErr   error `json:"-"`
 	DatabaseErr error `json:"-"`

@@ -83,8 +83,15 @@ type Config struct {
 	// Breaker is the circuit breaker Engine sits behind (the same value),
 	// for /readyz and the operators' switch; nil where there is none.
 	Breaker flashsale.Breaker
-	Logger  *slog.Logger
-	Now     func() time.Time
+	// Board, when set, is the breaker's db mode (see mode.go): while the
+	// breaker is open the deployment sells from the database. Every
+	// instance of a deployment must have it or none. SellLease and
+	// DirectLimit default to SellLeaseDefault and DirectLimitDefault.
+	Board       flashsale.ModeBoard
+	SellLease   time.Duration
+	DirectLimit int
+	Logger      *slog.Logger
+	Now         func() time.Time
 }
 
 // Service implements flashsale.Service.
@@ -114,6 +121,7 @@ type Service struct {
 	limiter   flashsale.Limiter
 	limits    Limits
 	breaker   flashsale.Breaker
+	sell      *seller // nil without a board
 	fence     Fence
 	drainer   Drainer
 	instance  string
@@ -157,6 +165,7 @@ func New(cfg Config) *Service {
 
 		queued:    cfg.Queued,
 		breaker:   cfg.Breaker,
+		sell:      newSeller(cfg),
 		admit:     newAdmission(cfg.MaxInFlight, cfg.MaxInFlightPerSale),
 		limiter:   cfg.Limiter,
 		limits:    cfg.Limits,
@@ -185,6 +194,11 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	bg, cancel := context.WithCancel(context.Background())
 	s.bg = cancel
+	if s.sell != nil {
+		s.modeStep(ctx) // sell from where the others do from the start
+		s.done.Add(1)
+		go s.modeLoop(bg)
+	}
 	s.done.Add(1)
 	go s.reapLoop(bg)
 	s.startAudits(bg)
@@ -423,10 +437,14 @@ func (s *Service) Sales(ctx context.Context) ([]*flashsale.SaleView, error) {
 // (its breaker, if open, refuses every purchase) and so does the database,
 // or the order path is a queue that holds orders until it is back.
 func (s *Service) Ready(ctx context.Context) *flashsale.Readiness {
-	r := &flashsale.Readiness{Ready: true, Engine: "ok", Database: "ok"}
+	r := &flashsale.Readiness{Ready: true, Engine: "ok", Database: "ok", Selling: s.sells()}
 	if s.breaker != nil {
 		st := s.breaker.Status()
 		r.Breaker = &st
+	}
+	if s.sell != nil {
+		m := s.sell.mode.Load().(flashsale.SellMode)
+		r.SellMode = &m
 	}
 	// Both at once: a dead engine must not eat the database's share of
 	// the deadline, or /readyz would blame both.
@@ -437,6 +455,16 @@ func (s *Service) Ready(ctx context.Context) *flashsale.Readiness {
 	wg.Wait()
 	if err := engineErr; err != nil {
 		r.Ready, r.Engine, r.EngineErr = false, "unavailable", err
+	}
+	switch r.Selling {
+	case flashsale.SellingDB:
+		r.Ready = storeErr == nil // it sells without the engine, not without the database
+		if storeErr != nil {
+			r.Database, r.DatabaseErr = "unavailable", storeErr
+		}
+		return r
+	case flashsale.SellingNone:
+		r.Ready = false
 	}
 	if err := storeErr; err != nil {
 		r.Database, r.DatabaseErr = "unavailable", err

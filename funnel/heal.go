@@ -143,8 +143,8 @@ func (s *Service) healStep(ctx context.Context) {
 		return
 	}
 	lost, err := s.lostSales(ctx)
-	if err != nil || len(lost) == 0 {
-		return
+	if err != nil || len(lost) == 0 || !s.engineMode() {
+		return // (in db mode the return to the engine rebuilds it)
 	}
 	if err := s.heal(ctx, lost, nil); err != nil && !errors.Is(err, errHealBusy) {
 		s.log.Error("rebuild failed; retrying", "err", err)
@@ -195,17 +195,8 @@ func (s *Service) paused() string {
 // lostSales are the cached sales that have not ended and that the engine
 // does not have.
 func (s *Service) lostSales(ctx context.Context) ([]string, error) {
-	now := s.now()
-	s.mu.RLock()
-	var ids []string
-	for id, sale := range s.sales {
-		if now.Before(sale.EndsAt) {
-			ids = append(ids, id)
-		}
-	}
-	s.mu.RUnlock()
 	var lost []string
-	for _, id := range ids {
+	for _, id := range s.liveSales() {
 		_, err := s.engine.Available(ctx, id)
 		if errors.Is(err, flashsale.ErrNotLoaded) {
 			lost = append(lost, id)

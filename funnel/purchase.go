@@ -40,15 +40,30 @@ func (s *Service) Purchase(ctx context.Context, u flashsale.User, req flashsale.
 	// reserve): it must fit the rate limits and is admitted within the
 	// bounds or shed at once. A sold-out answer without a key costs none
 	// and is neither limited nor shed.
+	if sel := s.sells(); sel != flashsale.SellingEngine {
+		if sel == flashsale.SellingDB {
+			return s.purchaseDirect(ctx, u, sale, req, first)
+		}
+		return nil, errSwitching
+	}
 	var admitted *atomic.Int64
 	defer func() {
 		if admitted != nil {
 			s.admit.leave(admitted)
 		}
 	}()
+	// From the reserve (or a replay's retake) to the answer, units may be
+	// taken but not yet in the database: an in-process rebuild, and the
+	// step out of selling from the engine, wait for that to be over.
+	locked := false
 	if req.IdempotencyKey != "" {
 		if admitted, err = s.admitPurchase(ctx, u, sale, req.ClientIP); err != nil {
 			return nil, err
+		}
+		s.gate.RLock()
+		defer s.gate.RUnlock()
+		if locked = true; s.sellingEngine() != nil {
+			return nil, errSwitching
 		}
 		o, err := s.replay(ctx, u, sale, req.IdempotencyKey)
 		if !errors.Is(err, flashsale.ErrNotFound) {
@@ -70,10 +85,13 @@ func (s *Service) Purchase(ctx context.Context, u flashsale.User, req flashsale.
 			return nil, err
 		}
 	}
-	// From the reserve to the answer, units may be taken but not yet in the
-	// database: an in-process rebuild waits for that to be over.
-	s.gate.RLock()
-	defer s.gate.RUnlock()
+	if !locked {
+		s.gate.RLock()
+		defer s.gate.RUnlock()
+		if s.sellingEngine() != nil {
+			return nil, errSwitching
+		}
+	}
 	var token *tokenClaims
 	price := sale.Price
 	if sale.PurchaseToken {
@@ -84,18 +102,7 @@ func (s *Service) Purchase(ctx context.Context, u flashsale.User, req flashsale.
 		token, price = &c, c.Price // the amount charged is the amount signed
 	}
 
-	r := &flashsale.Reservation{
-		OrderID:        ulid.Make().String(),
-		SaleID:         sale.ID,
-		UserID:         u.ID,
-		IdempotencyKey: req.IdempotencyKey,
-		FirstNight:     first,
-		Nights:         req.Nights,
-		Rooms:          req.Rooms,
-		Amount:         price * int64(req.Nights) * int64(req.Rooms),
-		HoldExpiresAt:  now.Add(sale.HoldDuration()).UTC().Truncate(1e6),
-		Active:         true,
-	}
+	r := newReservation(ulid.Make().String(), sale, u, req, first, price, now)
 	existing, err := s.reserve(ctx, r, token)
 	switch {
 	case errors.Is(err, flashsale.ErrDuplicate):
@@ -107,6 +114,22 @@ func (s *Service) Purchase(ctx context.Context, u flashsale.User, req flashsale.
 		return nil, err
 	}
 	return s.write(ctx, sale, r)
+}
+
+// newReservation is the order a purchase asks for, at price per room-night.
+func newReservation(id string, sale *flashsale.Sale, u flashsale.User, req flashsale.PurchaseRequest, first int, price int64, now time.Time) *flashsale.Reservation {
+	return &flashsale.Reservation{
+		OrderID:        id,
+		SaleID:         sale.ID,
+		UserID:         u.ID,
+		IdempotencyKey: req.IdempotencyKey,
+		FirstNight:     first,
+		Nights:         req.Nights,
+		Rooms:          req.Rooms,
+		Amount:         price * int64(req.Nights) * int64(req.Rooms),
+		HoldExpiresAt:  now.Add(sale.HoldDuration()).UTC().Truncate(time.Millisecond),
+		Active:         true,
+	}
 }
 
 // reserve takes the stock, spending the purchase token in the same step if
@@ -351,6 +374,12 @@ func (s *Service) MarkPaid(ctx context.Context, id, paymentRef string) (*flashsa
 func (s *Service) retake(ctx context.Context, o *flashsale.Order, paymentRef string) (*flashsale.Order, error) {
 	s.gate.RLock() // the engine retakes before the database does (see Purchase)
 	defer s.gate.RUnlock()
+	switch s.sells() {
+	case flashsale.SellingDB:
+		return s.retakeDirect(ctx, o, paymentRef)
+	case flashsale.SellingNone:
+		return nil, errSwitching
+	}
 	if err := s.engine.Retake(ctx, o.SaleID, o.ID); err != nil {
 		if errors.Is(err, flashsale.ErrNotLoaded) {
 			if sale, serr := s.sale(ctx, o.SaleID); serr == nil && s.now().Before(sale.EndsAt) {

@@ -18,6 +18,7 @@ type readiness struct {
 		State  string `json:"state"`
 		Forced string `json:"forced"`
 	} `json:"breaker"`
+	Selling string `json:"selling"`
 }
 
 func (c *client) readyz(t *testing.T) (int, readiness) {

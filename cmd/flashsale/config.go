@@ -30,6 +30,9 @@ const (
 	ShutdownDefault     = 10 * time.Second
 	QueueNameDefault    = "flashsale"
 	RedisPrefixDefault  = "flashsale:"
+	// What an open breaker does (FLASHSALE_BREAKER_MODE).
+	BreakerReject = "reject"
+	BreakerDB     = "db"
 	// RequestTimeoutDefault is every HTTP request's deadline.
 	RequestTimeoutDefault = time.Second
 	// RedisTimeoutDefault bounds each Redis command (see redis.Options.Timeout).
@@ -87,6 +90,18 @@ type Config struct {
 	// BreakerOpenFor is how long the breaker stays open before it probes.
 	// FLASHSALE_BREAKER_OPEN_FOR.
 	BreakerOpenFor time.Duration
+	// BreakerMode is what an open breaker does: "reject" (503 with
+	// Retry-After) or "db" (every instance sells from the database until
+	// Redis answers again; MySQL or PostgreSQL, and the same on every
+	// instance). FLASHSALE_BREAKER_MODE.
+	BreakerMode string
+	// DirectLimit bounds this instance's purchases in the database at
+	// once in db mode. FLASHSALE_BREAKER_DB_CONCURRENCY.
+	DirectLimit int
+	// SellLease is how long an instance's report on the sell-mode board
+	// stands (db mode): cut off from the database longer than this, it
+	// stops selling from Redis too. FLASHSALE_SELL_LEASE.
+	SellLease time.Duration
 	// MaxInFlight bounds the purchases this instance works on at once, and
 	// MaxInFlightPerSale one sale's share; beyond, a purchase is a 503 at
 	// once. FLASHSALE_MAX_INFLIGHT, FLASHSALE_MAX_INFLIGHT_PER_SALE.
@@ -126,6 +141,9 @@ func parseConfig(fset *flag.FlagSet, args []string, getenv func(string) string) 
 		AuditGrace:         funnel.AuditGraceDefault,
 		BreakerFailures:    breaker.FailuresDefault,
 		BreakerOpenFor:     breaker.OpenForDefault,
+		BreakerMode:        cmp.Or(getenv("FLASHSALE_BREAKER_MODE"), BreakerReject),
+		DirectLimit:        funnel.DirectLimitDefault,
+		SellLease:          funnel.SellLeaseDefault,
 		MaxInFlight:        funnel.MaxInFlightDefault,
 		MaxInFlightPerSale: funnel.MaxInFlightPerSaleDefault,
 		Limits:             funnel.Limits{PerUser: PurchasePerUserDefault},
@@ -143,6 +161,7 @@ func parseConfig(fset *flag.FlagSet, args []string, getenv func(string) string) 
 		to   *int
 	}{
 		{"FLASHSALE_BREAKER_FAILURES", &c.BreakerFailures},
+		{"FLASHSALE_BREAKER_DB_CONCURRENCY", &c.DirectLimit},
 		{"FLASHSALE_MAX_INFLIGHT", &c.MaxInFlight},
 		{"FLASHSALE_MAX_INFLIGHT_PER_SALE", &c.MaxInFlightPerSale},
 	} {
@@ -165,6 +184,7 @@ func parseConfig(fset *flag.FlagSet, args []string, getenv func(string) string) 
 		{"FLASHSALE_AUDIT_INTERVAL", &c.AuditInterval},
 		{"FLASHSALE_AUDIT_GRACE", &c.AuditGrace},
 		{"FLASHSALE_BREAKER_OPEN_FOR", &c.BreakerOpenFor},
+		{"FLASHSALE_SELL_LEASE", &c.SellLease},
 	} {
 		if v := getenv(d.name); v != "" {
 			v, err := time.ParseDuration(v)
@@ -275,6 +295,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("FLASHSALE_MAX_INFLIGHT and FLASHSALE_MAX_INFLIGHT_PER_SALE must be positive, the second at most the first")
 	case c.BreakerFailures < 0 || c.BreakerOpenFor <= 0:
 		return fmt.Errorf("FLASHSALE_BREAKER_FAILURES must not be negative and FLASHSALE_BREAKER_OPEN_FOR must be positive")
+	case c.BreakerMode != BreakerReject && c.BreakerMode != BreakerDB:
+		return fmt.Errorf("FLASHSALE_BREAKER_MODE must be %q or %q", BreakerReject, BreakerDB)
+	case c.BreakerMode == BreakerDB && (c.BreakerFailures == 0 || c.AMQPURL == "" || strings.HasPrefix(c.DatabaseURL, "sqlite://")):
+		return fmt.Errorf("FLASHSALE_BREAKER_MODE=db needs the breaker (FLASHSALE_BREAKER_FAILURES > 0), the queue (FLASHSALE_AMQP_URL) and MySQL or PostgreSQL")
+	case c.DirectLimit < 1 || c.SellLease < 2*time.Second:
+		return fmt.Errorf("FLASHSALE_BREAKER_DB_CONCURRENCY must be positive and FLASHSALE_SELL_LEASE at least 2s")
 	case c.ReapInterval <= 0:
 		return fmt.Errorf("FLASHSALE_REAP_INTERVAL must be positive")
 	case c.RequestTimeout <= 0 || c.RedisTimeout <= 0 || c.StartTimeout <= 0 || c.AuditGrace <= 0:
@@ -307,6 +333,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("audit_grace", c.AuditGrace),
 		slog.Int("breaker_failures", c.BreakerFailures),
 		slog.Duration("breaker_open_for", c.BreakerOpenFor),
+		slog.String("breaker_mode", c.BreakerMode),
 		slog.Int("max_inflight", c.MaxInFlight),
 		slog.Int("max_inflight_per_sale", c.MaxInFlightPerSale),
 		slog.Group("limits", slog.Any("purchase_user", c.Limits.PerUser), slog.Any("purchase_ip", c.Limits.PerIP),

@@ -159,8 +159,12 @@ func (m *Main) open(ctx context.Context) error {
 		return err
 	}
 
-	if m.store, err = openStore(ctx, cfg, m.log); err != nil {
+	var board flashsale.ModeBoard
+	if m.store, board, err = openStoreBoard(ctx, cfg, m.log); err != nil {
 		return err
+	}
+	if cfg.BreakerMode != BreakerDB {
+		board = nil
 	}
 	m.closers = append(m.closers, m.store.Close)
 	if err := m.openStock(ctx); err != nil {
@@ -172,6 +176,7 @@ func (m *Main) open(ctx context.Context) error {
 		Secret: []byte(jwtSecret), TokenKeys: cfg.TokenKeys, ReapInterval: cfg.ReapInterval, Logger: m.log,
 		Fence: m.fence, Drainer: m.drainer, Republish: m.republish, AuditInterval: cfg.AuditInterval,
 		AuditGrace: cfg.AuditGrace, Breaker: m.breaker,
+		Board: board, SellLease: cfg.SellLease, DirectLimit: cfg.DirectLimit,
 		MaxInFlight: cfg.MaxInFlight, MaxInFlightPerSale: cfg.MaxInFlightPerSale,
 		Limiter: m.limiter, Limits: cfg.Limits,
 		Queued: cfg.AMQPURL != "",

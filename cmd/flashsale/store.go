@@ -23,37 +23,49 @@ type migrator interface {
 // openStore opens the database FLASHSALE_DATABASE_URL names and applies its
 // migrations (idempotent, and safe when several instances start at once).
 func openStore(ctx context.Context, cfg Config, logger *slog.Logger) (flashsale.Store, error) {
+	s, _, err := openStoreBoard(ctx, cfg, logger)
+	return s, err
+}
+
+// openStoreBoard is openStore, with the sell-mode board of the SQL servers
+// (nil for SQLite, which has no other instances to agree with).
+func openStoreBoard(ctx context.Context, cfg Config, logger *slog.Logger) (flashsale.Store, flashsale.ModeBoard, error) {
 	var (
-		s   migrator
-		err error
+		s     migrator
+		board flashsale.ModeBoard
+		err   error
 	)
 	switch {
 	case strings.HasPrefix(cfg.DatabaseURL, "sqlite://"):
 		path := strings.TrimPrefix(cfg.DatabaseURL, "sqlite://")
 		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-			return nil, fmt.Errorf("create data dir: %w", err)
+			return nil, nil, fmt.Errorf("create data dir: %w", err)
 		}
 		// Create the file owner-only before SQLite does; its -wal and -shm
 		// files take the database file's mode.
 		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 		if err != nil {
-			return nil, fmt.Errorf("create database: %w", err)
+			return nil, nil, fmt.Errorf("create database: %w", err)
 		}
 		f.Close()
 		s, err = sqlite.Open(ctx, path, logger)
 	case strings.HasPrefix(cfg.DatabaseURL, "mysql://"):
-		s, err = mysql.Open(ctx, cfg.DatabaseURL, logger)
+		var my *mysql.Store
+		my, err = mysql.Open(ctx, cfg.DatabaseURL, logger)
+		s, board = my, my
 	case strings.HasPrefix(cfg.DatabaseURL, "postgres://"), strings.HasPrefix(cfg.DatabaseURL, "postgresql://"):
-		s, err = postgres.Open(ctx, cfg.DatabaseURL, logger)
+		var pg *postgres.Store
+		pg, err = postgres.Open(ctx, cfg.DatabaseURL, logger)
+		s, board = pg, pg
 	default:
-		return nil, fmt.Errorf("unsupported database url %s", maskURL(cfg.DatabaseURL))
+		return nil, nil, fmt.Errorf("unsupported database url %s", maskURL(cfg.DatabaseURL))
 	}
 	if err != nil {
-		return nil, fmt.Errorf("open database: %w", err)
+		return nil, nil, fmt.Errorf("open database: %w", err)
 	}
 	if err := s.Migrate(ctx); err != nil {
 		s.Close()
-		return nil, fmt.Errorf("migrate: %w", err)
+		return nil, nil, fmt.Errorf("migrate: %w", err)
 	}
-	return s, nil
+	return s, board, nil
 }

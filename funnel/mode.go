@@ -1,0 +1,447 @@
+package funnel
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/flashsale/flashsale"
+	"github.com/oklog/ulid/v2"
+)
+
+// The breaker's db mode: while the stock engine is out, sell straight from
+// the database's conditional update, with the instances agreeing on it
+// through a flashsale.ModeBoard (sellmode.go says why and how). This file
+// is one instance's part: its beat and the steps it takes in each phase,
+// and the purchases it makes from the database.
+
+// Defaults of the db mode.
+const (
+	// SellLeaseDefault is how long an instance's report on the board
+	// stands. An instance cut off from the database stops selling from
+	// the engine when its lease runs out: a database blip shorter than
+	// this changes nothing, a longer one stops its sales.
+	SellLeaseDefault = 10 * time.Second
+	// DirectLimitDefault bounds the purchases one instance sends to the
+	// database at once in db mode; beyond, ErrOverloaded. The database
+	// is the one part left: it must not be the next to fall.
+	DirectLimitDefault = 16
+	modeTick           = 250 * time.Millisecond
+	// leaseMargin is how much sooner than the database an instance takes
+	// its own lease as run out: the beat's round trip and clock drift.
+	leaseMargin = time.Second
+	// directSoldOutFor is how long a stay the database refused as sold
+	// out is answered sold out without asking it again: in db mode a
+	// refused order is a row, and a sold-out storm must not write one per
+	// attempt. Units that come back (an expiry) sell a moment later.
+	directSoldOutFor = time.Second
+)
+
+// errSwitching answers a purchase while its instance moves between the
+// engine and the database.
+var errSwitching = retryIn{fmt.Errorf("%w: switching between the stock engine and the database", flashsale.ErrUnavailable), time.Second}
+
+// retryIn is an error that knows when to retry (flashsale.RetryAfter).
+type retryIn struct {
+	error
+	wait time.Duration
+}
+
+func (e retryIn) Unwrap() error             { return e.error }
+func (e retryIn) RetryAfter() time.Duration { return e.wait }
+
+// seller is this instance's side of the db mode.
+type seller struct {
+	board flashsale.ModeBoard
+	lease time.Duration
+	base  time.Time // fresh is measured from it, on the monotonic clock
+
+	selling atomic.Value // flashsale.Selling
+	mode    atomic.Value // flashsale.SellMode: the deployment's, as last read
+	fresh   atomic.Int64 // time.Since(base) until which the lease surely stands
+
+	// acted is the mode this instance has done its part for, and paused
+	// whether it paused its consumer for it; only the mode loop touches
+	// them.
+	acted  flashsale.SellMode
+	paused bool
+
+	slots chan struct{} // DirectLimit
+	// gate is held for reading by every purchase from the database; the
+	// step out of db mode takes it for writing to wait for them.
+	gate sync.RWMutex
+
+	soldMu  sync.Mutex
+	soldOut map[stay]time.Time
+}
+
+type stay struct {
+	sale          string
+	first, nights int
+}
+
+func newSeller(cfg Config) *seller {
+	if cfg.Board == nil {
+		return nil
+	}
+	sl := &seller{
+		board:   cfg.Board,
+		lease:   cfg.SellLease,
+		base:    time.Now(),
+		slots:   make(chan struct{}, max(cfg.DirectLimit, 1)),
+		soldOut: map[stay]time.Time{},
+	}
+	if sl.lease <= 0 {
+		sl.lease = SellLeaseDefault
+	}
+	if cfg.DirectLimit <= 0 {
+		sl.slots = make(chan struct{}, DirectLimitDefault)
+	}
+	sl.selling.Store(flashsale.SellingNone)
+	sl.mode.Store(flashsale.SellMode{})
+	return sl
+}
+
+// sells is what this instance sells from now: SellingNone too once its
+// lease may have run out, whatever it last decided.
+func (s *Service) sells() flashsale.Selling {
+	if s.sell == nil {
+		return flashsale.SellingEngine
+	}
+	sel := s.sell.selling.Load().(flashsale.Selling)
+	if sel == flashsale.SellingEngine && int64(time.Since(s.sell.base)) > s.sell.fresh.Load() {
+		return flashsale.SellingNone
+	}
+	return sel
+}
+
+// sellingEngine is nil when a purchase may take units from the engine. The
+// caller holds gate for reading, so the step that stops it (which takes
+// gate for writing) waits for the purchase.
+func (s *Service) sellingEngine() error {
+	if s.sells() != flashsale.SellingEngine {
+		return errSwitching
+	}
+	return nil
+}
+
+// engineMode reports whether the deployment sells from the engine (always,
+// without a board): the scheduled audit and the heal loop's rebuilds wait
+// while it does not.
+func (s *Service) engineMode() bool {
+	return s.sell == nil || s.sell.mode.Load().(flashsale.SellMode).Phase == flashsale.PhaseEngine
+}
+
+// modeLoop beats on the board and takes this instance's steps.
+func (s *Service) modeLoop(ctx context.Context) {
+	defer s.done.Done()
+	every(ctx, modeTick, nil, s.modeStep)
+}
+
+func (s *Service) modeStep(ctx context.Context) {
+	sl := s.sell
+	start := time.Since(sl.base)
+	sel := sl.selling.Load().(flashsale.Selling)
+	m, err := sl.board.Beat(ctx, flashsale.SellPart{Instance: s.instance, Mode: sl.acted, Selling: sel}, sl.lease)
+	if err != nil {
+		if sel == flashsale.SellingEngine && s.sells() != flashsale.SellingEngine {
+			s.log.Warn("sell mode: lease ran out (the database is unreachable): not selling from the stock engine until it answers", "err", err)
+			sl.selling.Store(flashsale.SellingNone)
+		}
+		return
+	}
+	sl.fresh.Store(int64(start + sl.lease - leaseMargin))
+	if prev := sl.mode.Swap(m).(flashsale.SellMode); prev != m {
+		s.log.Warn("sell mode", "phase", m.Phase, "epoch", m.Epoch, "was", prev.Phase)
+	}
+	switch m.Phase {
+	case flashsale.PhaseEngine:
+		s.modeEngine(ctx, m, sel)
+	case flashsale.PhaseStopping:
+		s.modeStopping(ctx, m, sel)
+	case flashsale.PhaseDB:
+		s.modeDB(ctx, m, sel)
+	case flashsale.PhaseReturning:
+		s.modeReturning(ctx, m, sel)
+	}
+}
+
+func (s *Service) modeEngine(ctx context.Context, m flashsale.SellMode, sel flashsale.Selling) {
+	sl := s.sell
+	if sl.paused {
+		s.drainer.Resume()
+		sl.paused = false
+	}
+	sl.acted = m
+	if sel != flashsale.SellingEngine {
+		sl.selling.Store(flashsale.SellingEngine)
+		s.log.Warn("sell mode: selling from the stock engine", "epoch", m.Epoch)
+	}
+	if s.breaker != nil && s.breaker.Status().State == flashsale.BreakerOpen {
+		next := flashsale.SellMode{Phase: flashsale.PhaseStopping, Epoch: m.Epoch + 1}
+		if ok, err := sl.board.Move(ctx, m, next); err == nil && ok {
+			s.log.Warn("sell mode: the stock engine's breaker is open; moving every instance to the database", "epoch", next.Epoch)
+		}
+	}
+}
+
+func (s *Service) modeStopping(ctx context.Context, m flashsale.SellMode, sel flashsale.Selling) {
+	sl := s.sell
+	if sl.acted != m {
+		s.stopEngine(sel)
+		pctx, cancel := context.WithTimeout(ctx, healWait)
+		err := s.drainer.Pause(pctx)
+		cancel()
+		if err != nil {
+			s.log.Error("sell mode: pause the order consumer", "epoch", m.Epoch, "err", err)
+			return
+		}
+		sl.paused, sl.acted = true, m
+		return // the next beat says so
+	}
+	if ok, err := s.allStopped(ctx, m); err != nil || !ok {
+		return
+	}
+	// Every order a 202 was given for is in the queue or the database:
+	// drain the queue, and the database knows them all.
+	if err := s.drainer.Drain(ctx); err != nil {
+		s.log.Error("sell mode: drain the order queue", "epoch", m.Epoch, "err", err)
+		return
+	}
+	next := flashsale.SellMode{Phase: flashsale.PhaseDB, Epoch: m.Epoch}
+	if ok, err := sl.board.Move(ctx, m, next); err == nil && ok {
+		s.log.Warn("sell mode: queue drained; every instance sells from the database", "epoch", m.Epoch)
+	}
+}
+
+func (s *Service) modeDB(ctx context.Context, m flashsale.SellMode, sel flashsale.Selling) {
+	sl := s.sell
+	if sl.acted.Epoch != m.Epoch {
+		// This instance missed the stop (its beats failed throughout):
+		// stop now, then sell like the others.
+		s.stopEngine(sel)
+	}
+	if sl.paused {
+		s.drainer.Resume()
+		sl.paused = false
+	}
+	sl.acted = m
+	if sel != flashsale.SellingDB {
+		sl.selling.Store(flashsale.SellingDB)
+		s.log.Warn("sell mode: selling from the database", "epoch", m.Epoch)
+	}
+	if s.breaker == nil || s.breaker.Status().State != flashsale.BreakerClosed {
+		return
+	}
+	next := flashsale.SellMode{Phase: flashsale.PhaseReturning, Epoch: m.Epoch + 1}
+	if ok, err := sl.board.Move(ctx, m, next); err == nil && ok {
+		s.log.Warn("sell mode: the stock engine answers again; returning to it", "epoch", next.Epoch)
+	}
+}
+
+func (s *Service) modeReturning(ctx context.Context, m flashsale.SellMode, sel flashsale.Selling) {
+	sl := s.sell
+	if sl.acted != m {
+		s.stopEngine(sel)
+		sl.selling.Store(flashsale.SellingNone)
+		sl.gate.Lock() // the purchases from the database in flight end
+		sl.gate.Unlock()
+		sl.acted = m
+		return
+	}
+	if ok, err := s.allStopped(ctx, m); err != nil || !ok {
+		return
+	}
+	// Reservations the engine holds but never handed to the queue (a
+	// lost confirm before it went out) are relayed first, or the
+	// rebuild would not count them and sell their rooms again.
+	if ob := s.engine.Outbox(); ob != nil {
+		left, err := ob.Unconfirmed(ctx, s.now(), 1)
+		if err != nil || len(left) > 0 {
+			return
+		}
+	}
+	s.healMu.Lock()
+	err := s.heal(ctx, nil, s.liveSales())
+	s.healMu.Unlock()
+	if err != nil {
+		if !errors.Is(err, errHealBusy) {
+			s.log.Error("sell mode: rebuild the stock engine", "epoch", m.Epoch, "err", err)
+		}
+		return
+	}
+	next := flashsale.SellMode{Phase: flashsale.PhaseEngine, Epoch: m.Epoch}
+	if ok, err := sl.board.Move(ctx, m, next); err == nil && ok {
+		s.log.Warn("sell mode: stock engine rebuilt from the database; every instance sells from it", "epoch", m.Epoch)
+	}
+}
+
+// stopEngine ends this instance's sales from the engine, waiting for the
+// ones in flight (each holds gate from its check to its answer).
+func (s *Service) stopEngine(sel flashsale.Selling) {
+	if sel != flashsale.SellingEngine {
+		return
+	}
+	s.sell.selling.Store(flashsale.SellingNone)
+	s.gate.Lock()
+	s.gate.Unlock()
+	s.log.Warn("sell mode: stopped selling from the stock engine")
+}
+
+// allStopped reports whether every instance has done its part for m, or
+// has been silent for longer than its lease and a publish's grace: it
+// stopped on its own when its lease ran out, and what it was publishing
+// then is confirmed or given up.
+func (s *Service) allStopped(ctx context.Context, m flashsale.SellMode) (bool, error) {
+	parts, now, err := s.sell.board.Parts(ctx)
+	if err != nil {
+		return false, err
+	}
+	for _, p := range parts {
+		if p.Mode == m && p.Selling == flashsale.SellingNone {
+			continue
+		}
+		if p.Expires.Add(s.healGrace).Before(now) {
+			continue
+		}
+		return false, nil
+	}
+	return true, nil
+}
+
+// liveSales are the cached sales that have not ended.
+func (s *Service) liveSales() []string {
+	now := s.now()
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var ids []string
+	for id, sale := range s.sales {
+		if now.Before(sale.EndsAt) {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// purchaseDirect is a purchase in db mode: the database's conditional
+// update decides (stock, the user's limit, the idempotency key) and the
+// guest gets a held order or a refusal at once, with no 202 in between.
+// A purchase token is spent by the order's primary key: its ID is made
+// from the token, so a second use is a duplicate.
+func (s *Service) purchaseDirect(ctx context.Context, u flashsale.User, sale *flashsale.Sale, req flashsale.PurchaseRequest, first int) (*flashsale.Order, error) {
+	admitted, err := s.admitPurchase(ctx, u, sale, req.ClientIP)
+	if err != nil {
+		return nil, err
+	}
+	defer s.admit.leave(admitted)
+	sl := s.sell
+	select {
+	case sl.slots <- struct{}{}:
+		defer func() { <-sl.slots }()
+	default:
+		return nil, flashsale.ErrOverloaded
+	}
+	sl.gate.RLock()
+	defer sl.gate.RUnlock()
+	if s.sells() != flashsale.SellingDB {
+		return nil, errSwitching
+	}
+	if req.IdempotencyKey != "" {
+		o, err := s.store.OrderByKey(ctx, sale.ID, u.ID, req.IdempotencyKey)
+		if !errors.Is(err, flashsale.ErrNotFound) {
+			return o, err
+		}
+	}
+	now := s.now()
+	if err := sale.Open(now); err != nil {
+		return nil, err
+	}
+	if err := s.eligible(ctx, u, sale); err != nil {
+		return nil, err
+	}
+	st := stay{sale.ID, first, req.Nights}
+	if sl.soldOutAt(st, now) {
+		return nil, flashsale.ErrSoldOut
+	}
+	id, price := ulid.Make().String(), sale.Price
+	if sale.PurchaseToken {
+		c, err := s.signer.check(req.Token, u, sale, now)
+		if err != nil {
+			return nil, err
+		}
+		if id, err = tokenOrderID(c); err != nil {
+			return nil, flashsale.ErrTokenInvalid
+		}
+		price = c.Price // the amount charged is the amount signed
+	}
+	r := newReservation(id, sale, u, req, first, price, now)
+	refusals, err := s.store.PlaceOrders(ctx, []flashsale.Reservation{*r})
+	if err != nil {
+		return nil, err
+	}
+	switch err := refusals[0]; {
+	case err == nil:
+		return orderOf(sale, r, flashsale.OrderHeld), nil
+	case errors.Is(err, flashsale.ErrDuplicate):
+		return nil, flashsale.ErrTokenInvalid // the token bought its order already
+	case errors.Is(err, flashsale.ErrKeyConflict):
+		return s.store.OrderByKey(ctx, sale.ID, u.ID, req.IdempotencyKey) // a retry racing this one
+	case errors.Is(err, flashsale.ErrSoldOut):
+		sl.markSoldOut(st, now)
+		return nil, err
+	default:
+		return nil, err
+	}
+}
+
+// tokenOrderID is the order ID a purchase token buys in db mode: a ULID
+// made of the token's expiry and nonce, the same for every use of it.
+func tokenOrderID(c tokenClaims) (string, error) {
+	nonce, err := base64.RawURLEncoding.DecodeString(c.Nonce)
+	if err != nil || len(nonce) < 10 {
+		return "", flashsale.ErrTokenInvalid
+	}
+	var id ulid.ULID
+	if err := id.SetTime(ulid.Timestamp(c.Expires)); err != nil {
+		return "", err
+	}
+	copy(id[6:], nonce)
+	return id.String(), nil
+}
+
+func (sl *seller) soldOutAt(st stay, now time.Time) bool {
+	sl.soldMu.Lock()
+	defer sl.soldMu.Unlock()
+	at, ok := sl.soldOut[st]
+	return ok && now.Sub(at) < directSoldOutFor
+}
+
+func (sl *seller) markSoldOut(st stay, now time.Time) {
+	sl.soldMu.Lock()
+	defer sl.soldMu.Unlock()
+	for k, at := range sl.soldOut {
+		if now.Sub(at) >= directSoldOutFor {
+			delete(sl.soldOut, k)
+		}
+	}
+	sl.soldOut[st] = now
+}
+
+// retakeDirect is a payment's retake in db mode: the database's guarded
+// transition alone.
+func (s *Service) retakeDirect(ctx context.Context, o *flashsale.Order, paymentRef string) (*flashsale.Order, error) {
+	s.sell.gate.RLock()
+	defer s.sell.gate.RUnlock()
+	if s.sells() != flashsale.SellingDB {
+		return nil, errSwitching
+	}
+	paid, err := s.store.Transition(ctx, o.ID, o.Status, flashsale.OrderPaid, paymentRef, s.now())
+	if errors.Is(err, flashsale.ErrSoldOut) || errors.Is(err, flashsale.ErrLimitExceeded) {
+		return nil, flashsale.ErrHoldExpired
+	}
+	return paid, err
+}
