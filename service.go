@@ -51,6 +51,10 @@ type Puzzle struct {
 	Algorithm  string
 }
 
+// MaxSolution bounds a puzzle's solution: 64 characters of [A-Za-z0-9_-]
+// (a decimal counter is the usual one).
+const MaxSolution = 64
+
 // Service is the use-case layer the HTTP API drives. Implemented by package funnel.
 type Service interface {
 	CreateSale(ctx context.Context, s *Sale) (*Sale, error)

@@ -23,10 +23,6 @@ import (
 // ChallengeAlgorithm is the hash a solution is checked with.
 const ChallengeAlgorithm = "sha256"
 
-// MaxSolution bounds a solution: 64 characters of [A-Za-z0-9_-] (a decimal
-// counter is the usual one).
-const MaxSolution = 64
-
 var (
 	errNoChallenge = flashsale.Errorf(flashsale.EConflict,
 		"this sale asks for no challenge: ask for a purchase token directly")
@@ -87,14 +83,14 @@ func (s *signer) solved(challenge, solution string, u flashsale.User, sale *flas
 	return o.nonce, o.expires, nil
 }
 
-// Solves reports whether solution, 1 to MaxSolution characters of
+// Solves reports whether solution, 1 to flashsale.MaxSolution characters of
 // [A-Za-z0-9_-], makes SHA-256(challenge || solution) start with
 // difficulty zero bits.
 func Solves(challenge, solution string, difficulty int) bool {
-	if len(challenge) > maxSealed || len(solution) > MaxSolution || !b64Text(solution) {
+	if len(challenge) > maxSealed || len(solution) > flashsale.MaxSolution || !b64Text(solution) {
 		return false
 	}
-	var buf [maxSealed + MaxSolution]byte
+	var buf [maxSealed + flashsale.MaxSolution]byte
 	sum := sha256.Sum256(append(append(buf[:0], challenge...), solution...))
 	return zeroBits(&sum) >= difficulty
 }

@@ -189,3 +189,133 @@ func BenchmarkToken(b *testing.B) {
 		}
 	})
 }
+
+func TestZeroBits(t *testing.T) {
+	for _, tc := range []struct {
+		sum  [32]byte
+		want int
+	}{
+		{[32]byte{0x80}, 0},
+		{[32]byte{0x01}, 7},
+		{[32]byte{0x00, 0x40}, 9},
+		{[32]byte{0, 0, 0, 0x0f}, 28},
+		{[32]byte{31: 1}, 255},
+		{[32]byte{}, 256},
+	} {
+		if got := zeroBits(&tc.sum); got != tc.want {
+			t.Errorf("zeroBits(%x) = %d, want %d", tc.sum[:4], got, tc.want)
+		}
+	}
+}
+
+// TestSolve: the reference solver's answers solve, at every difficulty a
+// test can afford, and one bit more is (almost always) not solved.
+func TestSolve(t *testing.T) {
+	s := newSigner(nil, []byte("secret"))
+	harder := 0
+	for d := range 17 {
+		c := s.seal(kindChallenge, new([nonceLen]byte), signNow, int64(d), signSale.ID, signUser.ID)
+		sol := Solve(c, d)
+		if !Solves(c, sol, d) {
+			t.Fatalf("difficulty %d: %q does not solve", d, sol)
+		}
+		if Solves(c, sol, d+1) {
+			harder++
+		}
+	}
+	if harder > 12 {
+		t.Fatalf("%d of 17 solutions also solve one bit more: the check is not counting bits", harder)
+	}
+	for _, bad := range []string{"", "a b", "é", "a\n", strings.Repeat("1", flashsale.MaxSolution+1)} {
+		if Solves("c", bad, 0) {
+			t.Errorf("Solves accepted the solution %q", bad)
+		}
+	}
+}
+
+// TestSolvedDifficulty: a puzzle easier than the sale's is refused, even
+// solved and signed (a sale's difficulty cannot change, but the check
+// does not rely on it).
+func TestSolvedDifficulty(t *testing.T) {
+	s := newSigner(nil, []byte("secret"))
+	sale := &flashsale.Sale{ID: signSale.ID, Challenge: flashsale.Challenge{Difficulty: 6}}
+	for d, ok := range map[int]bool{5: false, 6: true, 7: true} {
+		c := s.seal(kindChallenge, new([nonceLen]byte), signNow.Add(time.Minute), int64(d), sale.ID, signUser.ID)
+		_, _, err := s.solved(c, Solve(c, d), signUser, sale, signNow)
+		if (err == nil) != ok {
+			t.Errorf("difficulty %d for a sale of 6: err = %v", d, err)
+		}
+	}
+	// A purchase token is sealed alike; at a price of 6 its value would
+	// pass for the difficulty, but its kind does not.
+	tok := s.seal(kindToken, new([nonceLen]byte), signNow.Add(time.Minute), 6, sale.ID, signUser.ID)
+	if _, _, err := s.solved(tok, Solve(tok, 6), signUser, sale, signNow); err == nil {
+		t.Error("a purchase token passed for a challenge")
+	}
+}
+
+// FuzzChallenge: no challenge and solution panic the check, and what it
+// accepts is a challenge this signer sealed for this user and sale at
+// least as hard as the sale's, not expired, and solved.
+func FuzzChallenge(f *testing.F) {
+	s := newSigner(nil, []byte("secret"))
+	sale := &flashsale.Sale{ID: signSale.ID, Challenge: flashsale.Challenge{Difficulty: 4}}
+	c := s.seal(kindChallenge, new([nonceLen]byte), signNow.Add(time.Minute), 4, sale.ID, signUser.ID)
+	f.Add(c, Solve(c, 4))
+	f.Add(c, "0")
+	f.Add(c, "")
+	f.Add(mustToken(s, signSale.Price), "0")
+	f.Add("", "")
+	f.Add(c+"\n", Solve(c, 4))
+	f.Fuzz(func(t *testing.T, challenge, solution string) {
+		nonce, exp, err := s.solved(challenge, solution, signUser, sale, signNow)
+		if err != nil {
+			if flashsale.ErrorCode(err) != flashsale.EChallengeFailed {
+				t.Fatalf("err %v is not challenge_failed", err)
+			}
+			return
+		}
+		sc := scratches.Get().(*scratch)
+		defer scratches.Put(sc)
+		o, ok := s.open(challenge, sc)
+		if !ok || o.kind != kindChallenge || string(o.sale) != sale.ID || string(o.user) != signUser.ID ||
+			o.value < 4 || !signNow.Before(exp) || o.nonce != nonce || !Solves(challenge, solution, 4) {
+			t.Fatalf("accepted %q %q", challenge, solution)
+		}
+	})
+}
+
+// BenchmarkSolve measures the reference solver in hashes a second (the
+// calibration in docs/design.md, "Proof of work").
+func BenchmarkSolve(b *testing.B) {
+	s := newSigner(nil, []byte("secret"))
+	var hashes int
+	for b.Loop() {
+		var nonce [nonceLen]byte
+		randomNonce(&nonce)
+		c := s.seal(kindChallenge, &nonce, signNow, 16, signSale.ID, signUser.ID)
+		sol := Solve(c, 16)
+		var n int
+		for i := range len(sol) {
+			n = n*10 + int(sol[i]-'0')
+		}
+		hashes += n + 1
+	}
+	b.ReportMetric(float64(hashes)/b.Elapsed().Seconds(), "hashes/s")
+	b.ReportMetric(float64(hashes)/float64(b.N), "hashes/op")
+}
+
+// BenchmarkCheckSolution is the server's cost of a token request with a
+// solved challenge, beyond the token's own.
+func BenchmarkCheckSolution(b *testing.B) {
+	s := newSigner(nil, []byte("secret"))
+	sale := &flashsale.Sale{ID: signSale.ID, Challenge: flashsale.Challenge{Difficulty: 16}}
+	c := s.seal(kindChallenge, new([nonceLen]byte), signNow.Add(time.Minute), 16, sale.ID, signUser.ID)
+	sol := Solve(c, 16)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := s.solved(c, sol, signUser, sale, signNow); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -13,8 +13,8 @@ import (
 const (
 	// MaxChallenge bounds a challenge string (a sealed value, as a token).
 	MaxChallenge = MaxPurchaseToken
-	// MaxSolution matches funnel.MaxSolution.
-	MaxSolution = 64
+	// MaxSolution is the service's bound.
+	MaxSolution = flashsale.MaxSolution
 )
 
 // tokenWire is the wire form of a token request: empty for a sale without
