@@ -34,11 +34,13 @@ const (
 	// leaseMargin is how much sooner than the database an instance takes
 	// its own lease as run out: the beat's round trip and clock drift.
 	leaseMargin = time.Second
-	// directSoldOutFor is how long a stay the database refused as sold
-	// out is answered sold out without asking it again: in db mode a
-	// refused order is a row, and a sold-out storm must not write one per
-	// attempt. Units that come back (an expiry) sell a moment later.
-	directSoldOutFor = time.Second
+	// directRefusedFor is how long a stay the database refused as sold
+	// out (or a user it refused as over the limit) is answered so without
+	// asking it again: in db mode a refused order is a failed row, and a
+	// sold-out storm or a script hammering past its limit must not write
+	// one per attempt. Units that come back (an expiry) sell a moment
+	// later.
+	directRefusedFor = time.Second
 )
 
 // errSwitching answers a purchase while its instance moves between the
@@ -75,13 +77,16 @@ type seller struct {
 	// step out of db mode takes it for writing to wait for them.
 	gate sync.RWMutex
 
-	soldMu  sync.Mutex
-	soldOut map[stay]time.Time
+	refusedMu sync.Mutex
+	refused   map[refusal]time.Time
 }
 
-type stay struct {
-	sale          string
+// refusal is what the database refused lately: a stay sold out (no user),
+// or a user over the sale's limit (no stay).
+type refusal struct {
+	sale, user    string
 	first, nights int
+	err           error
 }
 
 func newSeller(cfg Config) *seller {
@@ -93,7 +98,7 @@ func newSeller(cfg Config) *seller {
 		lease:   cfg.SellLease,
 		base:    time.Now(),
 		slots:   make(chan struct{}, max(cfg.DirectLimit, 1)),
-		soldOut: map[stay]time.Time{},
+		refused: map[refusal]time.Time{},
 	}
 	if sl.lease <= 0 {
 		sl.lease = SellLeaseDefault
@@ -265,10 +270,7 @@ func (s *Service) modeReturning(ctx context.Context, m flashsale.SellMode, sel f
 			return
 		}
 	}
-	s.healMu.Lock()
-	err := s.heal(ctx, nil, s.liveSales())
-	s.healMu.Unlock()
-	if err != nil {
+	if err := s.reload(ctx); err != nil {
 		if !errors.Is(err, errHealBusy) {
 			s.log.Error("sell mode: rebuild the stock engine", "epoch", m.Epoch, "err", err)
 		}
@@ -278,6 +280,22 @@ func (s *Service) modeReturning(ctx context.Context, m flashsale.SellMode, sel f
 	if ok, err := sl.board.Move(ctx, m, next); err == nil && ok {
 		s.log.Warn("sell mode: stock engine rebuilt from the database; every instance sells from it", "epoch", m.Epoch)
 	}
+}
+
+// reload rebuilds every live sale in the engine from the database: the
+// fenced rebuild across instances, or the in-process one's gate.
+func (s *Service) reload(ctx context.Context) error {
+	if s.fence != nil {
+		s.healMu.Lock()
+		defer s.healMu.Unlock()
+		return s.heal(ctx, nil, s.liveSales())
+	}
+	for _, id := range s.liveSales() {
+		if err := s.rebuild(ctx, id); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // stopEngine ends this instance's sales from the engine, waiting for the
@@ -363,9 +381,12 @@ func (s *Service) purchaseDirect(ctx context.Context, u flashsale.User, sale *fl
 	if err := s.eligible(ctx, u, sale); err != nil {
 		return nil, err
 	}
-	st := stay{sale.ID, first, req.Nights}
-	if sl.soldOutAt(st, now) {
-		return nil, flashsale.ErrSoldOut
+	soldOut := refusal{sale: sale.ID, first: first, nights: req.Nights, err: flashsale.ErrSoldOut}
+	overLimit := refusal{sale: sale.ID, user: u.ID, err: flashsale.ErrLimitExceeded}
+	for _, r := range []refusal{soldOut, overLimit} {
+		if sl.refusedLately(r, now) {
+			return nil, r.err
+		}
 	}
 	id, price := ulid.Make().String(), sale.Price
 	if sale.PurchaseToken {
@@ -391,7 +412,10 @@ func (s *Service) purchaseDirect(ctx context.Context, u flashsale.User, sale *fl
 	case errors.Is(err, flashsale.ErrKeyConflict):
 		return s.store.OrderByKey(ctx, sale.ID, u.ID, req.IdempotencyKey) // a retry racing this one
 	case errors.Is(err, flashsale.ErrSoldOut):
-		sl.markSoldOut(st, now)
+		sl.refuse(soldOut, now)
+		return nil, err
+	case errors.Is(err, flashsale.ErrLimitExceeded):
+		sl.refuse(overLimit, now)
 		return nil, err
 	default:
 		return nil, err
@@ -413,22 +437,22 @@ func tokenOrderID(c tokenClaims) (string, error) {
 	return id.String(), nil
 }
 
-func (sl *seller) soldOutAt(st stay, now time.Time) bool {
-	sl.soldMu.Lock()
-	defer sl.soldMu.Unlock()
-	at, ok := sl.soldOut[st]
-	return ok && now.Sub(at) < directSoldOutFor
+func (sl *seller) refusedLately(r refusal, now time.Time) bool {
+	sl.refusedMu.Lock()
+	defer sl.refusedMu.Unlock()
+	at, ok := sl.refused[r]
+	return ok && now.Sub(at) < directRefusedFor
 }
 
-func (sl *seller) markSoldOut(st stay, now time.Time) {
-	sl.soldMu.Lock()
-	defer sl.soldMu.Unlock()
-	for k, at := range sl.soldOut {
-		if now.Sub(at) >= directSoldOutFor {
-			delete(sl.soldOut, k)
+func (sl *seller) refuse(r refusal, now time.Time) {
+	sl.refusedMu.Lock()
+	defer sl.refusedMu.Unlock()
+	for k, at := range sl.refused {
+		if now.Sub(at) >= directRefusedFor {
+			delete(sl.refused, k)
 		}
 	}
-	sl.soldOut[st] = now
+	sl.refused[r] = now
 }
 
 // retakeDirect is a payment's retake in db mode: the database's guarded
