@@ -78,10 +78,18 @@ var (
 	ErrHoldExpired    = &Error{EHoldExpired, "the hold expired and the rooms were sold to someone else"}
 	ErrAlreadyStarted = &Error{EAlreadyStarted, "the sale has already started; stock cannot be reset"}
 	ErrTokenInvalid   = &Error{ETokenInvalid, "purchase token is invalid, expired or already used"}
-	ErrNotEligible    = &Error{ENotEligible, "your membership tier is not eligible for this sale"}
-	ErrUnavailable    = &Error{EUnavailable, "temporarily unavailable, retry shortly"}
-	ErrInvalid        = &Error{EInvalid, "invalid request"}
-	ErrRateLimited    = &Error{ERateLimited, "too many requests; retry after the time in Retry-After"}
+	// The eligibility rules, one error each so the guest learns which
+	// rule failed without an allocation per refusal.
+	ErrNotEligible        = &Error{ENotEligible, "min_tier: your membership tier is below this sale's minimum"}
+	ErrNotEligibleStays   = &Error{ENotEligible, "min_stays_30d: this sale needs more nights stayed in the last 30 days"}
+	ErrNotEligibleChannel = &Error{ENotEligible, "channels: this sale is reserved for guests of its partner channels"}
+	// ErrFactsUnavailable means the user service did not answer and holds
+	// nothing cached for the user, so the rules cannot be checked: a 503,
+	// never a guess either way.
+	ErrFactsUnavailable = &Error{EUnavailable, "the user service is unavailable, so eligibility cannot be checked; retry shortly"}
+	ErrUnavailable      = &Error{EUnavailable, "temporarily unavailable, retry shortly"}
+	ErrInvalid          = &Error{EInvalid, "invalid request"}
+	ErrRateLimited      = &Error{ERateLimited, "too many requests; retry after the time in Retry-After"}
 
 	// ErrDuplicate means the order (or the idempotency key) already exists.
 	// Callers treat it as success: the earlier order stands.

@@ -3,8 +3,10 @@ package flashsale
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -27,11 +29,54 @@ func (r Rate) String() string {
 	if r.Off() {
 		return "off"
 	}
-	unit := map[time.Duration]string{time.Second: "s", time.Minute: "m", time.Hour: "h"}[r.Per]
-	if unit == "" {
+	unit, ok := rateUnitOf(r.Per)
+	if !ok {
 		unit = r.Per.String()
 	}
 	return strconv.Itoa(r.N) + "/" + unit + "," + strconv.Itoa(r.Burst)
+}
+
+// MarshalText writes r as String does, so a sale's limits read back as
+// they were configured.
+func (r Rate) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
+
+// rateUnits are the periods a Rate is written in.
+var rateUnits = map[string]time.Duration{"s": time.Second, "m": time.Minute, "h": time.Hour}
+
+func rateUnitOf(per time.Duration) (string, bool) {
+	for u, d := range rateUnits {
+		if d == per {
+			return u, true
+		}
+	}
+	return "", false
+}
+
+// MaxRate bounds a Rate's count and burst: more is a typo, not a limit.
+const MaxRate = 1_000_000
+
+// ParseRate reads a Rate as the configuration and a sale's limits write
+// it: "N/s", "N/m" or "N/h", optionally ",BURST" (default N), or "off".
+// It is the one parser of that form, so an environment variable and a
+// sale's JSON cannot disagree on what "20/s,40" means.
+func ParseRate(v string) (Rate, error) {
+	if v == "off" {
+		return Rate{}, nil
+	}
+	spec, burst, hasBurst := strings.Cut(v, ",")
+	n, unit, ok := strings.Cut(spec, "/")
+	per := rateUnits[unit]
+	count, err := strconv.Atoi(n)
+	if !ok || per == 0 || err != nil || count <= 0 || count > MaxRate {
+		return Rate{}, fmt.Errorf("%q: want N/s, N/m or N/h with N from 1 to %d, optionally ,BURST, or off", v, MaxRate)
+	}
+	r := Rate{N: count, Per: per, Burst: count}
+	if hasBurst {
+		if r.Burst, err = strconv.Atoi(burst); err != nil || r.Burst <= 0 || r.Burst > MaxRate {
+			return Rate{}, fmt.Errorf("%q: the burst must be an integer from 1 to %d", v, MaxRate)
+		}
+	}
+	return r, nil
 }
 
 // Every is the time between two refills.

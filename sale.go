@@ -2,6 +2,7 @@ package flashsale
 
 import (
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -35,6 +36,8 @@ type Sale struct {
 	HoldSeconds   int         `json:"hold_seconds"`
 	PurchaseToken bool        `json:"purchase_token"`
 	Eligibility   Eligibility `json:"eligibility"`
+	// Limits override the instance's purchase limits for this sale.
+	Limits SaleLimits `json:"limits,omitzero"`
 	// Challenge, when its difficulty is set, makes the token endpoint ask
 	// for a proof of work first (it needs PurchaseToken).
 	Challenge Challenge `json:"challenge,omitzero"`
@@ -67,9 +70,115 @@ type Challenge struct {
 // MaxDifficulty bounds a challenge: each bit doubles a guest's work.
 const MaxDifficulty = 32
 
-// Eligibility restricts who may buy.
+// Eligibility restricts who may buy. A sale with no rule asks nothing of
+// the user, so it costs no user-service call.
 type Eligibility struct {
 	MinTier Tier `json:"min_tier,omitempty"`
+	// MinStays30d is the nights the guest must have stayed in the last 30
+	// days (the source's "checked in at least 2 nights in 30 days").
+	MinStays30d int `json:"min_stays_30d,omitzero"`
+	// Channels, when set, reserves the sale for guests who came through
+	// one of these partners: a pool only an OTA's guests may buy.
+	Channels []string `json:"channels,omitempty"`
+}
+
+// Limits bound the rules of one sale.
+const (
+	MaxStays30d   = 30
+	MaxChannels   = 16
+	MaxChannelLen = 64
+)
+
+// Needs returns the facts e's rules ask about.
+func (e *Eligibility) Needs() Fact {
+	var f Fact
+	if e.MinTier != "" {
+		f |= FactTier
+	}
+	if e.MinStays30d > 0 {
+		f |= FactStays30d
+	}
+	if len(e.Channels) > 0 {
+		f |= FactChannel
+	}
+	return f
+}
+
+// Check returns nil when u meets every rule, else the error of the first
+// rule u fails (min_tier, then min_stays_30d, then channels), so the
+// guest is told which one.
+func (e *Eligibility) Check(u User) error {
+	if e.MinTier != "" && u.Tier.Rank() < e.MinTier.Rank() {
+		return ErrNotEligible
+	}
+	if e.MinStays30d > 0 && u.Stays30d < e.MinStays30d {
+		return ErrNotEligibleStays
+	}
+	if len(e.Channels) > 0 && (u.Channel == "" || !slices.Contains(e.Channels, u.Channel)) {
+		return ErrNotEligibleChannel
+	}
+	return nil
+}
+
+// validChannel reports whether c is a usable channel name: 1 to
+// MaxChannelLen of [a-z0-9._-], so it is safe in a comma-joined column.
+func validChannel(c string) bool {
+	if c == "" || len(c) > MaxChannelLen {
+		return false
+	}
+	for i := 0; i < len(c); i++ {
+		b := c[i]
+		if !('a' <= b && b <= 'z' || '0' <= b && b <= '9' || b == '.' || b == '_' || b == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func (e *Eligibility) validate() error {
+	switch {
+	case e.MinTier != "" && e.MinTier.Rank() == 0:
+		return Errorf(EInvalid, "eligibility.min_tier must be one of basic, silver, gold, platinum")
+	case e.MinStays30d < 0 || e.MinStays30d > MaxStays30d:
+		return Errorf(EInvalid, "eligibility.min_stays_30d must be between 0 and %d", MaxStays30d)
+	case len(e.Channels) > MaxChannels:
+		return Errorf(EInvalid, "eligibility.channels may list at most %d channels", MaxChannels)
+	}
+	for i, c := range e.Channels {
+		if !validChannel(c) {
+			return Errorf(EInvalid, "eligibility.channels[%d] must be 1 to %d characters of a-z, 0-9 and . _ -", i, MaxChannelLen)
+		}
+		if slices.Contains(e.Channels[:i], c) {
+			return Errorf(EInvalid, "eligibility.channels[%d] repeats %q", i, c)
+		}
+	}
+	return nil
+}
+
+// SaleLimits override the instance's purchase limits for one sale. A nil
+// field keeps the instance's default; an Off Rate ("off") turns that limit
+// off for this sale. Written in JSON as the configuration writes rates:
+// {"per_sale":"300/s,600","per_user":"5/s,10","per_ip":"off"}.
+type SaleLimits struct {
+	PerSale *Rate `json:"per_sale,omitempty"`
+	PerUser *Rate `json:"per_user,omitempty"`
+	PerIP   *Rate `json:"per_ip,omitempty"`
+}
+
+// validate checks each override is a rate ParseRate could have read.
+func (l *SaleLimits) validate() error {
+	for _, r := range []struct {
+		name string
+		r    *Rate
+	}{{"per_sale", l.PerSale}, {"per_user", l.PerUser}, {"per_ip", l.PerIP}} {
+		if r.r == nil || *r.r == (Rate{}) {
+			continue
+		}
+		if _, unit := rateUnitOf(r.r.Per); !unit || r.r.N < 1 || r.r.N > MaxRate || r.r.Burst < 1 || r.r.Burst > MaxRate {
+			return Errorf(EInvalid, "limits.%s must be N/s, N/m or N/h with N from 1 to %d, optionally ,BURST, or off", r.name, MaxRate)
+		}
+	}
+	return nil
 }
 
 // Tier is a membership tier carried in the user's JWT. Tiers are ordered:
@@ -97,11 +206,6 @@ func (t Tier) Rank() int {
 		return 4
 	}
 	return 0
-}
-
-// Allows reports whether a user of tier u meets the requirement.
-func (e Eligibility) Allows(u Tier) bool {
-	return e.MinTier == "" || u.Rank() >= e.MinTier.Rank()
 }
 
 // SaleStatus is the public state of a sale at a moment.
@@ -168,12 +272,16 @@ func (s *Sale) Validate() error {
 		return Errorf(EInvalid, "per_user_limit must be between 1 and 1000")
 	case s.HoldSeconds < 1 || s.HoldSeconds > 86400:
 		return Errorf(EInvalid, "hold_seconds must be between 1 and 86400")
-	case s.Eligibility.MinTier != "" && s.Eligibility.MinTier.Rank() == 0:
-		return Errorf(EInvalid, "eligibility.min_tier must be one of basic, silver, gold, platinum")
 	case s.Challenge.Difficulty < 0 || s.Challenge.Difficulty > MaxDifficulty:
 		return Errorf(EInvalid, "challenge.difficulty must be between 0 and %d", MaxDifficulty)
 	case s.Challenge.Difficulty > 0 && !s.PurchaseToken:
 		return Errorf(EInvalid, "challenge needs purchase_token: the solved challenge is what the token endpoint asks for")
+	}
+	if err := s.Eligibility.validate(); err != nil {
+		return err
+	}
+	if err := s.Limits.validate(); err != nil {
+		return err
 	}
 	var prev time.Time
 	for i, n := range s.Nights {

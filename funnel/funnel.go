@@ -80,6 +80,9 @@ type Config struct {
 	// Limiter counts Limits (nil: no limits). See admit.go.
 	Limiter flashsale.Limiter
 	Limits  Limits
+	// Facts looks up the user facts eligibility rules need that a token
+	// does not carry (nil: none beyond the token's). See eligible.go.
+	Facts flashsale.UserFacts
 	// Breaker is the circuit breaker Engine sits behind (the same value),
 	// for /readyz and the operators' switch; nil where there is none.
 	Breaker flashsale.Breaker
@@ -120,6 +123,7 @@ type Service struct {
 	admit     *admission
 	limiter   flashsale.Limiter
 	limits    Limits
+	facts     flashsale.UserFacts
 	breaker   flashsale.Breaker
 	sell      *seller // nil without a board
 	fence     Fence
@@ -169,6 +173,7 @@ func New(cfg Config) *Service {
 		admit:     newAdmission(cfg.MaxInFlight, cfg.MaxInFlightPerSale),
 		limiter:   cfg.Limiter,
 		limits:    cfg.Limits,
+		facts:     cfg.Facts,
 		fence:     cfg.Fence,
 		drainer:   cmp.Or[Drainer](cfg.Drainer, nopDrainer{}),
 		instance:  cmp.Or(cfg.Instance, ulid.Make().String()),

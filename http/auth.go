@@ -24,9 +24,16 @@ const MaxSubject = 64
 
 // userClaims is the part of a user JWT the API reads. A small struct rather
 // than jwt.MapClaims: the JWT is parsed on every purchase.
+//
+// The facts eligibility rules ask about (tier, stays_30d, channel) are
+// optional: one the token carries decides its rule, one it lacks is asked
+// of the user service (see flashsale.User.Claimed), so the presence of
+// each is kept.
 type userClaims struct {
 	Subject   string           `json:"sub"`
 	Tier      string           `json:"tier,omitempty"`
+	Stays30d  *int             `json:"stays_30d,omitempty"`
+	Channel   *string          `json:"channel,omitempty"`
 	ExpiresAt *jwt.NumericDate `json:"exp"`
 	NotBefore *jwt.NumericDate `json:"nbf,omitempty"`
 	IssuedAt  *jwt.NumericDate `json:"iat,omitempty"`
@@ -95,12 +102,41 @@ func (s *Server) verifyUser(tok string) (flashsale.User, error) {
 	if _, err := s.parser.ParseWithClaims(tok, &c, s.key); err != nil {
 		return flashsale.User{}, errUnauthenticated
 	}
-	if !validSubject(c.Subject) {
+	u, ok := c.user()
+	if !ok {
 		return flashsale.User{}, errUnauthenticated
 	}
-	u := flashsale.User{ID: c.Subject, Tier: flashsale.Tier(c.Tier)}
 	s.users.put(tok, u, c.ExpiresAt.Time)
 	return u, nil
+}
+
+// maxStays30d bounds the stays_30d claim: 30 days hold at most a few
+// dozen nights even for a guest booking several rooms.
+const maxStays30d = 1000
+
+// user is the User the verified claims describe; false when a claim is
+// out of its range (a token its issuer should not have signed).
+func (c *userClaims) user() (flashsale.User, bool) {
+	if !validSubject(c.Subject) {
+		return flashsale.User{}, false
+	}
+	u := flashsale.User{ID: c.Subject, Tier: flashsale.Tier(c.Tier)}
+	if c.Tier != "" {
+		u.Claimed |= flashsale.FactTier
+	}
+	if c.Stays30d != nil {
+		if *c.Stays30d < 0 || *c.Stays30d > maxStays30d {
+			return flashsale.User{}, false
+		}
+		u.Stays30d, u.Claimed = *c.Stays30d, u.Claimed|flashsale.FactStays30d
+	}
+	if c.Channel != nil {
+		if len(*c.Channel) > flashsale.MaxChannelLen {
+			return flashsale.User{}, false
+		}
+		u.Channel, u.Claimed = *c.Channel, u.Claimed|flashsale.FactChannel
+	}
+	return u, true
 }
 
 // maxTokenLen bounds the JWT parsed; a legitimate token is a few hundred bytes.

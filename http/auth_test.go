@@ -67,8 +67,16 @@ func TestAuthenticate(t *testing.T) {
 		want   flashsale.User
 		ok     bool
 	}{
-		{"Valid", "Bearer " + sign(t, jwt.SigningMethodHS256, testSecret, valid), flashsale.User{ID: "alice", Tier: "gold"}, true},
-		{"ValidLowercaseScheme", "bearer " + sign(t, jwt.SigningMethodHS256, testSecret, valid), flashsale.User{ID: "alice", Tier: "gold"}, true},
+		{"Valid", "Bearer " + sign(t, jwt.SigningMethodHS256, testSecret, valid), flashsale.User{ID: "alice", Tier: "gold", Claimed: flashsale.FactTier}, true},
+		{"ValidLowercaseScheme", "bearer " + sign(t, jwt.SigningMethodHS256, testSecret, valid), flashsale.User{ID: "alice", Tier: "gold", Claimed: flashsale.FactTier}, true},
+		{"ValidFacts", "Bearer " + sign(t, jwt.SigningMethodHS256, testSecret, jwt.MapClaims{"sub": "bob", "exp": exp, "stays_30d": 2, "channel": "ota-x"}),
+			flashsale.User{ID: "bob", Stays30d: 2, Channel: "ota-x", Claimed: flashsale.FactStays30d | flashsale.FactChannel}, true},
+		{"ValidFactsZero", "Bearer " + sign(t, jwt.SigningMethodHS256, testSecret, jwt.MapClaims{"sub": "bob", "exp": exp, "stays_30d": 0, "channel": ""}),
+			flashsale.User{ID: "bob", Claimed: flashsale.FactStays30d | flashsale.FactChannel}, true},
+		{"StaysNegative", "Bearer " + sign(t, jwt.SigningMethodHS256, testSecret, jwt.MapClaims{"sub": "bob", "exp": exp, "stays_30d": -1}), flashsale.User{}, false},
+		{"StaysHuge", "Bearer " + sign(t, jwt.SigningMethodHS256, testSecret, jwt.MapClaims{"sub": "bob", "exp": exp, "stays_30d": 1001}), flashsale.User{}, false},
+		{"StaysString", "Bearer " + sign(t, jwt.SigningMethodHS256, testSecret, jwt.MapClaims{"sub": "bob", "exp": exp, "stays_30d": "2"}), flashsale.User{}, false},
+		{"ChannelLong", "Bearer " + sign(t, jwt.SigningMethodHS256, testSecret, jwt.MapClaims{"sub": "bob", "exp": exp, "channel": strings.Repeat("c", 65)}), flashsale.User{}, false},
 		{"ValidNoTier", "Bearer " + sign(t, jwt.SigningMethodHS256, testSecret, jwt.MapClaims{"sub": "u-1@x.io:2", "exp": exp}), flashsale.User{ID: "u-1@x.io:2"}, true},
 		{"ValidSub64", "Bearer " + sign(t, jwt.SigningMethodHS256, testSecret, jwt.MapClaims{"sub": strings.Repeat("a", 64), "exp": exp}), flashsale.User{ID: strings.Repeat("a", 64)}, true},
 		{"Expired", "Bearer " + sign(t, jwt.SigningMethodHS256, testSecret, jwt.MapClaims{"sub": "alice", "exp": t0.Add(-time.Second).Unix()}), flashsale.User{}, false},
@@ -247,7 +255,7 @@ func TestDemoLogin(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the issued token does not verify: %v", err)
 	}
-	if want := (flashsale.User{ID: "guest-1", Tier: flashsale.TierSilver}); u != want {
+	if want := (flashsale.User{ID: "guest-1", Tier: flashsale.TierSilver, Claimed: flashsale.FactTier}); u != want {
 		t.Fatalf("user = %+v, want %+v", u, want)
 	}
 

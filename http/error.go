@@ -64,6 +64,7 @@ var sentinelBodies = func() map[*flashsale.Error][]byte {
 		flashsale.ErrNotFound, flashsale.ErrSoldOut, flashsale.ErrLimitExceeded,
 		flashsale.ErrNotStarted, flashsale.ErrEnded, flashsale.ErrHoldExpired,
 		flashsale.ErrAlreadyStarted, flashsale.ErrTokenInvalid, flashsale.ErrChallengeFailed, flashsale.ErrNotEligible,
+		flashsale.ErrNotEligibleStays, flashsale.ErrNotEligibleChannel, flashsale.ErrFactsUnavailable,
 		flashsale.ErrUnavailable, flashsale.ErrInvalid, flashsale.ErrDuplicate,
 		flashsale.ErrKeyConflict, flashsale.ErrStale, flashsale.ErrNotLoaded, flashsale.ErrIndeterminate,
 		errUnauthenticated, errForbidden, errMethodNotAllowed,

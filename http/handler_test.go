@@ -419,7 +419,7 @@ func TestPurchasePassesThrough(t *testing.T) {
 			if diff := cmp.Diff(tt.want, svc.purchase); diff != "" {
 				t.Fatalf("request (-want +got):\n%s", diff)
 			}
-			if got, want := svc.user, (flashsale.User{ID: "alice", Tier: "gold"}); got != want {
+			if got, want := svc.user, (flashsale.User{ID: "alice", Tier: "gold", Claimed: flashsale.FactTier}); got != want {
 				t.Fatalf("user = %+v, want %+v", got, want)
 			}
 			var got map[string]any

@@ -25,8 +25,29 @@ type saleBody struct {
 	HoldSeconds   *int              `json:"hold_seconds"`
 	PurchaseToken *bool             `json:"purchase_token"`
 	Eligibility   struct {
-		MinTier flashsale.Tier `json:"min_tier"`
+		MinTier     flashsale.Tier `json:"min_tier"`
+		MinStays30d int            `json:"min_stays_30d"`
+		Channels    []string       `json:"channels"`
 	} `json:"eligibility"`
+	// Limits are rates as the configuration writes them ("300/s,600",
+	// "off"); an absent one keeps the instance's default.
+	Limits struct {
+		PerSale *string `json:"per_sale"`
+		PerUser *string `json:"per_user"`
+		PerIP   *string `json:"per_ip"`
+	} `json:"limits"`
+}
+
+// limitRate reads one of a sale's limit overrides; nil when absent.
+func limitRate(field string, v *string) (*flashsale.Rate, error) {
+	if v == nil {
+		return nil, nil
+	}
+	r, err := flashsale.ParseRate(*v)
+	if err != nil {
+		return nil, flashsale.Errorf(flashsale.EInvalid, "limits.%s: %s", field, err.Error())
+	}
+	return &r, nil
 }
 
 // decodeSale decodes and validates a new sale from untrusted input. Errors
@@ -47,7 +68,22 @@ func decodeSale(r io.Reader) (*flashsale.Sale, error) {
 		PerUserLimit:  flashsale.PerUserLimitDefault,
 		HoldSeconds:   flashsale.HoldSecondsDefault,
 		PurchaseToken: true,
-		Eligibility:   flashsale.Eligibility{MinTier: b.Eligibility.MinTier},
+		Eligibility: flashsale.Eligibility{MinTier: b.Eligibility.MinTier,
+			MinStays30d: b.Eligibility.MinStays30d, Channels: b.Eligibility.Channels},
+	}
+	var err error
+	for _, l := range []struct {
+		field string
+		v     *string
+		to    **flashsale.Rate
+	}{
+		{"per_sale", b.Limits.PerSale, &s.Limits.PerSale},
+		{"per_user", b.Limits.PerUser, &s.Limits.PerUser},
+		{"per_ip", b.Limits.PerIP, &s.Limits.PerIP},
+	} {
+		if *l.to, err = limitRate(l.field, l.v); err != nil {
+			return nil, err
+		}
 	}
 	if b.PerUserLimit != nil {
 		s.PerUserLimit = *b.PerUserLimit
@@ -58,7 +94,6 @@ func decodeSale(r io.Reader) (*flashsale.Sale, error) {
 	if b.PurchaseToken != nil {
 		s.PurchaseToken = *b.PurchaseToken
 	}
-	var err error
 	if s.StartsAt, err = parseTime("starts_at", b.StartsAt); err != nil {
 		return nil, err
 	}
@@ -98,6 +133,7 @@ type saleJSON struct {
 	HoldSeconds   int                    `json:"hold_seconds"`
 	PurchaseToken bool                   `json:"purchase_token"`
 	Eligibility   flashsale.Eligibility  `json:"eligibility"`
+	Limits        flashsale.SaleLimits   `json:"limits"`
 	CreatedAt     time.Time              `json:"created_at"`
 	Status        flashsale.SaleStatus   `json:"status"`
 	ServerTime    time.Time              `json:"server_time"`
@@ -115,7 +151,7 @@ func adminView(v *flashsale.SaleView) saleJSON {
 		Price: s.Price, OriginalPrice: s.OriginalPrice, Currency: s.Currency,
 		StartsAt: s.StartsAt, EndsAt: s.EndsAt, PerUserLimit: s.PerUserLimit,
 		HoldSeconds: s.HoldSeconds, PurchaseToken: s.PurchaseToken, Eligibility: s.Eligibility,
-		CreatedAt: s.CreatedAt, Status: v.Status, ServerTime: v.ServerTime, Nights: nights,
+		Limits: s.Limits, CreatedAt: s.CreatedAt, Status: v.Status, ServerTime: v.ServerTime, Nights: nights,
 	}
 }
 
@@ -175,6 +211,7 @@ type createdSaleJSON struct {
 	HoldSeconds   int                   `json:"hold_seconds"`
 	PurchaseToken bool                  `json:"purchase_token"`
 	Eligibility   flashsale.Eligibility `json:"eligibility"`
+	Limits        flashsale.SaleLimits  `json:"limits"`
 	CreatedAt     time.Time             `json:"created_at"`
 }
 
@@ -197,7 +234,8 @@ func (s *Server) handleCreateSale(w http.ResponseWriter, r *http.Request) {
 		Nights: created.Nights, Price: created.Price, OriginalPrice: created.OriginalPrice,
 		Currency: created.Currency, StartsAt: created.StartsAt, EndsAt: created.EndsAt,
 		PerUserLimit: created.PerUserLimit, HoldSeconds: created.HoldSeconds,
-		PurchaseToken: created.PurchaseToken, Eligibility: created.Eligibility, CreatedAt: created.CreatedAt,
+		PurchaseToken: created.PurchaseToken, Eligibility: created.Eligibility, Limits: created.Limits,
+		CreatedAt: created.CreatedAt,
 	})
 }
 

@@ -39,8 +39,9 @@ type Server struct {
 	Svc    *funnel.Service
 }
 
-// MustOpenServer starts a Server on 127.0.0.1:0 and closes everything at cleanup.
-func MustOpenServer(tb testing.TB) *Server {
+// MustOpenServer starts a Server on 127.0.0.1:0 and closes everything at
+// cleanup; mods adjust the service's configuration.
+func MustOpenServer(tb testing.TB, mods ...func(*funnel.Config)) *Server {
 	tb.Helper()
 	ctx := context.Background()
 	store, err := sqlite.Open(ctx, filepath.Join(tb.TempDir(), "flashsale.db"), nil)
@@ -53,13 +54,17 @@ func MustOpenServer(tb testing.TB) *Server {
 	}
 	engine := inmem.NewEngine()
 	writer := inmem.NewWriter(store, inmem.WriterConfig{}, nil)
-	svc := funnel.New(funnel.Config{
+	cfg := funnel.Config{
 		Store: store, Engine: engine, Writer: writer,
 		Secret: []byte("e2e-token-secret"), Now: time.Now,
 		// No hold expires during a test; the reaper must not change counters
 		// between the before and after snapshots.
 		ReapInterval: time.Hour,
-	})
+	}
+	for _, mod := range mods {
+		mod(&cfg)
+	}
+	svc := funnel.New(cfg)
 	if err := svc.Start(ctx); err != nil {
 		writer.Close()
 		store.Close()

@@ -22,12 +22,14 @@ func (s *Store) CreateSale(ctx context.Context, sale *flashsale.Sale) error {
 		sale.CreatedAt = time.Now().UTC().Truncate(time.Millisecond)
 	}
 	err := s.inTx(ctx, "create_sale", func(tx *sql.Tx) error {
+		rules := sqlrows.RulesOf(sale)
 		_, err := tx.ExecContext(ctx, `INSERT INTO sales (id, title, hotel, room_type, price, original_price,
-			currency, starts_at_ms, ends_at_ms, per_user_limit, hold_seconds, purchase_token, min_tier, created_at_ms)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			sale.ID, sale.Title, sale.Hotel, sale.RoomType, sale.Price, sale.OriginalPrice,
-			sale.Currency, ms(sale.StartsAt), ms(sale.EndsAt), sale.PerUserLimit, sale.HoldSeconds,
-			sale.PurchaseToken, string(sale.Eligibility.MinTier), ms(sale.CreatedAt))
+			currency, starts_at_ms, ends_at_ms, per_user_limit, hold_seconds, purchase_token, min_tier, created_at_ms,
+			min_stays_30d, channels, limit_per_sale, limit_per_user, limit_per_ip, challenge_difficulty)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			append([]any{sale.ID, sale.Title, sale.Hotel, sale.RoomType, sale.Price, sale.OriginalPrice,
+				sale.Currency, ms(sale.StartsAt), ms(sale.EndsAt), sale.PerUserLimit, sale.HoldSeconds,
+				sale.PurchaseToken, string(sale.Eligibility.MinTier), ms(sale.CreatedAt)}, rules.Args()...)...)
 		if isDuplicate(err) {
 			return flashsale.ErrDuplicate
 		}
@@ -57,7 +59,8 @@ func (s *Store) CreateSale(ctx context.Context, sale *flashsale.Sale) error {
 // saleColumns joins a sale with its nights: one row per night, in night order.
 const saleColumns = `s.id, s.title, s.hotel, s.room_type, s.price, s.original_price, s.currency,
 	s.starts_at_ms, s.ends_at_ms, s.per_user_limit, s.hold_seconds, s.purchase_token, s.min_tier,
-	s.created_at_ms, DATE_FORMAT(n.date, '%Y-%m-%d'), n.stock`
+	s.created_at_ms, s.min_stays_30d, s.channels, s.limit_per_sale, s.limit_per_user, s.limit_per_ip,
+	s.challenge_difficulty, DATE_FORMAT(n.date, '%Y-%m-%d'), n.stock`
 
 // Sale returns one sale with its nights, or ErrNotFound.
 func (s *Store) Sale(ctx context.Context, id string) (*flashsale.Sale, error) {

@@ -36,12 +36,14 @@ func (s *Store) CreateSale(ctx context.Context, sale *flashsale.Sale) error {
 		idx[i], dates[i], stocks[i] = int32(i), n.Date, int32(n.Stock)
 	}
 	err := s.inTx(ctx, "create_sale", func(tx pgx.Tx) error {
+		rules := sqlrows.RulesOf(sale)
 		_, err := tx.Exec(ctx, `INSERT INTO sales (id, title, hotel, room_type, price, original_price,
-			currency, starts_at_ms, ends_at_ms, per_user_limit, hold_seconds, purchase_token, min_tier, created_at_ms)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
-			sale.ID, sale.Title, sale.Hotel, sale.RoomType, sale.Price, sale.OriginalPrice,
-			sale.Currency, ms(sale.StartsAt), ms(sale.EndsAt), sale.PerUserLimit, sale.HoldSeconds,
-			sale.PurchaseToken, string(sale.Eligibility.MinTier), ms(sale.CreatedAt))
+			currency, starts_at_ms, ends_at_ms, per_user_limit, hold_seconds, purchase_token, min_tier, created_at_ms,
+			min_stays_30d, channels, limit_per_sale, limit_per_user, limit_per_ip, challenge_difficulty)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)`,
+			append([]any{sale.ID, sale.Title, sale.Hotel, sale.RoomType, sale.Price, sale.OriginalPrice,
+				sale.Currency, ms(sale.StartsAt), ms(sale.EndsAt), sale.PerUserLimit, sale.HoldSeconds,
+				sale.PurchaseToken, string(sale.Eligibility.MinTier), ms(sale.CreatedAt)}, rules.Args()...)...)
 		if isDuplicate(err) {
 			return flashsale.ErrDuplicate
 		}
@@ -63,7 +65,8 @@ func (s *Store) CreateSale(ctx context.Context, sale *flashsale.Sale) error {
 // saleColumns joins a sale with its nights: one row per night, in night order.
 const saleColumns = `s.id, s.title, s.hotel, s.room_type, s.price, s.original_price, s.currency,
 	s.starts_at_ms, s.ends_at_ms, s.per_user_limit, s.hold_seconds, s.purchase_token, s.min_tier,
-	s.created_at_ms, to_char(n.date, 'YYYY-MM-DD'), n.stock`
+	s.created_at_ms, s.min_stays_30d, s.channels, s.limit_per_sale, s.limit_per_user, s.limit_per_ip,
+	s.challenge_difficulty, to_char(n.date, 'YYYY-MM-DD'), n.stock`
 
 // Sale returns one sale with its nights, or ErrNotFound.
 func (s *Store) Sale(ctx context.Context, id string) (*flashsale.Sale, error) {

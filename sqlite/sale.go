@@ -20,12 +20,14 @@ func (s *Store) CreateSale(ctx context.Context, sale *flashsale.Sale) error {
 		return fmt.Errorf("create sale: %w", err)
 	}
 	defer tx.Rollback()
+	rules := sqlrows.RulesOf(sale)
 	_, err = tx.ExecContext(ctx, `INSERT INTO sales (id, title, hotel, room_type, price, original_price, currency,
-		starts_at_ms, ends_at_ms, per_user_limit, hold_seconds, purchase_token, min_tier, created_at_ms)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		sale.ID, sale.Title, sale.Hotel, sale.RoomType, sale.Price, sale.OriginalPrice, sale.Currency,
-		ms(sale.StartsAt), ms(sale.EndsAt), sale.PerUserLimit, sale.HoldSeconds, sale.PurchaseToken,
-		string(sale.Eligibility.MinTier), ms(sale.CreatedAt))
+		starts_at_ms, ends_at_ms, per_user_limit, hold_seconds, purchase_token, min_tier, created_at_ms,
+		min_stays_30d, channels, limit_per_sale, limit_per_user, limit_per_ip, challenge_difficulty)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		append([]any{sale.ID, sale.Title, sale.Hotel, sale.RoomType, sale.Price, sale.OriginalPrice, sale.Currency,
+			ms(sale.StartsAt), ms(sale.EndsAt), sale.PerUserLimit, sale.HoldSeconds, sale.PurchaseToken,
+			string(sale.Eligibility.MinTier), ms(sale.CreatedAt)}, rules.Args()...)...)
 	if constraint(err) == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY {
 		return flashsale.Errorf(flashsale.EConflict, "sale %s already exists", sale.ID)
 	} else if err != nil {
@@ -144,7 +146,8 @@ func findSale(ctx context.Context, q queryer, id string) (*flashsale.Sale, error
 // scanSales runs a query over sales with the given WHERE/ORDER tail.
 func scanSales(ctx context.Context, q queryer, tail string, args ...any) ([]*flashsale.Sale, error) {
 	rows, err := q.QueryContext(ctx, `SELECT id, title, hotel, room_type, price, original_price, currency,
-		starts_at_ms, ends_at_ms, per_user_limit, hold_seconds, purchase_token, min_tier, created_at_ms
+		starts_at_ms, ends_at_ms, per_user_limit, hold_seconds, purchase_token, min_tier, created_at_ms,
+		min_stays_30d, channels, limit_per_sale, limit_per_user, limit_per_ip, challenge_difficulty
 		FROM sales `+tail, args...)
 	if err != nil {
 		return nil, err
@@ -157,14 +160,19 @@ func scanSales(ctx context.Context, q queryer, tail string, args ...any) ([]*fla
 			startsAt, endsAt, createdAt int64
 			token                       int64
 			tier                        string
+			rules                       sqlrows.Rules
 		)
-		if err := rows.Scan(&sale.ID, &sale.Title, &sale.Hotel, &sale.RoomType, &sale.Price, &sale.OriginalPrice,
-			&sale.Currency, &startsAt, &endsAt, &sale.PerUserLimit, &sale.HoldSeconds, &token, &tier, &createdAt); err != nil {
+		if err := rows.Scan(append([]any{&sale.ID, &sale.Title, &sale.Hotel, &sale.RoomType, &sale.Price, &sale.OriginalPrice,
+			&sale.Currency, &startsAt, &endsAt, &sale.PerUserLimit, &sale.HoldSeconds, &token, &tier, &createdAt},
+			rules.Dest()...)...); err != nil {
 			return nil, err
 		}
 		sale.StartsAt, sale.EndsAt, sale.CreatedAt = sqlrows.FromMS(startsAt), sqlrows.FromMS(endsAt), sqlrows.FromMS(createdAt)
 		sale.PurchaseToken = token != 0
 		sale.Eligibility.MinTier = flashsale.Tier(tier)
+		if err := rules.Apply(&sale); err != nil {
+			return nil, fmt.Errorf("sale=%s: %w", sale.ID, err)
+		}
 		sales = append(sales, &sale)
 	}
 	return sales, rows.Err()

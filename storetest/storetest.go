@@ -242,7 +242,7 @@ func testSale(t *testing.T, open OpenFunc) {
 		s := open(t)
 		want := newSale("s1", 3, 5, 0, 7)
 		want.PurchaseToken = true
-		want.Eligibility.MinTier = flashsale.TierGold
+		withRules(want)
 		mustCreateSale(t, s, want)
 		mustCreateSale(t, s, newSale("s2", 1, 1))
 
@@ -275,6 +275,23 @@ func testSale(t *testing.T, open OpenFunc) {
 	})
 }
 
+// withRules gives sale every rule a sale may carry, each field a value of
+// its own (three different limit overrides, one of them off), so a store
+// that drops or swaps a column fails the round trip.
+func withRules(sale *flashsale.Sale) {
+	rate := func(v string) *flashsale.Rate {
+		r, err := flashsale.ParseRate(v)
+		if err != nil {
+			panic(err)
+		}
+		return &r
+	}
+	sale.PurchaseToken = true
+	sale.Eligibility = flashsale.Eligibility{MinTier: flashsale.TierGold, MinStays30d: 2, Channels: []string{"ota-x", "trip.com"}}
+	sale.Limits = flashsale.SaleLimits{PerSale: rate("300/s,600"), PerUser: rate("5/m,10"), PerIP: rate("off")}
+	sale.Challenge.Difficulty = 18
+}
+
 func testSales(t *testing.T, open OpenFunc) {
 	t.Run("OK", func(t *testing.T) {
 		s := open(t)
@@ -282,6 +299,7 @@ func testSales(t *testing.T, open OpenFunc) {
 		a.StartsAt, a.EndsAt = now.Add(2*time.Hour), now.Add(4*time.Hour)
 		b := newSale("b", 1, 5, 6)
 		b.StartsAt, b.EndsAt = now.Add(time.Hour), now.Add(5*time.Hour)
+		withRules(b)
 		ended := newSale("ended", 1, 5)
 		ended.StartsAt, ended.EndsAt = now.Add(-3*time.Hour), now.Add(-time.Hour)
 		boundary := newSale("boundary", 1, 5) // ends exactly now: not after now
@@ -1134,7 +1152,9 @@ func testExpireHoldsConcurrent(t *testing.T, open OpenFunc) {
 func testSnapshot(t *testing.T, open OpenFunc) {
 	t.Run("OK", func(t *testing.T) {
 		s := open(t)
-		sale := mustCreateSale(t, s, newSale("s1", 2, 4, 2))
+		sale := newSale("s1", 2, 4, 2)
+		withRules(sale)
+		mustCreateSale(t, s, sale)
 		mustCreateSale(t, s, newSale("s2", 2, 3))
 		rs := []flashsale.Reservation{
 			res("held", "s1", "u1", "k1", 0, 2, 1),

@@ -19,6 +19,7 @@ import (
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/breaker"
 	"github.com/flashsale/flashsale/funnel"
+	"github.com/flashsale/flashsale/usersvc"
 )
 
 // Defaults for Config.
@@ -113,6 +114,15 @@ type Config struct {
 	// FLASHSALE_LIMIT_READ_IP.
 	Limits    funnel.Limits
 	ReadPerIP flashsale.Rate
+	// UserServiceURL, when set, is where eligibility rules get the user
+	// facts a token does not carry: GET {url}/users/{id}, cached (see
+	// usersvc). UserServiceTimeout bounds each call; UserServiceStale is
+	// how long cached facts are served while the service is down.
+	// FLASHSALE_USER_SERVICE_URL, FLASHSALE_USER_SERVICE_TIMEOUT,
+	// FLASHSALE_USER_SERVICE_STALE.
+	UserServiceURL     string
+	UserServiceTimeout time.Duration
+	UserServiceStale   time.Duration
 	// TrustedProxies are the proxies whose X-Forwarded-For names the
 	// client, comma-separated CIDRs. FLASHSALE_TRUSTED_PROXIES.
 	TrustedProxies []netip.Prefix
@@ -147,6 +157,9 @@ func parseConfig(fset *flag.FlagSet, args []string, getenv func(string) string) 
 		MaxInFlight:        funnel.MaxInFlightDefault,
 		MaxInFlightPerSale: funnel.MaxInFlightPerSaleDefault,
 		Limits:             funnel.Limits{PerUser: PurchasePerUserDefault},
+		UserServiceURL:     getenv("FLASHSALE_USER_SERVICE_URL"),
+		UserServiceTimeout: usersvc.TimeoutDefault,
+		UserServiceStale:   usersvc.StaleForDefault,
 	}
 	var errs []error
 	if v := getenv("FLASHSALE_ORDER_RATE"); v != "" {
@@ -184,6 +197,8 @@ func parseConfig(fset *flag.FlagSet, args []string, getenv func(string) string) 
 		{"FLASHSALE_AUDIT_INTERVAL", &c.AuditInterval},
 		{"FLASHSALE_AUDIT_GRACE", &c.AuditGrace},
 		{"FLASHSALE_BREAKER_OPEN_FOR", &c.BreakerOpenFor},
+		{"FLASHSALE_USER_SERVICE_TIMEOUT", &c.UserServiceTimeout},
+		{"FLASHSALE_USER_SERVICE_STALE", &c.UserServiceStale},
 		{"FLASHSALE_SELL_LEASE", &c.SellLease},
 	} {
 		if v := getenv(d.name); v != "" {
@@ -204,7 +219,7 @@ func parseConfig(fset *flag.FlagSet, args []string, getenv func(string) string) 
 		{"FLASHSALE_LIMIT_READ_IP", &c.ReadPerIP},
 	} {
 		if v := getenv(l.name); v != "" {
-			r, err := parseRate(v)
+			r, err := flashsale.ParseRate(v)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", l.name, err))
 			}
@@ -258,27 +273,6 @@ func parseConfig(fset *flag.FlagSet, args []string, getenv func(string) string) 
 // limit depends on the sale.
 var PurchasePerUserDefault = flashsale.PerSecond(20, 40)
 
-// parseRate reads "N/s", "N/m" or "N/h", optionally ",BURST", or "off".
-func parseRate(v string) (flashsale.Rate, error) {
-	if v == "off" {
-		return flashsale.Rate{}, nil
-	}
-	spec, burst, hasBurst := strings.Cut(v, ",")
-	n, unit, ok := strings.Cut(spec, "/")
-	per := map[string]time.Duration{"s": time.Second, "m": time.Minute, "h": time.Hour}[unit]
-	count, err := strconv.Atoi(n)
-	if !ok || per == 0 || err != nil || count <= 0 {
-		return flashsale.Rate{}, fmt.Errorf("%q: want N/s, N/m or N/h with N > 0, optionally ,BURST, or off", v)
-	}
-	r := flashsale.Rate{N: count, Per: per, Burst: count}
-	if hasBurst {
-		if r.Burst, err = strconv.Atoi(burst); err != nil || r.Burst <= 0 {
-			return flashsale.Rate{}, fmt.Errorf("%q: the burst must be a positive integer", v)
-		}
-	}
-	return r, nil
-}
-
 // Validate checks cross-field rules.
 func (c Config) Validate() error {
 	switch {
@@ -301,6 +295,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("FLASHSALE_BREAKER_MODE=db needs the breaker (FLASHSALE_BREAKER_FAILURES > 0), the queue (FLASHSALE_AMQP_URL) and MySQL or PostgreSQL")
 	case c.DirectLimit < 1 || c.SellLease < 2*time.Second:
 		return fmt.Errorf("FLASHSALE_BREAKER_DB_CONCURRENCY must be positive and FLASHSALE_SELL_LEASE at least 2s")
+	case c.UserServiceURL != "" && !strings.HasPrefix(c.UserServiceURL, "http://") && !strings.HasPrefix(c.UserServiceURL, "https://"):
+		return fmt.Errorf("FLASHSALE_USER_SERVICE_URL must start with http:// or https://")
+	case c.UserServiceTimeout <= 0 || c.UserServiceStale <= 0:
+		return fmt.Errorf("FLASHSALE_USER_SERVICE_TIMEOUT and FLASHSALE_USER_SERVICE_STALE must be positive")
 	case c.ReapInterval <= 0:
 		return fmt.Errorf("FLASHSALE_REAP_INTERVAL must be positive")
 	case c.RequestTimeout <= 0 || c.RedisTimeout <= 0 || c.StartTimeout <= 0 || c.AuditGrace <= 0:
@@ -339,6 +337,8 @@ func (c Config) LogValue() slog.Value {
 		slog.Group("limits", slog.Any("purchase_user", c.Limits.PerUser), slog.Any("purchase_ip", c.Limits.PerIP),
 			slog.Any("purchase_sale", c.Limits.PerSale), slog.Any("read_ip", c.ReadPerIP)),
 		slog.Any("trusted_proxies", c.TrustedProxies),
+		slog.Group("user_service", slog.String("url", maskURL(c.UserServiceURL)),
+			slog.Duration("timeout", c.UserServiceTimeout), slog.Duration("stale", c.UserServiceStale)),
 		slog.Any("token_keys", tokenKeyIDs(c.TokenKeys)),
 		slog.Bool("demo", c.Demo),
 	)

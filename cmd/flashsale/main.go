@@ -32,6 +32,7 @@ import (
 	"github.com/flashsale/flashsale/funnel"
 	fshttp "github.com/flashsale/flashsale/http"
 	"github.com/flashsale/flashsale/inmem"
+	"github.com/flashsale/flashsale/usersvc"
 )
 
 func main() {
@@ -171,6 +172,16 @@ func (m *Main) open(ctx context.Context) error {
 		return err
 	}
 
+	var facts flashsale.UserFacts
+	if cfg.UserServiceURL != "" {
+		us, err := usersvc.New(usersvc.Config{URL: cfg.UserServiceURL, Timeout: cfg.UserServiceTimeout,
+			StaleFor: cfg.UserServiceStale, Logger: m.log})
+		if err != nil {
+			return err
+		}
+		m.closers = append(m.closers, us.Close)
+		facts = us
+	}
 	m.svc = funnel.New(funnel.Config{
 		Store: m.store, Engine: m.engine, Writer: m.writer,
 		Secret: []byte(jwtSecret), TokenKeys: cfg.TokenKeys, ReapInterval: cfg.ReapInterval, Logger: m.log,
@@ -178,7 +189,7 @@ func (m *Main) open(ctx context.Context) error {
 		AuditGrace: cfg.AuditGrace, Breaker: m.breaker,
 		Board: board, SellLease: cfg.SellLease, DirectLimit: cfg.DirectLimit,
 		MaxInFlight: cfg.MaxInFlight, MaxInFlightPerSale: cfg.MaxInFlightPerSale,
-		Limiter: m.limiter, Limits: cfg.Limits,
+		Limiter: m.limiter, Limits: cfg.Limits, Facts: facts,
 		Queued: cfg.AMQPURL != "",
 	})
 	if err := m.svc.Start(ctx); err != nil {

@@ -9,6 +9,7 @@ package sqlrows
 import (
 	"database/sql"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -26,8 +27,8 @@ type Rows interface {
 // Sales groups sale-night rows into sales. Each row is a sale's columns
 // (id, title, hotel, room_type, price, original_price, currency,
 // starts_at_ms, ends_at_ms, per_user_limit, hold_seconds, purchase_token,
-// min_tier, created_at_ms) followed by one night's (date as YYYY-MM-DD,
-// stock), ordered by sale, then night.
+// min_tier, created_at_ms, then the Rules columns) followed by one night's
+// (date as YYYY-MM-DD, stock), ordered by sale, then night.
 func Sales(rows Rows) ([]*flashsale.Sale, error) {
 	sales := []*flashsale.Sale{}
 	for rows.Next() {
@@ -35,22 +36,90 @@ func Sales(rows Rows) ([]*flashsale.Sale, error) {
 			sale                        flashsale.Sale
 			startsAt, endsAt, createdAt int64
 			minTier                     string
+			rules                       Rules
 			night                       flashsale.Night
 		)
-		if err := rows.Scan(&sale.ID, &sale.Title, &sale.Hotel, &sale.RoomType, &sale.Price,
+		dest := append([]any{&sale.ID, &sale.Title, &sale.Hotel, &sale.RoomType, &sale.Price,
 			&sale.OriginalPrice, &sale.Currency, &startsAt, &endsAt, &sale.PerUserLimit,
-			&sale.HoldSeconds, &sale.PurchaseToken, &minTier, &createdAt, &night.Date, &night.Stock); err != nil {
+			&sale.HoldSeconds, &sale.PurchaseToken, &minTier, &createdAt}, rules.Dest()...)
+		if err := rows.Scan(append(dest, &night.Date, &night.Stock)...); err != nil {
 			return nil, err
 		}
 		if len(sales) == 0 || sales[len(sales)-1].ID != sale.ID {
 			sale.StartsAt, sale.EndsAt, sale.CreatedAt = FromMS(startsAt), FromMS(endsAt), FromMS(createdAt)
 			sale.Eligibility.MinTier = flashsale.Tier(minTier)
+			if err := rules.Apply(&sale); err != nil {
+				return nil, fmt.Errorf("sale=%s: %w", sale.ID, err)
+			}
 			sales = append(sales, &sale)
 		}
 		last := sales[len(sales)-1]
 		last.Nights = append(last.Nights, night)
 	}
 	return sales, rows.Err()
+}
+
+// Rules are a sale's rule columns as every store keeps them, in this
+// order: min_stays_30d, channels (comma-joined), limit_per_sale,
+// limit_per_user, limit_per_ip (a rate as ParseRate reads it, ” for the
+// instance's default), challenge_difficulty.
+type Rules struct {
+	MinStays30d             int
+	Channels                string
+	PerSale, PerUser, PerIP string
+	Difficulty              int
+}
+
+// RulesOf is what a store writes for sale's rules.
+func RulesOf(sale *flashsale.Sale) Rules {
+	rate := func(r *flashsale.Rate) string {
+		if r == nil {
+			return ""
+		}
+		return r.String()
+	}
+	l := sale.Limits
+	return Rules{
+		MinStays30d: sale.Eligibility.MinStays30d,
+		Channels:    strings.Join(sale.Eligibility.Channels, ","),
+		PerSale:     rate(l.PerSale), PerUser: rate(l.PerUser), PerIP: rate(l.PerIP),
+		Difficulty: sale.Challenge.Difficulty,
+	}
+}
+
+// Args are the Rules as query arguments, in column order.
+func (r *Rules) Args() []any {
+	return []any{r.MinStays30d, r.Channels, r.PerSale, r.PerUser, r.PerIP, r.Difficulty}
+}
+
+// Dest are the scan destinations of the Rules columns, in column order.
+func (r *Rules) Dest() []any {
+	return []any{&r.MinStays30d, &r.Channels, &r.PerSale, &r.PerUser, &r.PerIP, &r.Difficulty}
+}
+
+// Apply sets sale's rules from what was read.
+func (r *Rules) Apply(sale *flashsale.Sale) error {
+	sale.Eligibility.MinStays30d = r.MinStays30d
+	sale.Eligibility.Channels = nil
+	if r.Channels != "" {
+		sale.Eligibility.Channels = strings.Split(r.Channels, ",")
+	}
+	sale.Challenge.Difficulty = r.Difficulty
+	for _, l := range []struct {
+		v  string
+		to **flashsale.Rate
+	}{{r.PerSale, &sale.Limits.PerSale}, {r.PerUser, &sale.Limits.PerUser}, {r.PerIP, &sale.Limits.PerIP}} {
+		*l.to = nil
+		if l.v == "" {
+			continue
+		}
+		rate, err := flashsale.ParseRate(l.v)
+		if err != nil {
+			return fmt.Errorf("stored limit: %w", err)
+		}
+		*l.to = &rate
+	}
+	return nil
 }
 
 // NightStocks reads (date, stock, held, sold) rows in night order, or

@@ -1,0 +1,79 @@
+package http
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flashsale/flashsale"
+	"github.com/google/go-cmp/cmp"
+)
+
+// withRules is validSale with every eligibility rule and limit override.
+var withRules = strings.Replace(validSale, `"eligibility":{"min_tier":"gold"}`,
+	`"eligibility":{"min_tier":"gold","min_stays_30d":2,"channels":["ota-x","trip.com"]},
+	"limits":{"per_sale":"300/s,600","per_user":"5/m","per_ip":"off"}`, 1)
+
+func TestDecodeSaleRules(t *testing.T) {
+	t.Run("OK", func(t *testing.T) {
+		s, err := decodeSale(strings.NewReader(withRules))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := flashsale.Eligibility{MinTier: flashsale.TierGold, MinStays30d: 2, Channels: []string{"ota-x", "trip.com"}}
+		if diff := cmp.Diff(want, s.Eligibility); diff != "" {
+			t.Errorf("eligibility (-want +got):\n%s", diff)
+		}
+		perSale, perUser, off := flashsale.PerSecond(300, 600), flashsale.Rate{N: 5, Per: time.Minute, Burst: 5}, flashsale.Rate{}
+		if diff := cmp.Diff(flashsale.SaleLimits{PerSale: &perSale, PerUser: &perUser, PerIP: &off}, s.Limits); diff != "" {
+			t.Errorf("limits (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("Absent", func(t *testing.T) {
+		s, err := decodeSale(strings.NewReader(validSale))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Limits != (flashsale.SaleLimits{}) || s.Eligibility.MinStays30d != 0 || s.Eligibility.Channels != nil {
+			t.Errorf("no rules sent, got %+v %+v", s.Eligibility, s.Limits)
+		}
+	})
+	bad := []struct {
+		name, from, to, field string
+	}{
+		{"StaysNegative", `"min_stays_30d":2`, `"min_stays_30d":-1`, "eligibility.min_stays_30d"},
+		{"StaysTooMany", `"min_stays_30d":2`, `"min_stays_30d":31`, "eligibility.min_stays_30d"},
+		{"StaysString", `"min_stays_30d":2`, `"min_stays_30d":"2"`, "eligibility.min_stays_30d"},
+		{"StaysFloat", `"min_stays_30d":2`, `"min_stays_30d":2.5`, "eligibility.min_stays_30d"},
+		{"StaysCase", `"min_stays_30d":2`, `"Min_Stays_30d":2`, "Min_Stays_30d"},
+		{"ChannelUpper", `"ota-x"`, `"OTA-X"`, "eligibility.channels[0]"},
+		{"ChannelComma", `"ota-x"`, `"ota,x"`, "eligibility.channels[0]"},
+		{"ChannelEmpty", `"ota-x"`, `""`, "eligibility.channels[0]"},
+		{"ChannelRepeat", `"trip.com"`, `"ota-x"`, "eligibility.channels[1]"},
+		{"ChannelsString", `["ota-x","trip.com"]`, `"ota-x"`, "eligibility.channels"},
+		{"ChannelsTooMany", `["ota-x","trip.com"]`, `["a","b","c","d","e","f","g","h","i","j","k","l","m","n","o","p","q"]`, "eligibility.channels"},
+		{"ChannelNumber", `"trip.com"`, `7`, "eligibility.channels[1]"},
+		{"LimitGarbage", `"300/s,600"`, `"fast"`, "limits.per_sale"},
+		{"LimitZero", `"300/s,600"`, `"0/s"`, "limits.per_sale"},
+		{"LimitUnit", `"5/m"`, `"5/d"`, "limits.per_user"},
+		{"LimitBurst", `"5/m"`, `"5/m,0"`, "limits.per_user"},
+		{"LimitOffCase", `"off"`, `"OFF"`, "limits.per_ip"},
+		{"LimitNumber", `"off"`, `5`, "limits.per_ip"},
+		{"LimitObject", `"off"`, `{"n":5}`, "limits.per_ip"},
+		{"LimitUnknown", `"per_ip":"off"`, `"per_ip":"off","per_day":"5/h"`, "per_day"},
+		{"LimitDuplicate", `"per_ip":"off"`, `"per_ip":"off","per_ip":"1/s"`, "per_ip"},
+		{"LimitsCase", `"limits"`, `"Limits"`, "Limits"},
+		{"LimitsArray", `{"per_sale":"300/s,600","per_user":"5/m","per_ip":"off"}`, `["300/s"]`, "limits"},
+	}
+	for _, tt := range bad {
+		t.Run(tt.name, func(t *testing.T) {
+			if !strings.Contains(withRules, tt.from) {
+				t.Fatalf("%s not in the body", tt.from)
+			}
+			_, err := decodeSale(strings.NewReader(strings.Replace(withRules, tt.from, tt.to, 1)))
+			if flashsale.ErrorCode(err) != flashsale.EInvalid || !strings.Contains(flashsale.ErrorMessage(err), tt.field) {
+				t.Fatalf("err = %v, want invalid_request naming %s", err, tt.field)
+			}
+		})
+	}
+}

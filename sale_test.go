@@ -1,0 +1,124 @@
+package flashsale_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flashsale/flashsale"
+)
+
+func validSale() *flashsale.Sale {
+	t := time.Date(2026, 12, 24, 20, 0, 0, 0, time.UTC)
+	return &flashsale.Sale{
+		Title: "Flash", Hotel: "Harbour View", RoomType: "Deluxe King",
+		Nights: []flashsale.Night{{Date: "2026-12-24", Stock: 5}}, Price: 39900, OriginalPrice: 69900,
+		Currency: "CNY", StartsAt: t, EndsAt: t.Add(time.Hour), PerUserLimit: 1, HoldSeconds: 30, PurchaseToken: true,
+	}
+}
+
+func rate(r flashsale.Rate) *flashsale.Rate { return &r }
+
+// TestValidateRules: the eligibility rules and limit overrides a sale may
+// carry, and the bad ones each named in the error.
+func TestValidateRules(t *testing.T) {
+	good := []func(*flashsale.Sale){
+		func(s *flashsale.Sale) {},
+		func(s *flashsale.Sale) {
+			s.Eligibility = flashsale.Eligibility{MinTier: flashsale.TierGold, MinStays30d: 30, Channels: []string{"ota-x", "trip.com", "a_b"}}
+		},
+		func(s *flashsale.Sale) {
+			s.Limits = flashsale.SaleLimits{PerSale: rate(flashsale.PerSecond(300, 600)), PerUser: rate(flashsale.Rate{N: 5, Per: time.Minute, Burst: 1}), PerIP: rate(flashsale.Rate{})}
+		},
+	}
+	for i, mod := range good {
+		s := validSale()
+		mod(s)
+		if err := s.Validate(); err != nil {
+			t.Errorf("good %d: %v", i, err)
+		}
+	}
+	bad := []struct {
+		field string
+		mod   func(*flashsale.Sale)
+	}{
+		{"min_tier", func(s *flashsale.Sale) { s.Eligibility.MinTier = "diamond" }},
+		{"min_stays_30d", func(s *flashsale.Sale) { s.Eligibility.MinStays30d = -1 }},
+		{"min_stays_30d", func(s *flashsale.Sale) { s.Eligibility.MinStays30d = 31 }},
+		{"channels", func(s *flashsale.Sale) { s.Eligibility.Channels = make([]string, 17) }},
+		{"channels[0]", func(s *flashsale.Sale) { s.Eligibility.Channels = []string{""} }},
+		{"channels[1]", func(s *flashsale.Sale) { s.Eligibility.Channels = []string{"a", "B"} }},
+		{"channels[0]", func(s *flashsale.Sale) { s.Eligibility.Channels = []string{"a,b"} }},
+		{"channels[0]", func(s *flashsale.Sale) { s.Eligibility.Channels = []string{strings.Repeat("c", 65)} }},
+		{"channels[1]", func(s *flashsale.Sale) { s.Eligibility.Channels = []string{"a", "a"} }},
+		{"limits.per_sale", func(s *flashsale.Sale) { s.Limits.PerSale = rate(flashsale.Rate{N: 1, Per: 2 * time.Second, Burst: 1}) }},
+		{"limits.per_user", func(s *flashsale.Sale) { s.Limits.PerUser = rate(flashsale.Rate{N: 1, Per: time.Second}) }},
+		{"limits.per_ip", func(s *flashsale.Sale) { s.Limits.PerIP = rate(flashsale.Rate{N: -1, Per: time.Second, Burst: 1}) }},
+		{"limits.per_ip", func(s *flashsale.Sale) { s.Limits.PerIP = rate(flashsale.PerSecond(flashsale.MaxRate+1, 1)) }},
+	}
+	for _, tt := range bad {
+		s := validSale()
+		tt.mod(s)
+		err := s.Validate()
+		if flashsale.ErrorCode(err) != flashsale.EInvalid || !strings.Contains(flashsale.ErrorMessage(err), tt.field) {
+			t.Errorf("%s: err = %v, want invalid naming %s", tt.field, err, tt.field)
+		}
+	}
+}
+
+func TestCheck(t *testing.T) {
+	e := flashsale.Eligibility{MinTier: flashsale.TierSilver, MinStays30d: 2, Channels: []string{"ota-x", "ota-y"}}
+	if got, want := e.Needs(), flashsale.FactTier|flashsale.FactStays30d|flashsale.FactChannel; got != want {
+		t.Errorf("Needs = %b, want %b", got, want)
+	}
+	if got := (&flashsale.Eligibility{}).Needs(); got != 0 {
+		t.Errorf("no rules: Needs = %b, want none", got)
+	}
+	for _, tt := range []struct {
+		u    flashsale.User
+		want error
+	}{
+		{flashsale.User{Tier: flashsale.TierSilver, Stays30d: 2, Channel: "ota-y"}, nil},
+		{flashsale.User{Tier: flashsale.TierPlatinum, Stays30d: 30, Channel: "ota-x"}, nil},
+		{flashsale.User{Tier: flashsale.TierBasic, Stays30d: 2, Channel: "ota-x"}, flashsale.ErrNotEligible},
+		{flashsale.User{Tier: "", Stays30d: 2, Channel: "ota-x"}, flashsale.ErrNotEligible},
+		{flashsale.User{Tier: "diamond", Stays30d: 2, Channel: "ota-x"}, flashsale.ErrNotEligible},
+		{flashsale.User{Tier: flashsale.TierGold, Stays30d: 1, Channel: "ota-x"}, flashsale.ErrNotEligibleStays},
+		{flashsale.User{Tier: flashsale.TierGold, Stays30d: 2, Channel: ""}, flashsale.ErrNotEligibleChannel},
+		{flashsale.User{Tier: flashsale.TierGold, Stays30d: 2, Channel: "OTA-X"}, flashsale.ErrNotEligibleChannel},
+	} {
+		if got := e.Check(tt.u); got != tt.want {
+			t.Errorf("Check(%+v) = %v, want %v", tt.u, got, tt.want)
+		}
+	}
+	if err := (&flashsale.Eligibility{}).Check(flashsale.User{}); err != nil {
+		t.Errorf("no rules: %v", err)
+	}
+}
+
+func TestParseRate(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want flashsale.Rate
+	}{
+		{"off", flashsale.Rate{}},
+		{"20/s", flashsale.PerSecond(20, 20)},
+		{"20/s,40", flashsale.PerSecond(20, 40)},
+		{"5/m,1", flashsale.Rate{N: 5, Per: time.Minute, Burst: 1}},
+		{"1000000/h", flashsale.Rate{N: 1_000_000, Per: time.Hour, Burst: 1_000_000}},
+	} {
+		got, err := flashsale.ParseRate(tt.in)
+		if err != nil || got != tt.want {
+			t.Errorf("ParseRate(%q) = %+v, %v; want %+v", tt.in, got, err, tt.want)
+		}
+		// What String writes, ParseRate reads back: stores keep rates so.
+		if back, err := flashsale.ParseRate(got.String()); err != nil || back != got {
+			t.Errorf("ParseRate(%q.String()) = %+v, %v", tt.in, back, err)
+		}
+	}
+	for _, in := range []string{"", "Off", "20", "20/d", "0/s", "-1/s", "20/s,", "20/s,0", "20/s,x", "x/s", "1000001/s", "1/s,1000001", " 20/s"} {
+		if r, err := flashsale.ParseRate(in); err == nil {
+			t.Errorf("ParseRate(%q) = %+v, want an error", in, r)
+		}
+	}
+}
