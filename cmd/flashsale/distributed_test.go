@@ -307,6 +307,7 @@ func checkBooksDead(t *testing.T, c *cluster, saleID string, stock int, accepted
 			break // in flight drained: engine taken == database held+sold
 		}
 		if time.Now().After(deadline) {
+			c.explainMissing(t, saleID, snap, accepted)
 			t.Fatalf("not drained: %d of %d 202s in the database, %d ready in queue, active %d + available %d != stock %d",
 				found, len(accepted), ready, active, avail, stock)
 		}
@@ -442,4 +443,32 @@ func TestDistributedKill(t *testing.T) {
 			checkBooks(t, c, id, 500, accepted, false)
 		})
 	}
+}
+
+// explainMissing logs what the instances know of the 202s missing from the
+// database (their order as an owner reads it, the audit's report, the
+// dead-letter queue), so a failure says where a promise went.
+func (c *cluster) explainMissing(t *testing.T, saleID string, snap *flashsale.StockSnapshot, accepted map[string]string) {
+	t.Helper()
+	rows := map[string]bool{}
+	for _, r := range snap.Reservations {
+		rows[r.OrderID] = true
+	}
+	n := 0
+	for oid, user := range accepted {
+		if rows[oid] {
+			continue
+		}
+		if n++; n > 5 {
+			break
+		}
+		var o orderJSON
+		status, err := c.clients[0].do(context.Background(), "GET", "/api/orders/"+oid, c.clients[0].jwt(user), nil, nil, &o)
+		t.Logf("missing 202 %s of %s: GET %d %v %+v", oid, user, status, err, o)
+	}
+	var report map[string]any
+	status, err := c.clients[0].do(context.Background(), "GET", "/api/admin/sales/"+saleID+"/audit", c.clients[0].admin, nil, nil, &report)
+	t.Logf("audit: %d %v %v", status, err, report)
+	ready, dead := c.queueDepth(t)
+	t.Logf("queue: %d ready, %d dead-lettered", ready, dead)
 }
