@@ -58,28 +58,50 @@ type Limits struct {
 }
 
 // admitPurchase applies the limits, the narrowest first (a client refused
-// for itself spends nothing of the sale's allowance), then admission.
+// for itself spends nothing of the sale's allowance), then admission. A
+// sale's own limits (flashsale.SaleLimits) stand in for the instance's
+// where it sets them; a per-user or per-address override is counted under
+// a key of that sale's, so it neither spends nor is spent by the guest's
+// allowance on other sales.
 func (s *Service) admitPurchase(ctx context.Context, u flashsale.User, sale *flashsale.Sale, ip string) (*atomic.Int64, error) {
 	if s.limiter != nil {
 		// Each key is built only when its limit is on: no allocation for
 		// a limit that is off.
-		if ip != "" && !s.limits.PerIP.Off() {
-			if err := flashsale.Take(ctx, s.limiter, "buy-ip:"+ip, s.limits.PerIP, s.log); err != nil {
+		own := &sale.Limits
+		if r, saleOwn := pick(own.PerIP, s.limits.PerIP); ip != "" && !r.Off() {
+			if err := flashsale.Take(ctx, s.limiter, limitKey("buy-ip:", sale.ID, ip, saleOwn), r, s.log); err != nil {
 				return nil, err
 			}
 		}
-		if !s.limits.PerUser.Off() {
-			if err := flashsale.Take(ctx, s.limiter, "buy-user:"+u.ID, s.limits.PerUser, s.log); err != nil {
+		if r, saleOwn := pick(own.PerUser, s.limits.PerUser); !r.Off() {
+			if err := flashsale.Take(ctx, s.limiter, limitKey("buy-user:", sale.ID, u.ID, saleOwn), r, s.log); err != nil {
 				return nil, err
 			}
 		}
-		if !s.limits.PerSale.Off() {
-			if err := flashsale.Take(ctx, s.limiter, "buy-sale:"+sale.ID, s.limits.PerSale, s.log); err != nil {
+		if r, _ := pick(own.PerSale, s.limits.PerSale); !r.Off() {
+			if err := flashsale.Take(ctx, s.limiter, "buy-sale:"+sale.ID, r, s.log); err != nil {
 				return nil, err
 			}
 		}
 	}
 	return s.admit.enter(sale.ID)
+}
+
+// pick is a sale's override where it has one (true), else the default.
+func pick(override *flashsale.Rate, def flashsale.Rate) (flashsale.Rate, bool) {
+	if override != nil {
+		return *override, true
+	}
+	return def, false
+}
+
+// limitKey is the limiter key of who (a user or an address): the
+// instance-wide one, or the sale's own when the sale sets the limit.
+func limitKey(kind, saleID, who string, saleOwn bool) string {
+	if saleOwn {
+		return kind + saleID + ":" + who
+	}
+	return kind + who
 }
 
 // enter admits one purchase of saleID or answers ErrOverloaded; the caller

@@ -1,0 +1,147 @@
+package funnel_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/funnel"
+	"github.com/flashsale/flashsale/inmem"
+	"github.com/flashsale/flashsale/internal/testenv"
+	"github.com/flashsale/flashsale/redis"
+)
+
+// TestSaleLimits: a sale's own limits stand in for the instance's, each
+// holding within 10% over a two-second burst, on the in-process limiter
+// and on Redis's: a per-sale override above the default, a per-address
+// limit turned off for one sale, a per-user override counted under the
+// sale's own key, so it leaves the guest's allowance elsewhere untouched;
+// a sale without overrides keeps the defaults.
+func TestSaleLimits(t *testing.T) {
+	for _, l := range []struct {
+		name string
+		open func(testing.TB) flashsale.Limiter
+	}{
+		{"InMemory", func(tb testing.TB) flashsale.Limiter {
+			l := inmem.NewLimiter()
+			tb.Cleanup(func() { l.Close() })
+			return l
+		}},
+		{"Redis", func(tb testing.TB) flashsale.Limiter {
+			url := testenv.URL(tb, testenv.Redis)
+			prefix := testenv.Name("fs-salelimit-") + ":"
+			e, err := redis.Open(context.Background(), url, redis.Options{Prefix: prefix}, slog.New(slog.DiscardHandler))
+			if err != nil {
+				tb.Fatal(err)
+			}
+			local := inmem.NewLimiter()
+			tb.Cleanup(func() {
+				local.Close()
+				e.Close()
+				if err := testenv.DeleteKeys(url, prefix); err != nil {
+					tb.Error(err)
+				}
+			})
+			return e.Limiter(local)
+		}},
+	} {
+		t.Run(l.name, func(t *testing.T) { testSaleLimits(t, l.open(t)) })
+	}
+}
+
+func testSaleLimits(t *testing.T, limiter flashsale.Limiter) {
+	ctx := context.Background()
+	e := mustOpenAudit(t, nil, func(cfg *funnel.Config, _ *inmem.Writer) {
+		cfg.Limiter = limiter
+		cfg.Limits = funnel.Limits{
+			PerSale: flashsale.PerSecond(20, 10),
+			PerUser: flashsale.Rate{N: 1, Per: time.Minute, Burst: 1},
+			PerIP:   flashsale.Rate{N: 1, Per: time.Minute, Burst: 1},
+		}
+	})
+	rate := func(v string) *flashsale.Rate {
+		r, err := flashsale.ParseRate(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &r
+	}
+	noToken := func(limits flashsale.SaleLimits, perUser int) func(*flashsale.Sale) {
+		return func(s *flashsale.Sale) { s.PurchaseToken, s.PerUserLimit, s.Limits = false, perUser, limits }
+	}
+	// hot sells faster than the default and to any number of guests
+	// behind one address; plain keeps the defaults; mine lets one guest
+	// buy 50 a second of it.
+	hot := e.sale(t, noToken(flashsale.SaleLimits{PerSale: rate("100/s,20"), PerIP: rate("off")}, 1), 1000)
+	plain := e.sale(t, noToken(flashsale.SaleLimits{}, 1), 1000)
+	mine := e.sale(t, noToken(flashsale.SaleLimits{PerUser: rate("50/s,10"), PerSale: rate("off")}, 1000), 1000)
+
+	type hammer struct {
+		sale     *flashsale.Sale
+		user, ip func(n int64) string
+		want     func(elapsed time.Duration) float64
+		ok, no   atomic.Int64
+	}
+	var seq atomic.Int64
+	hammers := []*hammer{
+		{sale: hot, user: func(n int64) string { return fmt.Sprintf("hot-%d", n) }, ip: func(int64) string { return "203.0.113.7" },
+			want: func(d time.Duration) float64 { return 20 + 100*d.Seconds() }},
+		{sale: plain, user: func(n int64) string { return fmt.Sprintf("plain-%d", n) }, ip: func(int64) string { return "" },
+			want: func(d time.Duration) float64 { return 10 + 20*d.Seconds() }},
+		{sale: mine, user: func(int64) string { return "scalper" }, ip: func(n int64) string { return fmt.Sprintf("198.51.%d.%d", n/250%250, n%250) },
+			want: func(d time.Duration) float64 { return 10 + 50*d.Seconds() }},
+	}
+	const d = 2 * time.Second
+	start := time.Now()
+	var wg sync.WaitGroup
+	for _, h := range hammers {
+		for range 4 {
+			wg.Go(func() {
+				for time.Since(start) < d {
+					n := seq.Add(1)
+					_, err := e.svc.Purchase(ctx, flashsale.User{ID: h.user(n)},
+						flashsale.PurchaseRequest{SaleID: h.sale.ID, ClientIP: h.ip(n)})
+					switch {
+					case err == nil:
+						h.ok.Add(1)
+					case errors.Is(err, flashsale.ErrRateLimited):
+						h.no.Add(1)
+					default:
+						t.Errorf("sale %s: %v", h.sale.ID, err)
+						return
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	for _, h := range hammers {
+		want, got := h.want(elapsed), float64(h.ok.Load())
+		t.Logf("sale %s: %d accepted, %d limited in %v; want %.0f", h.sale.ID, h.ok.Load(), h.no.Load(), elapsed.Round(time.Millisecond), want)
+		if got < 0.9*want || got > 1.1*want {
+			t.Errorf("sale %s: %.0f accepted in %v, want %.0f ± 10%%", h.sale.ID, got, elapsed.Round(time.Millisecond), want)
+		}
+		if h.no.Load() == 0 {
+			t.Errorf("sale %s: nothing limited: the hammer did not exceed the rate", h.sale.ID)
+		}
+		if n := e.nights(t, h.sale.ID)[0]; n.Held != int(h.ok.Load()) {
+			t.Errorf("sale %s: %d held for %d accepted: a limited purchase took stock", h.sale.ID, n.Held, h.ok.Load())
+		}
+	}
+	// The scalper's 50 a second of mine was counted under mine's key: his
+	// default allowance (1 a minute) is untouched, on plain.
+	if _, err := e.svc.Purchase(ctx, flashsale.User{ID: "scalper"}, flashsale.PurchaseRequest{SaleID: plain.ID}); err != nil && !errors.Is(err, flashsale.ErrRateLimited) {
+		t.Fatal(err)
+	} else if errors.Is(err, flashsale.ErrRateLimited) {
+		if rl, _ := errors.AsType[*flashsale.RateLimitedError](err); rl != nil && rl.Wait > 30*time.Second {
+			t.Fatalf("the scalper's purchases of a sale with its own per-user limit spent his default allowance: %v", err)
+		}
+	}
+}
