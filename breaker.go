@@ -73,7 +73,7 @@ type Readiness struct {
 	Breaker *BreakerStatus `json:"breaker,omitempty"`
 	// Selling is what the instance sells from; SellMode the deployment's
 	// mode, where the breaker has a db mode (nil otherwise).
-	Selling  Selling   `json:"selling"`
+	Selling  Selling   `json:"selling,omitempty"`
 	SellMode *SellMode `json:"sell_mode,omitempty"`
 	// EngineErr and DatabaseErr are why not.
 	EngineErr   error `json:"-"`
