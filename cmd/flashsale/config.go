@@ -128,12 +128,16 @@ type Config struct {
 	TrustedProxies []netip.Prefix
 	LogLevel       slog.Level // FLASHSALE_LOG_LEVEL: debug, info, warn, error
 	Demo           bool       // --demo: seed a sample sale and enable POST /api/demo/login
+	// DebugAddr is where net/http/pprof listens, never on the public
+	// port; empty is off. FLASHSALE_DEBUG_ADDR, --debug-addr.
+	DebugAddr string
 }
 
 // parseConfig reads the environment, then the flags of a subcommand.
 func parseConfig(fset *flag.FlagSet, args []string, getenv func(string) string) (Config, error) {
 	c := Config{
 		Addr:               cmp.Or(getenv("FLASHSALE_ADDR"), AddrDefault),
+		DebugAddr:          getenv("FLASHSALE_DEBUG_ADDR"),
 		DataDir:            cmp.Or(getenv("FLASHSALE_DATA_DIR"), DataDirDefault),
 		DatabaseURL:        getenv("FLASHSALE_DATABASE_URL"),
 		RedisURL:           getenv("FLASHSALE_REDIS_URL"),
@@ -255,6 +259,7 @@ func parseConfig(fset *flag.FlagSet, args []string, getenv func(string) string) 
 		fset.StringVar(&c.Addr, "addr", c.Addr, "HTTP listen address (FLASHSALE_ADDR)")
 		fset.StringVar(&c.DataDir, "data-dir", c.DataDir, "data directory: SQLite database and generated secrets (FLASHSALE_DATA_DIR)")
 		fset.BoolVar(&c.Demo, "demo", false, "seed a sample hotel sale and enable POST /api/demo/login")
+		fset.StringVar(&c.DebugAddr, "debug-addr", c.DebugAddr, "net/http/pprof listen address, e.g. 127.0.0.1:6060; off when empty (FLASHSALE_DEBUG_ADDR)")
 		if err := fset.Parse(args); err != nil {
 			return c, err
 		}
@@ -316,6 +321,7 @@ func (c Config) Distributed() bool { return c.RedisURL != "" }
 func (c Config) LogValue() slog.Value {
 	return slog.GroupValue(
 		slog.String("addr", c.Addr),
+		slog.String("debug_addr", c.DebugAddr),
 		slog.String("data_dir", c.DataDir),
 		slog.String("database_url", maskURL(c.DatabaseURL)),
 		slog.String("redis_url", maskURL(c.RedisURL)),

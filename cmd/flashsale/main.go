@@ -122,6 +122,7 @@ type Main struct {
 	svc       *funnel.Service
 	ln        net.Listener
 	server    *http.Server
+	debugAddr string // where pprof listens, once open; "" when off
 
 	closers []func() error // in opening order; Close runs them backwards
 }
@@ -207,6 +208,9 @@ func (m *Main) open(ctx context.Context) error {
 		RequestTimeout: cfg.RequestTimeout,
 		Limiter:        m.limiter, ReadPerIP: cfg.ReadPerIP, TrustedProxies: cfg.TrustedProxies,
 	})
+	if err := m.openDebug(); err != nil {
+		return err
+	}
 	if m.ln, err = net.Listen("tcp", cfg.Addr); err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
