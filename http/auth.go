@@ -4,6 +4,7 @@ import (
 	"crypto/subtle"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -37,6 +38,8 @@ type userClaims struct {
 	ExpiresAt *jwt.NumericDate `json:"exp"`
 	NotBefore *jwt.NumericDate `json:"nbf,omitempty"`
 	IssuedAt  *jwt.NumericDate `json:"iat,omitempty"`
+	Issuer    string           `json:"iss,omitempty"`
+	Audience  jwt.ClaimStrings `json:"aud,omitempty"`
 }
 
 var _ jwt.Claims = (*userClaims)(nil)
@@ -44,9 +47,32 @@ var _ jwt.Claims = (*userClaims)(nil)
 func (c *userClaims) GetExpirationTime() (*jwt.NumericDate, error) { return c.ExpiresAt, nil }
 func (c *userClaims) GetNotBefore() (*jwt.NumericDate, error)      { return c.NotBefore, nil }
 func (c *userClaims) GetIssuedAt() (*jwt.NumericDate, error)       { return c.IssuedAt, nil }
-func (c *userClaims) GetIssuer() (string, error)                   { return "", nil }
+func (c *userClaims) GetIssuer() (string, error)                   { return c.Issuer, nil }
 func (c *userClaims) GetSubject() (string, error)                  { return c.Subject, nil }
-func (c *userClaims) GetAudience() (jwt.ClaimStrings, error)       { return nil, nil }
+func (c *userClaims) GetAudience() (jwt.ClaimStrings, error)       { return c.Audience, nil }
+
+// KeySet is the platform identity provider's public keys (the jwks
+// package, over FLASHSALE_JWKS_URL).
+type KeySet interface {
+	// Key returns the key kid names if alg verifies with it. An error
+	// wrapping flashsale.ErrUnavailable means the keys could not be
+	// fetched (503); any other, that the token is not to be trusted.
+	Key(kid, alg string) (any, error)
+	// Gen changes whenever a key is removed or replaced, so a token
+	// verified before is verified again.
+	Gen() uint64
+}
+
+// platformMethods are the algorithms of the provider's tokens, each
+// verified only with a key from KeySet of its own type; HS256 is verified
+// only with the shared secret. One key source per algorithm is what stops
+// algorithm confusion: an HS256 token "signed" with a public key is
+// checked against the secret, and a public key is never an HMAC key.
+var platformMethods = []string{"RS256", "ES256", "EdDSA"}
+
+// errJWKSUnavailable answers a platform token whose keys cannot be fetched.
+var errJWKSUnavailable = &flashsale.Error{Code: flashsale.EUnavailable,
+	Message: "the identity provider's keys cannot be fetched to verify this token; retry shortly"}
 
 // validSubject reports whether sub is a usable user ID: 1 to 64 characters
 // of [A-Za-z0-9._@:-], so it is safe in keys, logs and URLs.
@@ -86,28 +112,52 @@ func (s *Server) authenticate(r *http.Request) (flashsale.User, error) {
 	return s.verifyUser(tok)
 }
 
-// verifyUser checks a user JWT: HS256 only, exp required and in the future,
-// a well-formed sub. Verified tokens are cached until their exp (see
-// userCache), so a guest retrying a purchase pays for one HMAC and one JSON
-// parse per token rather than per request.
+// verifyUser checks a user JWT: HS256 with the shared secret or, with a
+// KeySet, RS256/ES256/EdDSA with the provider's key of its kid and the
+// configured iss and aud; exp required and in the future, a well-formed
+// sub. Verified tokens are cached until their exp (see userCache), so a
+// guest retrying a purchase pays for one signature check and one JSON parse
+// per token rather than per request; a platform token's entry lasts only
+// while the key set keeps its generation.
 func (s *Server) verifyUser(tok string) (flashsale.User, error) {
-	if len(s.secret) == 0 || len(tok) > maxTokenLen {
+	if (len(s.secret) == 0 && s.jwks == nil) || len(tok) > maxTokenLen {
 		return flashsale.User{}, errUnauthenticated
 	}
 	now := s.now()
-	if u, ok := s.users.get(tok, now); ok {
+	var gen uint64
+	if s.jwks != nil {
+		gen = s.jwks.Gen()
+	}
+	if u, ok := s.users.get(tok, now, gen); ok {
 		return u, nil
 	}
 	var c userClaims
-	if _, err := s.parser.ParseWithClaims(tok, &c, s.key); err != nil {
+	t, err := s.parser.ParseWithClaims(tok, &c, s.key)
+	if err != nil {
+		if flashsale.Unreachable(err) {
+			return flashsale.User{}, errJWKSUnavailable
+		}
+		return flashsale.User{}, errUnauthenticated
+	}
+	platform := t.Method != jwt.SigningMethodHS256
+	if platform && !s.platformClaims(&c) {
 		return flashsale.User{}, errUnauthenticated
 	}
 	u, ok := c.user()
 	if !ok {
 		return flashsale.User{}, errUnauthenticated
 	}
-	s.users.put(tok, u, c.ExpiresAt.Time)
+	s.users.put(tok, cachedUser{user: u, exp: c.ExpiresAt.Time, platform: platform, gen: gen})
 	return u, nil
+}
+
+// platformClaims checks what the provider's tokens must say of themselves:
+// the configured issuer and audience, when set.
+func (s *Server) platformClaims(c *userClaims) bool {
+	if s.issuer != "" && c.Issuer != s.issuer {
+		return false
+	}
+	return s.audience == "" || slices.Contains(c.Audience, s.audience)
 }
 
 // maxStays30d bounds the stays_30d claim: 30 days hold at most a few
@@ -142,7 +192,22 @@ func (c *userClaims) user() (flashsale.User, bool) {
 // maxTokenLen bounds the JWT parsed; a legitimate token is a few hundred bytes.
 const maxTokenLen = 4096
 
-func (s *Server) key(*jwt.Token) (any, error) { return s.secret, nil }
+// key picks the verification key by the token's algorithm (the parser
+// admits only HS256 and, with a KeySet, platformMethods): the shared secret
+// for HS256, the provider's key of the token's kid for the others.
+func (s *Server) key(t *jwt.Token) (any, error) {
+	if t.Method == jwt.SigningMethodHS256 {
+		if len(s.secret) == 0 {
+			return nil, errUnauthenticated
+		}
+		return s.secret, nil
+	}
+	kid, _ := t.Header["kid"].(string)
+	if s.jwks == nil || kid == "" {
+		return nil, errUnauthenticated
+	}
+	return s.jwks.Key(kid, t.Method.Alg())
+}
 
 // isAdmin reports whether the request carries the admin token. The
 // comparison is constant-time so response timing does not reveal it.
@@ -186,29 +251,35 @@ type userCache struct {
 type cachedUser struct {
 	user flashsale.User
 	exp  time.Time
+	// platform marks a token verified with a provider key, valid while
+	// the key set's generation is gen.
+	platform bool
+	gen      uint64
 }
 
 func newUserCache(max int) *userCache {
 	return &userCache{max: max, m: make(map[string]cachedUser)}
 }
 
-func (c *userCache) get(tok string, now time.Time) (flashsale.User, bool) {
+// get returns the user of a cached token that has not expired and, for a
+// platform token, was verified under the key set's generation gen.
+func (c *userCache) get(tok string, now time.Time, gen uint64) (flashsale.User, bool) {
 	c.mu.RLock()
 	e, ok := c.m[tok]
 	c.mu.RUnlock()
-	if !ok || !now.Before(e.exp) {
+	if !ok || !now.Before(e.exp) || (e.platform && e.gen != gen) {
 		return flashsale.User{}, false
 	}
 	return e.user, true
 }
 
-func (c *userCache) put(tok string, u flashsale.User, exp time.Time) {
+func (c *userCache) put(tok string, e cachedUser) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.m) >= c.max {
 		clear(c.m)
 	}
-	c.m[tok] = cachedUser{user: u, exp: exp}
+	c.m[tok] = e
 }
 
 // handleDemoLogin hands out a 24-hour user JWT for any well-formed user ID.

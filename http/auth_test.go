@@ -186,7 +186,7 @@ func TestAuthenticateCacheExpiry(t *testing.T) {
 func TestUserCacheBounded(t *testing.T) {
 	c := newUserCache(4)
 	for i := range 10 {
-		c.put(strings.Repeat("t", i+1), flashsale.User{ID: "u"}, t0.Add(time.Hour))
+		c.put(strings.Repeat("t", i+1), cachedUser{user: flashsale.User{ID: "u"}, exp: t0.Add(time.Hour)})
 	}
 	if got := len(c.m); got > 4 {
 		t.Fatalf("cache holds %d entries, bound is 4", got)

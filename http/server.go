@@ -24,6 +24,13 @@ type Config struct {
 	// JWTSecret verifies (and, in demo mode, signs) user tokens with HS256.
 	// When empty every user request is unauthenticated: the server fails closed.
 	JWTSecret []byte
+	// JWKS, when set, verifies the platform identity provider's RS256,
+	// ES256 and EdDSA user tokens by their kid (see auth.go); JWTIssuer
+	// and JWTAudience, when set, are required of those tokens' iss and
+	// aud. HS256 tokens stay verified by JWTSecret alone.
+	JWKS        KeySet
+	JWTIssuer   string
+	JWTAudience string
 	// AdminToken is the bearer token of the admin routes and of the payment
 	// callback. When empty the admin routes reject every request.
 	AdminToken string
@@ -67,6 +74,9 @@ type Server struct {
 	log       *slog.Logger
 	parser    *jwt.Parser
 	users     *userCache
+	jwks      KeySet
+	issuer    string
+	audience  string
 	limiter   flashsale.Limiter
 	readPerIP flashsale.Rate
 	// trustedProxies: see clientIP.
@@ -86,6 +96,9 @@ func NewServer(svc flashsale.Service, cfg Config) *Server {
 		now:       cfg.Now,
 		log:       cfg.Logger,
 		users:     newUserCache(userCacheSize),
+		jwks:      cfg.JWKS,
+		issuer:    cfg.JWTIssuer,
+		audience:  cfg.JWTAudience,
 		limiter:   cfg.Limiter,
 		readPerIP: cfg.ReadPerIP,
 		mux:       http.NewServeMux(),
@@ -98,8 +111,12 @@ func NewServer(svc flashsale.Service, cfg Config) *Server {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
+	methods := []string{"HS256"}
+	if s.jwks != nil {
+		methods = append(methods, platformMethods...)
+	}
 	s.parser = jwt.NewParser(
-		jwt.WithValidMethods([]string{"HS256"}),
+		jwt.WithValidMethods(methods),
 		jwt.WithExpirationRequired(),
 		jwt.WithTimeFunc(s.now),
 	)

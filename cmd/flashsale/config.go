@@ -114,6 +114,14 @@ type Config struct {
 	// FLASHSALE_LIMIT_READ_IP.
 	Limits    funnel.Limits
 	ReadPerIP flashsale.Rate
+	// JWKSURL, when set, is the platform identity provider's key set:
+	// RS256, ES256 and EdDSA user tokens verify with its keys (HS256 ones
+	// with JWTSecret, as before). JWTIssuer and JWTAudience, when set, are
+	// required of those tokens. FLASHSALE_JWKS_URL, FLASHSALE_JWT_ISSUER,
+	// FLASHSALE_JWT_AUDIENCE.
+	JWKSURL     string
+	JWTIssuer   string
+	JWTAudience string
 	// UserServiceURL, when set, is where eligibility rules get the user
 	// facts a token does not carry: GET {url}/users/{id}, cached (see
 	// usersvc). UserServiceTimeout bounds each call; UserServiceStale is
@@ -131,6 +139,10 @@ type Config struct {
 	// DebugAddr is where net/http/pprof listens, never on the public
 	// port; empty is off. FLASHSALE_DEBUG_ADDR, --debug-addr.
 	DebugAddr string
+	// ShutdownDelay is how long a SIGTERM'd instance answers /readyz 503
+	// while still serving, before it stops accepting: a load balancer's
+	// probe period times its failure threshold. FLASHSALE_SHUTDOWN_DELAY.
+	ShutdownDelay time.Duration
 }
 
 // parseConfig reads the environment, then the flags of a subcommand.
@@ -161,6 +173,9 @@ func parseConfig(fset *flag.FlagSet, args []string, getenv func(string) string) 
 		MaxInFlight:        funnel.MaxInFlightDefault,
 		MaxInFlightPerSale: funnel.MaxInFlightPerSaleDefault,
 		Limits:             funnel.Limits{PerUser: PurchasePerUserDefault},
+		JWKSURL:            getenv("FLASHSALE_JWKS_URL"),
+		JWTIssuer:          getenv("FLASHSALE_JWT_ISSUER"),
+		JWTAudience:        getenv("FLASHSALE_JWT_AUDIENCE"),
 		UserServiceURL:     getenv("FLASHSALE_USER_SERVICE_URL"),
 		UserServiceTimeout: usersvc.TimeoutDefault,
 		UserServiceStale:   usersvc.StaleForDefault,
@@ -204,6 +219,7 @@ func parseConfig(fset *flag.FlagSet, args []string, getenv func(string) string) 
 		{"FLASHSALE_USER_SERVICE_TIMEOUT", &c.UserServiceTimeout},
 		{"FLASHSALE_USER_SERVICE_STALE", &c.UserServiceStale},
 		{"FLASHSALE_SELL_LEASE", &c.SellLease},
+		{"FLASHSALE_SHUTDOWN_DELAY", &c.ShutdownDelay},
 	} {
 		if v := getenv(d.name); v != "" {
 			v, err := time.ParseDuration(v)
@@ -298,8 +314,14 @@ func (c Config) Validate() error {
 		return fmt.Errorf("FLASHSALE_BREAKER_MODE must be %q or %q", BreakerReject, BreakerDB)
 	case c.BreakerMode == BreakerDB && (c.BreakerFailures == 0 || c.AMQPURL == "" || strings.HasPrefix(c.DatabaseURL, "sqlite://")):
 		return fmt.Errorf("FLASHSALE_BREAKER_MODE=db needs the breaker (FLASHSALE_BREAKER_FAILURES > 0), the queue (FLASHSALE_AMQP_URL) and MySQL or PostgreSQL")
+	case c.ShutdownDelay < 0:
+		return fmt.Errorf("FLASHSALE_SHUTDOWN_DELAY must not be negative")
 	case c.DirectLimit < 1 || c.SellLease < 2*time.Second:
 		return fmt.Errorf("FLASHSALE_BREAKER_DB_CONCURRENCY must be positive and FLASHSALE_SELL_LEASE at least 2s")
+	case c.JWKSURL != "" && !strings.HasPrefix(c.JWKSURL, "http://") && !strings.HasPrefix(c.JWKSURL, "https://"):
+		return fmt.Errorf("FLASHSALE_JWKS_URL must start with http:// or https://")
+	case c.JWKSURL == "" && (c.JWTIssuer != "" || c.JWTAudience != ""):
+		return fmt.Errorf("FLASHSALE_JWT_ISSUER and FLASHSALE_JWT_AUDIENCE apply to the provider's tokens: they need FLASHSALE_JWKS_URL")
 	case c.UserServiceURL != "" && !strings.HasPrefix(c.UserServiceURL, "http://") && !strings.HasPrefix(c.UserServiceURL, "https://"):
 		return fmt.Errorf("FLASHSALE_USER_SERVICE_URL must start with http:// or https://")
 	case c.UserServiceTimeout <= 0 || c.UserServiceStale <= 0:
@@ -322,6 +344,7 @@ func (c Config) LogValue() slog.Value {
 	return slog.GroupValue(
 		slog.String("addr", c.Addr),
 		slog.String("debug_addr", c.DebugAddr),
+		slog.Duration("shutdown_delay", c.ShutdownDelay),
 		slog.String("data_dir", c.DataDir),
 		slog.String("database_url", maskURL(c.DatabaseURL)),
 		slog.String("redis_url", maskURL(c.RedisURL)),
@@ -343,6 +366,8 @@ func (c Config) LogValue() slog.Value {
 		slog.Group("limits", slog.Any("purchase_user", c.Limits.PerUser), slog.Any("purchase_ip", c.Limits.PerIP),
 			slog.Any("purchase_sale", c.Limits.PerSale), slog.Any("read_ip", c.ReadPerIP)),
 		slog.Any("trusted_proxies", c.TrustedProxies),
+		slog.Group("jwks", slog.String("url", maskURL(c.JWKSURL)), slog.String("issuer", c.JWTIssuer),
+			slog.String("audience", c.JWTAudience)),
 		slog.Group("user_service", slog.String("url", maskURL(c.UserServiceURL)),
 			slog.Duration("timeout", c.UserServiceTimeout), slog.Duration("stale", c.UserServiceStale)),
 		slog.Any("token_keys", tokenKeyIDs(c.TokenKeys)),

@@ -3,6 +3,7 @@
 //	flashsale serve [--demo] [--addr :8080] [--data-dir ./data]
 //	flashsale migrate
 //	flashsale audit [--sale ID] [--repair]
+//	flashsale bench (--self | --target URL) [--shape pulse] [--ceiling] [--json FILE]
 //	flashsale version
 //
 // With no configuration, serve runs the embedded shape: SQLite in the data
@@ -32,6 +33,7 @@ import (
 	"github.com/flashsale/flashsale/funnel"
 	fshttp "github.com/flashsale/flashsale/http"
 	"github.com/flashsale/flashsale/inmem"
+	"github.com/flashsale/flashsale/jwks"
 	"github.com/flashsale/flashsale/usersvc"
 )
 
@@ -54,6 +56,8 @@ commands:
   audit     prove each sale's books balance: flashsale audit [--sale ID] [--repair];
             exits non-zero when one does not (embedded shape: the database's own
             invariants only, see flashsale audit --help)
+  bench     load-test a server (--target URL) or the embedded one (--self), then
+            check the invariants; exits non-zero when one breaks (flashsale bench --help)
   version   print the version
 `
 
@@ -69,6 +73,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return nil
 	case "audit":
 		return runAudit(ctx, args, getenv, stdout, stderr)
+	case "bench":
+		return runBench(ctx, args, getenv, stdout, stderr)
 	case "serve", "migrate":
 	default:
 		fmt.Fprint(stderr, usage)
@@ -98,6 +104,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	<-ctx.Done()
+	m.Drain(cfg.ShutdownDelay)
 	logger.Info("shutting down")
 	return m.Close()
 }
@@ -123,6 +130,7 @@ type Main struct {
 	ln        net.Listener
 	server    *http.Server
 	debugAddr string // where pprof listens, once open; "" when off
+	gate      *drainGate
 
 	closers []func() error // in opening order; Close runs them backwards
 }
@@ -203,11 +211,22 @@ func (m *Main) open(ctx context.Context) error {
 		}
 	}
 
+	var keys fshttp.KeySet
+	if cfg.JWKSURL != "" {
+		k, err := jwks.New(jwks.Config{URL: cfg.JWKSURL, Logger: m.log})
+		if err != nil {
+			return err
+		}
+		m.closers = append(m.closers, k.Close)
+		keys = k
+	}
 	h := fshttp.NewServer(m.svc, fshttp.Config{
 		JWTSecret: []byte(jwtSecret), AdminToken: adminToken, Demo: cfg.Demo, Logger: m.log,
+		JWKS: keys, JWTIssuer: cfg.JWTIssuer, JWTAudience: cfg.JWTAudience,
 		RequestTimeout: cfg.RequestTimeout,
 		Limiter:        m.limiter, ReadPerIP: cfg.ReadPerIP, TrustedProxies: cfg.TrustedProxies,
 	})
+	m.gate = &drainGate{next: h.Handler()}
 	if err := m.openDebug(); err != nil {
 		return err
 	}
@@ -215,7 +234,7 @@ func (m *Main) open(ctx context.Context) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	m.server = &http.Server{
-		Handler:           h.Handler(),
+		Handler:           m.gate,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      30 * time.Second,
