@@ -1,0 +1,283 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Invariant is one rule of docs/design.md checked after a run.
+type Invariant struct {
+	Name   string `json:"name"`
+	OK     bool   `json:"ok"`
+	Detail string `json:"detail"`
+}
+
+// The invariants Verify checks.
+const (
+	InvOversold  = "oversold"   // I1: held + sold ≤ stock, on the server and by the 202s
+	InvLost      = "lost_202"   // I2, I8: every 202 is one readable order, none lost or failed with room left
+	InvDuplicate = "duplicates" // I4: one order per 202, never one order for two purchases
+	InvOverLimit = "over_limit" // I3: no user holds more than the sale's per-user limit
+	InvBooks     = "books"      // I6: the server's audit balances and its counters are the 202s' rooms
+	InvDrained   = "drained"    // I2: nothing is in flight or pending once the load stops
+)
+
+// Check is the invariant check after a run: what the server's audit says,
+// cross-checked against the client's own record of every 202.
+type Check struct {
+	Invariants []Invariant `json:"invariants"`
+	// Stock, Held and Sold are the first night's (every bench purchase
+	// buys one room of it) as the audit read them last.
+	Stock int `json:"stock"`
+	Held  int `json:"held"`
+	Sold  int `json:"sold"`
+	// Orders counts the 202s' orders by the status their owners read.
+	Orders   map[string]int `json:"orders"`
+	Findings []string       `json:"findings,omitempty"`
+}
+
+// OK reports whether every invariant holds.
+func (c *Check) OK() bool {
+	for _, inv := range c.Invariants {
+		if !inv.OK {
+			return false
+		}
+	}
+	return true
+}
+
+// Broken names the invariants that do not hold.
+func (c *Check) Broken() []string {
+	var out []string
+	for _, inv := range c.Invariants {
+		if !inv.OK {
+			out = append(out, inv.Name)
+		}
+	}
+	return out
+}
+
+// Verify waits up to drain for the sale's orders to settle (nothing in
+// flight, no 202 still pending), then checks the invariants: the server's
+// audit of the sale, and every 202 in res read back by its owner.
+// perUserLimit is the sale's.
+func Verify(ctx context.Context, c *Client, saleID string, perUserLimit int, res *Result, drain time.Duration) (*Check, error) {
+	byOrder := map[string][]Accepted{}
+	for _, a := range res.Accepted {
+		byOrder[a.OrderID] = append(byOrder[a.OrderID], a)
+	}
+	deadline := time.Now().Add(drain)
+	var (
+		audit    Audit
+		statuses map[string]Order // by order; Status "" when the owner could not read it
+		drained  bool
+		err      error
+	)
+	for {
+		before, err1 := c.Audit(ctx, saleID)
+		if err1 != nil {
+			return nil, err1
+		}
+		statuses, err = readOrders(ctx, c, byOrder)
+		if err != nil {
+			return nil, err
+		}
+		if audit, err = c.Audit(ctx, saleID); err != nil {
+			return nil, err
+		}
+		pending := 0
+		for _, o := range statuses {
+			if o.Status == "pending" {
+				pending++
+			}
+		}
+		// Settled: nothing on its way, and the books did not move while
+		// the orders were read (a hold expiring in between would).
+		drained = inFlight(audit) == 0 && pending == 0 && sameCounters(before, audit)
+		if drained || time.Now().After(deadline) || !sleep(ctx, 200*time.Millisecond) {
+			break
+		}
+	}
+	return judge(audit, byOrder, statuses, perUserLimit, res.Unknown, drained), nil
+}
+
+// judge is Verify's verdict on what it read.
+func judge(audit Audit, byOrder map[string][]Accepted, statuses map[string]Order, perUserLimit, unknown int, drained bool) *Check {
+	ck := &Check{Orders: map[string]int{}}
+	if len(audit.Nights) > 0 {
+		n := audit.Nights[0]
+		ck.Stock, ck.Held, ck.Sold = n.Stock, n.Held, n.Sold
+	}
+	kinds := map[string]bool{}
+	for _, f := range audit.Findings {
+		kinds[f.Kind] = true
+		ck.Findings = append(ck.Findings, f.Kind+": "+f.Detail)
+	}
+	finding := func(names ...string) []string {
+		var out []string
+		for _, n := range names {
+			if kinds[n] {
+				out = append(out, "the server's audit finds "+n)
+			}
+		}
+		return out
+	}
+
+	var (
+		dups, lost, pending []string
+		active              int
+		perUser             = map[string]int{}
+	)
+	for _, id := range slices.Sorted(maps.Keys(byOrder)) {
+		as := byOrder[id]
+		for _, a := range as[1:] {
+			if a.User != as[0].User || a.Key == "" || a.Key != as[0].Key {
+				dups = append(dups, fmt.Sprintf("order %s answered 202 to %s and to %s", id, as[0].User, a.User))
+				break
+			}
+		}
+		o := statuses[id]
+		status := o.Status
+		if status == "" {
+			status = "unreadable"
+		}
+		ck.Orders[status]++
+		switch o.Status {
+		case "held", "paid":
+			rooms := max(1, o.Rooms)
+			active += rooms
+			perUser[as[0].User] += rooms
+		case "pending":
+			pending = append(pending, id)
+		case "failed":
+			if ck.Held+ck.Sold < ck.Stock {
+				lost = append(lost, fmt.Sprintf("order %s (a 202) failed with rooms left", id))
+			}
+		case "expired", "cancelled":
+		default:
+			lost = append(lost, fmt.Sprintf("order %s (a 202 to %s) cannot be read by its owner", id, as[0].User))
+		}
+	}
+	dbRooms := ck.Held + ck.Sold
+
+	var oversold []string
+	for _, n := range audit.Nights {
+		if n.Held+n.Sold > n.Stock {
+			oversold = append(oversold, fmt.Sprintf("night %s: held %d + sold %d > stock %d", n.Date, n.Held, n.Sold, n.Stock))
+		}
+	}
+	if active > ck.Stock {
+		oversold = append(oversold, fmt.Sprintf("the client holds %d active 202s for %d rooms", active, ck.Stock))
+	}
+	oversold = append(oversold, finding("db_oversold", "engine_negative")...)
+
+	var over []string
+	for _, u := range slices.Sorted(maps.Keys(perUser)) {
+		if perUser[u] > perUserLimit {
+			over = append(over, fmt.Sprintf("%s holds %d rooms, limit %d", u, perUser[u], perUserLimit))
+		}
+	}
+	over = append(over, finding("user_over_limit")...)
+
+	if dbRooms < active {
+		lost = append(lost, fmt.Sprintf("the server counts %d rooms held or sold, the 202s' orders %d", dbRooms, active))
+	}
+	lost = append(lost, finding("stranded")...)
+
+	var books []string
+	if dbRooms > active+unknown {
+		books = append(books, fmt.Sprintf("the server counts %d rooms held or sold, the 202s' orders only %d (and %d purchases lost their answer)",
+			dbRooms, active, unknown))
+	}
+	books = append(books, finding("db_counters_drift", "units_drift", "engine_active_db_final", "db_active_engine_inactive", "engine_not_loaded")...)
+
+	var undrained []string
+	if !drained {
+		undrained = append(undrained, fmt.Sprintf("%d rooms still in flight and %d 202s pending when the check gave up", inFlight(audit), len(pending)))
+	}
+	dups = append(dups, finding("duplicate_key")...)
+
+	for _, inv := range []struct {
+		name string
+		bad  []string
+	}{
+		{InvOversold, oversold}, {InvLost, lost}, {InvDuplicate, dups}, {InvOverLimit, over}, {InvBooks, books}, {InvDrained, undrained},
+	} {
+		ck.Invariants = append(ck.Invariants, Invariant{Name: inv.name, OK: len(inv.bad) == 0, Detail: summary(inv.bad)})
+	}
+	return ck
+}
+
+// summary is the first few of a list of failures, and how many there are.
+func summary(bad []string) string {
+	switch {
+	case len(bad) == 0:
+		return ""
+	case len(bad) <= 3:
+		return strings.Join(bad, "; ")
+	}
+	return fmt.Sprintf("%s; and %d more", strings.Join(bad[:3], "; "), len(bad)-3)
+}
+
+func inFlight(a Audit) int {
+	n := 0
+	for _, night := range a.Nights {
+		if night.InFlight != nil {
+			n += *night.InFlight
+		}
+	}
+	return n
+}
+
+func sameCounters(a, b Audit) bool {
+	if len(a.Nights) != len(b.Nights) {
+		return false
+	}
+	for i := range a.Nights {
+		if a.Nights[i].Held != b.Nights[i].Held || a.Nights[i].Sold != b.Nights[i].Sold {
+			return false
+		}
+	}
+	return true
+}
+
+// readOrders reads every order as its owner, a few at a time, waiting as a
+// 429 or 503 asks; an order its owner cannot read has Status "".
+func readOrders(ctx context.Context, c *Client, byOrder map[string][]Accepted) (map[string]Order, error) {
+	out := make(map[string]Order, len(byOrder))
+	var (
+		mu  sync.Mutex
+		wg  sync.WaitGroup
+		sem = make(chan struct{}, 16)
+	)
+	for id, as := range byOrder {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			var o Order
+			for range 10 {
+				got, resp, err := c.Order(ctx, as[0].User, id)
+				if err == nil && resp.Status == 200 {
+					o = got
+					break
+				}
+				if err == nil && resp.Status != 429 && resp.Status != 503 {
+					break
+				}
+				if !sleep(ctx, max(resp.RetryAfter, 100*time.Millisecond)) {
+					break
+				}
+			}
+			mu.Lock()
+			out[id] = o
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return out, ctx.Err()
+}

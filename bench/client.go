@@ -1,0 +1,310 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// Client speaks flashsale's HTTP API as guests and as the operator do. It
+// signs user JWTs itself, as the platform in front of flashsale would, so
+// a load test needs only the server's JWT secret and admin token.
+type Client struct {
+	Base  string // "http://host:port", no trailing slash
+	admin string
+	key   []byte
+	http  *http.Client
+
+	mu   sync.Mutex
+	jwts map[string]string
+}
+
+// NewClient returns a client of the server at base. conns caps the
+// connections it opens to it (and keeps idle): a load generator must not
+// open one per guest, nor queue every guest behind a handful.
+func NewClient(base, adminToken, jwtSecret string, conns int) *Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns, tr.MaxIdleConnsPerHost, tr.MaxConnsPerHost = conns, conns, conns
+	return &Client{
+		Base: base, admin: adminToken, key: []byte(jwtSecret),
+		http: &http.Client{Transport: tr, Timeout: 30 * time.Second},
+		jwts: map[string]string{},
+	}
+}
+
+// CloseIdle closes the client's idle connections.
+func (c *Client) CloseIdle() { c.http.CloseIdleConnections() }
+
+// JWT returns user's token (HS256, sub, exp in an hour, tier gold), signed
+// once and then cached: signing is the client's work, not the server's.
+func (c *Client) JWT(user string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t, ok := c.jwts[user]; ok {
+		return t
+	}
+	t, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{
+		"sub": user, "tier": "gold", "exp": time.Now().Add(time.Hour).Unix(),
+	}).SignedString(c.key)
+	if err != nil {
+		panic(err) // HS256 with a []byte key does not fail
+	}
+	c.jwts[user] = t
+	return t
+}
+
+// Response is one answer: its status, the error code of an error answer,
+// the Retry-After it asked for and the body.
+type Response struct {
+	Status     int
+	Code       string
+	RetryAfter time.Duration
+	Body       []byte
+}
+
+// Do sends one request with a bearer token (none when empty) and reads the
+// whole answer. body is sent as it is: a load generator sends bytes, some
+// of them deliberately malformed. An error is a transport error; any
+// answer, whatever its status, is a Response.
+func (c *Client) Do(ctx context.Context, method, path, bearer string, body []byte, header http.Header) (Response, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.Base+path, rd)
+	if err != nil {
+		return Response{}, err
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return Response{}, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return Response{Status: resp.StatusCode}, err
+	}
+	r := Response{Status: resp.StatusCode, Body: b}
+	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
+		r.RetryAfter = time.Duration(s) * time.Second
+	}
+	if r.Status >= 400 {
+		var e struct {
+			Error struct{ Code string } `json:"error"`
+		}
+		if json.Unmarshal(b, &e) == nil {
+			r.Code = e.Error.Code
+		}
+	}
+	return r, nil
+}
+
+// doJSON sends in (nil: no body) and decodes a 2xx answer into out.
+func (c *Client) doJSON(ctx context.Context, method, path, bearer string, in, out any) (Response, error) {
+	var body []byte
+	if in != nil {
+		var err error
+		if body, err = json.Marshal(in); err != nil {
+			return Response{}, err
+		}
+	}
+	r, err := c.Do(ctx, method, path, bearer, body, nil)
+	if err != nil {
+		return r, err
+	}
+	if out != nil && r.Status/100 == 2 {
+		if err := json.Unmarshal(r.Body, out); err != nil {
+			return r, fmt.Errorf("%s %s: decode %d answer: %w", method, path, r.Status, err)
+		}
+	}
+	return r, nil
+}
+
+// admin sends an operator request and wants the status want.
+func (c *Client) adminJSON(ctx context.Context, method, path string, in, out any, want int) error {
+	r, err := c.doJSON(ctx, method, path, c.admin, in, out)
+	if err != nil {
+		return err
+	}
+	if r.Status != want {
+		return fmt.Errorf("%s %s: %d %s: %.200s", method, path, r.Status, r.Code, r.Body)
+	}
+	return nil
+}
+
+// Night is one night of a sale: its date and rooms.
+type Night struct {
+	Date  string `json:"date"`
+	Stock int    `json:"stock"`
+}
+
+// Sale is what CreateSale posts: the fields a load test chooses. Its JSON
+// is the API's NewSale.
+type Sale struct {
+	Title         string    `json:"title"`
+	Hotel         string    `json:"hotel"`
+	RoomType      string    `json:"room_type"`
+	Nights        []Night   `json:"nights"`
+	Price         int64     `json:"price"`
+	OriginalPrice int64     `json:"original_price"`
+	Currency      string    `json:"currency"`
+	StartsAt      time.Time `json:"starts_at"`
+	EndsAt        time.Time `json:"ends_at"`
+	PerUserLimit  int       `json:"per_user_limit"`
+	HoldSeconds   int       `json:"hold_seconds"`
+	PurchaseToken bool      `json:"purchase_token"`
+	Challenge     *struct {
+		Difficulty int `json:"difficulty"`
+	} `json:"challenge,omitempty"`
+}
+
+// NewSale is a one-night sale of stock rooms, open from a second ago for
+// an hour, one room per guest, held holdSeconds, tokens required: the
+// flash sale the source describes.
+func NewSale(stock, holdSeconds int) Sale {
+	now := time.Now().UTC().Truncate(time.Second)
+	return Sale{
+		Title: "flashsale bench", Hotel: "Bench Hotel", RoomType: "Deluxe King",
+		Nights: []Night{{Date: now.AddDate(0, 1, 0).Format(time.DateOnly), Stock: stock}},
+		Price:  39900, OriginalPrice: 69900, Currency: "CNY",
+		StartsAt: now.Add(-time.Second), EndsAt: now.Add(time.Hour),
+		PerUserLimit: 1, HoldSeconds: holdSeconds, PurchaseToken: true,
+	}
+}
+
+// CreateSale creates s as the operator and returns its ID.
+func (c *Client) CreateSale(ctx context.Context, s Sale) (string, error) {
+	var out struct {
+		ID string `json:"id"`
+	}
+	if err := c.adminJSON(ctx, "POST", "/api/admin/sales", s, &out, http.StatusCreated); err != nil {
+		return "", fmt.Errorf("create sale: %w", err)
+	}
+	return out.ID, nil
+}
+
+// View is the guest's sale page, GET /api/sales/{id}.
+func (c *Client) View(ctx context.Context, saleID string) (Response, error) {
+	return c.Do(ctx, "GET", "/api/sales/"+saleID, "", nil, nil)
+}
+
+// Token asks for a purchase token as user; challenge and solution are a
+// solved proof-of-work puzzle for a sale that wants one, else empty. The
+// token is set on a 201.
+func (c *Client) Token(ctx context.Context, saleID, user, challenge, solution string) (string, Response, error) {
+	var in any
+	if challenge != "" {
+		in = map[string]string{"challenge": challenge, "solution": solution}
+	}
+	var out struct {
+		Token string `json:"token"`
+	}
+	r, err := c.doJSON(ctx, "POST", "/api/sales/"+saleID+"/token", c.JWT(user), in, &out)
+	return out.Token, r, err
+}
+
+// Puzzle is a proof-of-work challenge from POST /api/sales/{id}/challenge.
+type Puzzle struct {
+	Challenge  string `json:"challenge"`
+	Difficulty int    `json:"difficulty"`
+}
+
+// Challenge asks for a proof-of-work puzzle as user.
+func (c *Client) Challenge(ctx context.Context, saleID, user string) (Puzzle, Response, error) {
+	var p Puzzle
+	r, err := c.doJSON(ctx, "POST", "/api/sales/"+saleID+"/challenge", c.JWT(user), nil, &p)
+	return p, r, err
+}
+
+// Order is an order as its owner reads it (and as a 202 names it).
+type Order struct {
+	OrderID string `json:"order_id"`
+	UserID  string `json:"user_id"`
+	Status  string `json:"status"`
+	Rooms   int    `json:"rooms"`
+}
+
+// Purchase buys one room as user with token (empty: none) under the
+// idempotency key (empty: none). The order is set on a 202.
+func (c *Client) Purchase(ctx context.Context, saleID, user, token, key string) (Order, Response, error) {
+	var h http.Header
+	if key != "" {
+		h = http.Header{"Idempotency-Key": {key}}
+	}
+	body := []byte(`{}`)
+	if token != "" {
+		body, _ = json.Marshal(map[string]string{"token": token})
+	}
+	r, err := c.Do(ctx, "POST", "/api/sales/"+saleID+"/purchase", c.JWT(user), body, h)
+	var o Order
+	if err == nil && r.Status == http.StatusAccepted {
+		if err = json.Unmarshal(r.Body, &o); err != nil {
+			err = fmt.Errorf("purchase: decode 202 answer: %w", err)
+		}
+	}
+	return o, r, err
+}
+
+// Order reads one of user's orders as user.
+func (c *Client) Order(ctx context.Context, user, orderID string) (Order, Response, error) {
+	var o Order
+	r, err := c.doJSON(ctx, "GET", "/api/orders/"+orderID, c.JWT(user), nil, &o)
+	return o, r, err
+}
+
+// Pay is the payment platform's callback for an order (admin token).
+func (c *Client) Pay(ctx context.Context, orderID, ref string) (Response, error) {
+	return c.doJSON(ctx, "POST", "/api/orders/"+orderID+"/paid", c.admin, map[string]string{"payment_ref": ref}, nil)
+}
+
+// Cancel cancels user's held order.
+func (c *Client) Cancel(ctx context.Context, user, orderID string) (Response, error) {
+	return c.Do(ctx, "POST", "/api/orders/"+orderID+"/cancel", c.JWT(user), nil, nil)
+}
+
+// AuditNight is one night of the server's audit.
+type AuditNight struct {
+	Date     string `json:"date"`
+	Stock    int    `json:"stock"`
+	Held     int    `json:"held"`
+	Sold     int    `json:"sold"`
+	InFlight *int   `json:"in_flight"`
+}
+
+// Audit is the server's audit of a sale, GET /api/admin/sales/{id}/audit.
+type Audit struct {
+	Balanced bool         `json:"balanced"`
+	Nights   []AuditNight `json:"nights"`
+	Findings []struct {
+		Kind    string `json:"kind"`
+		OrderID string `json:"order_id"`
+		UserID  string `json:"user_id"`
+		Detail  string `json:"detail"`
+	} `json:"findings"`
+}
+
+// Audit reads the server's audit of a sale.
+func (c *Client) Audit(ctx context.Context, saleID string) (Audit, error) {
+	var a Audit
+	if err := c.adminJSON(ctx, "GET", "/api/admin/sales/"+saleID+"/audit", nil, &a, http.StatusOK); err != nil {
+		return a, fmt.Errorf("audit: %w", err)
+	}
+	return a, nil
+}

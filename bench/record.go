@@ -1,0 +1,288 @@
+package bench
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// Endpoint is a kind of request the load generator sends.
+type Endpoint int
+
+// The endpoints, in the order a guest meets them. Broken is every request
+// a broken client sends, kept apart so its errors do not colour the
+// purchase's latency.
+const (
+	EView Endpoint = iota
+	EChallenge
+	EToken
+	EPurchase
+	EOrder
+	EPay
+	ECancel
+	EBroken
+	endpoints
+)
+
+var endpointNames = [endpoints]string{"view", "challenge", "token", "purchase", "order", "pay", "cancel", "broken"}
+
+func (e Endpoint) String() string { return endpointNames[e] }
+
+// Latencies are recorded in microseconds, from 1 µs to a minute, to three
+// significant figures (HDR histograms: a fixed few kilobytes, any count).
+const (
+	histMin, histMax = 1, int64(time.Minute / time.Microsecond)
+	histDigits       = 3
+)
+
+func newHist() *hdrhistogram.Histogram { return hdrhistogram.New(histMin, histMax, histDigits) }
+
+// outcome is one endpoint's answers of one status and code; status 0 is a
+// transport error (code "transport") or a connection the client dropped on
+// purpose (code "dropped").
+type outcome struct {
+	ep     Endpoint
+	status int
+	code   string
+}
+
+// Accepted is one 202 as the client saw it: the order it names, for whom,
+// and under which idempotency key (empty: none).
+type Accepted struct {
+	OrderID, User, Key string
+	Kind               Kind
+}
+
+// recorder collects one run's measurements. One mutex: a few thousand
+// records a second are nothing beside the HTTP exchange each one measures.
+type recorder struct {
+	start time.Time
+
+	mu       sync.Mutex
+	hist     [endpoints]*hdrhistogram.Histogram
+	window   *hdrhistogram.Histogram // since the last progress line
+	outcomes map[outcome]int
+	seconds  []Second
+	accepted []Accepted
+	unknown  int // purchases whose answer was lost: they may have bought
+	lag      time.Duration
+	sessions int
+}
+
+// Second is what completed in one second of a run.
+type Second struct {
+	Requests int `json:"requests"`
+	Accepted int `json:"accepted"`
+	SoldOut  int `json:"sold_out"`
+	Limited  int `json:"rate_limited"`
+	Errors   int `json:"errors_5xx"`
+}
+
+func newRecorder(start time.Time) *recorder {
+	r := &recorder{start: start, window: newHist(), outcomes: map[outcome]int{}}
+	for i := range r.hist {
+		r.hist[i] = newHist()
+	}
+	return r
+}
+
+// record notes a request to ep meant to be sent at intended (not when it
+// was sent: a request that waited for the generator or for a connection
+// waited for the server) that ended now with resp or err.
+func (r *recorder) record(ep Endpoint, intended time.Time, resp Response, err error) {
+	now := time.Now()
+	us := max(histMin, min(histMax, now.Sub(intended).Microseconds()))
+	o := outcome{ep: ep, status: resp.Status, code: resp.Code}
+	if err != nil {
+		o = outcome{ep: ep, code: "transport"}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.hist[ep].RecordValue(us)
+	r.window.RecordValue(us)
+	r.outcomes[o]++
+	sec := int(now.Sub(r.start) / time.Second)
+	for len(r.seconds) <= sec {
+		r.seconds = append(r.seconds, Second{})
+	}
+	s := &r.seconds[sec]
+	s.Requests++
+	switch {
+	case o.status == 202 && ep == EPurchase:
+		s.Accepted++
+	case o.code == "sold_out":
+		s.SoldOut++
+	case o.status == 429:
+		s.Limited++
+	case o.status >= 500:
+		s.Errors++
+	}
+}
+
+// dropped notes a request the client cut off on purpose: no answer, no latency.
+func (r *recorder) dropped() {
+	r.mu.Lock()
+	r.outcomes[outcome{ep: EBroken, code: "dropped"}]++
+	r.mu.Unlock()
+}
+
+func (r *recorder) accept(a Accepted) {
+	r.mu.Lock()
+	r.accepted = append(r.accepted, a)
+	r.mu.Unlock()
+}
+
+func (r *recorder) lost() {
+	r.mu.Lock()
+	r.unknown++
+	r.mu.Unlock()
+}
+
+// late notes how far behind its schedule the generator started a session.
+func (r *recorder) late(d time.Duration) {
+	r.mu.Lock()
+	r.lag = max(r.lag, d)
+	r.sessions++
+	r.mu.Unlock()
+}
+
+// progress is the line a terminal shows each second, and resets the
+// window the current p99 is read from.
+func (r *recorder) progress() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var t Second
+	for _, s := range r.seconds {
+		t.Requests += s.Requests
+		t.Accepted += s.Accepted
+		t.SoldOut += s.SoldOut
+		t.Limited += s.Limited
+		t.Errors += s.Errors
+	}
+	p99 := float64(r.window.ValueAtQuantile(99)) / 1000
+	r.window.Reset()
+	return fmt.Sprintf("%5.1fs  sent %d  accepted %d  sold out %d  429 %d  5xx %d  p99 %.1f ms",
+		time.Since(r.start).Seconds(), t.Requests, t.Accepted, t.SoldOut, t.Limited, t.Errors, p99)
+}
+
+// Result is one run's measurements.
+type Result struct {
+	Target   string `json:"target"`
+	Shape    string `json:"shape"`
+	Mix      string `json:"mix"`
+	Sessions int    `json:"sessions"`
+	Requests int    `json:"requests"`
+	// Seconds is from the first arrival to the last answer.
+	Seconds    float64 `json:"seconds"`
+	Throughput float64 `json:"throughput"` // requests answered per second
+	// LagMS is how late the generator started the latest session against
+	// its schedule; the wait is in that session's latency either way.
+	LagMS     float64         `json:"lag_ms"`
+	Endpoints []EndpointStats `json:"endpoints"`
+	Outcomes  []Outcome       `json:"outcomes"`
+	Funnel    Funnel          `json:"funnel"`
+	Series    []Second        `json:"series"`
+
+	// Accepted is every 202, and Unknown the purchases whose answer was
+	// lost, for the invariant check.
+	Accepted []Accepted `json:"-"`
+	Unknown  int        `json:"unknown_outcomes"`
+}
+
+// EndpointStats is one endpoint's latency, in milliseconds from each
+// request's scheduled send.
+type EndpointStats struct {
+	Name  string  `json:"name"`
+	Count int64   `json:"count"`
+	P50   float64 `json:"p50_ms"`
+	P90   float64 `json:"p90_ms"`
+	P99   float64 `json:"p99_ms"`
+	P999  float64 `json:"p999_ms"`
+	Max   float64 `json:"max_ms"`
+}
+
+// Outcome counts one endpoint's answers of one status and code.
+type Outcome struct {
+	Endpoint string `json:"endpoint"`
+	Status   int    `json:"status"`
+	Code     string `json:"code,omitempty"`
+	Count    int    `json:"count"`
+}
+
+// Funnel is where purchases stopped: refused at admission (bad request,
+// authentication, token, rate limit, overload), refused by the stock
+// engine (sold out, over the user's limit), made into orders, paid.
+type Funnel struct {
+	Admission int `json:"admission"`
+	Stock     int `json:"stock"`
+	Orders    int `json:"orders"`
+	Paid      int `json:"paid"`
+}
+
+func (r *recorder) result(target string, shape Shape, mix Mix) *Result {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	end := r.start
+	for i := len(r.seconds) - 1; i >= 0; i-- {
+		if r.seconds[i].Requests > 0 {
+			end = r.start.Add(time.Duration(i+1) * time.Second)
+			break
+		}
+	}
+	res := &Result{
+		Target: target, Shape: shape.String(), Mix: mix.String(), Sessions: r.sessions,
+		LagMS: ms(r.lag), Series: slices.Clone(r.seconds),
+		Accepted: slices.Clone(r.accepted), Unknown: r.unknown,
+	}
+	elapsed := min(time.Since(r.start), end.Sub(r.start)).Seconds()
+	for e, h := range r.hist {
+		n := h.TotalCount()
+		res.Requests += int(n)
+		if n == 0 {
+			continue
+		}
+		q := func(p float64) float64 { return float64(h.ValueAtQuantile(p)) / 1000 }
+		res.Endpoints = append(res.Endpoints, EndpointStats{Name: Endpoint(e).String(), Count: n,
+			P50: q(50), P90: q(90), P99: q(99), P999: q(99.9), Max: float64(h.Max()) / 1000})
+	}
+	res.Seconds = elapsed
+	if elapsed > 0 {
+		res.Throughput = float64(res.Requests) / elapsed
+	}
+	for o, n := range r.outcomes {
+		res.Outcomes = append(res.Outcomes, Outcome{Endpoint: o.ep.String(), Status: o.status, Code: o.code, Count: n})
+		if o.ep == EPurchase || o.ep == EToken || o.ep == EChallenge {
+			switch {
+			case o.ep == EPurchase && o.status == 202:
+				res.Funnel.Orders += n
+			case o.ep == EPurchase && (o.code == "sold_out" || o.code == "limit_exceeded"):
+				res.Funnel.Stock += n
+			case o.status >= 400 && o.code != "sold_out":
+				res.Funnel.Admission += n
+			}
+		}
+		if o.ep == EPay && o.status == 200 {
+			res.Funnel.Paid += n
+		}
+	}
+	slices.SortFunc(res.Outcomes, func(a, b Outcome) int {
+		return cmp.Or(cmp.Compare(slices.Index(endpointNames[:], a.Endpoint), slices.Index(endpointNames[:], b.Endpoint)),
+			cmp.Compare(a.Status, b.Status), cmp.Compare(a.Code, b.Code))
+	})
+	return res
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// statusText is how an outcome's status reads in the report.
+func (o Outcome) statusText() string {
+	if o.Status == 0 {
+		return "-"
+	}
+	return strconv.Itoa(o.Status)
+}

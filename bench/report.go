@@ -1,0 +1,221 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+)
+
+// Report is a whole bench: every round against the target, the same
+// rounds against the ceiling when there is one, each round's invariant
+// check, and the medians and ratios over the rounds. It is what --json
+// writes.
+type Report struct {
+	Target  string    `json:"target"`
+	Ceiling string    `json:"ceiling,omitempty"` // what the ceiling was, when one ran
+	Shape   string    `json:"shape"`
+	Mix     string    `json:"mix"`
+	Rounds  []*Result `json:"rounds"`
+	// Ceilings are the ceiling's rounds, each run just before the round
+	// of the same index, so that noise hits both.
+	Ceilings []*Result `json:"ceiling_rounds,omitempty"`
+	Checks   []*Check  `json:"checks"`
+	Median   Summary   `json:"median"`
+	// CeilingMedian and Ratio (target / ceiling, per figure) are set when
+	// a ceiling ran. A throughput ratio of 0.9 is 90 % of the ceiling's
+	// rate; a latency ratio of 1.2 is 20 % slower than it.
+	CeilingMedian *Summary `json:"ceiling_median,omitempty"`
+	Ratio         *Summary `json:"ratio,omitempty"`
+	OK            bool     `json:"ok"` // every invariant of every round held
+}
+
+// Summary is the median over rounds of each figure.
+type Summary struct {
+	Throughput float64         `json:"throughput"`
+	Endpoints  []EndpointStats `json:"endpoints"`
+}
+
+// Summarize fills in the medians, the ratios and OK from the rounds.
+func (r *Report) Summarize() {
+	r.Median = summarize(r.Rounds)
+	if len(r.Ceilings) > 0 {
+		c := summarize(r.Ceilings)
+		r.CeilingMedian = &c
+		ratio := Summary{Throughput: div(r.Median.Throughput, c.Throughput)}
+		for _, e := range r.Median.Endpoints {
+			i := slices.IndexFunc(c.Endpoints, func(x EndpointStats) bool { return x.Name == e.Name })
+			if i < 0 {
+				continue
+			}
+			ce := c.Endpoints[i]
+			ratio.Endpoints = append(ratio.Endpoints, EndpointStats{Name: e.Name, Count: e.Count,
+				P50: div(e.P50, ce.P50), P90: div(e.P90, ce.P90), P99: div(e.P99, ce.P99), P999: div(e.P999, ce.P999), Max: div(e.Max, ce.Max)})
+		}
+		r.Ratio = &ratio
+	}
+	r.OK = true
+	for _, c := range r.Checks {
+		r.OK = r.OK && c.OK()
+	}
+}
+
+func div(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}
+
+func summarize(rs []*Result) Summary {
+	var s Summary
+	if len(rs) == 0 {
+		return s
+	}
+	s.Throughput = median(rs, func(r *Result) float64 { return r.Throughput })
+	for _, name := range endpointNames {
+		var es []EndpointStats
+		for _, r := range rs {
+			if i := slices.IndexFunc(r.Endpoints, func(e EndpointStats) bool { return e.Name == name }); i >= 0 {
+				es = append(es, r.Endpoints[i])
+			}
+		}
+		if len(es) == 0 {
+			continue
+		}
+		m := func(f func(EndpointStats) float64) float64 { return median(es, f) }
+		s.Endpoints = append(s.Endpoints, EndpointStats{Name: name,
+			Count: int64(m(func(e EndpointStats) float64 { return float64(e.Count) })),
+			P50:   m(func(e EndpointStats) float64 { return e.P50 }), P90: m(func(e EndpointStats) float64 { return e.P90 }),
+			P99: m(func(e EndpointStats) float64 { return e.P99 }), P999: m(func(e EndpointStats) float64 { return e.P999 }),
+			Max: m(func(e EndpointStats) float64 { return e.Max })})
+	}
+	return s
+}
+
+// median is the middle value (the mean of the two middle ones for an even count).
+func median[T any](xs []T, f func(T) float64) float64 {
+	vs := make([]float64, len(xs))
+	for i, x := range xs {
+		vs[i] = f(x)
+	}
+	slices.Sort(vs)
+	n := len(vs)
+	if n == 0 {
+		return 0
+	}
+	if n%2 == 1 {
+		return vs[n/2]
+	}
+	return (vs[n/2-1] + vs[n/2]) / 2
+}
+
+// WriteText writes the report for people.
+func (r *Report) WriteText(w io.Writer) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "flashsale bench: %s, mix %s, %d round(s), target %s\n", r.Shape, r.Mix, len(r.Rounds), r.Target)
+	if r.Ceiling != "" {
+		fmt.Fprintf(&b, "ceiling: %s, its round run just before each of the target's\n", r.Ceiling)
+	}
+	var sessions, requests int
+	var lag float64
+	for _, res := range r.Rounds {
+		sessions += res.Sessions
+		requests += res.Requests
+		lag = max(lag, res.LagMS)
+	}
+	fmt.Fprintf(&b, "\n%d sessions, %d requests; throughput %.0f req/s (median of rounds)", sessions, requests, r.Median.Throughput)
+	if r.CeilingMedian != nil {
+		fmt.Fprintf(&b, ", ceiling %.0f req/s: %.2f× the ceiling", r.CeilingMedian.Throughput, r.Ratio.Throughput)
+	}
+	fmt.Fprintf(&b, "\ngenerator at most %.0f ms behind its schedule (that wait is in the latencies)\n", lag)
+
+	b.WriteString("\nlatency, ms from each request's scheduled send (median of rounds)\n")
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	head := "endpoint\trequests\tp50\tp90\tp99\tp99.9\tmax\t"
+	if r.Ratio != nil {
+		head += "p50 ×ceil\tp99 ×ceil\tp99.9 ×ceil\t"
+	}
+	fmt.Fprintln(tw, head)
+	for _, e := range r.Median.Endpoints {
+		line := fmt.Sprintf("%s\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t", e.Name, e.Count, e.P50, e.P90, e.P99, e.P999, e.Max)
+		if r.Ratio != nil {
+			if i := slices.IndexFunc(r.Ratio.Endpoints, func(x EndpointStats) bool { return x.Name == e.Name }); i >= 0 {
+				x := r.Ratio.Endpoints[i]
+				line += fmt.Sprintf("%.2f\t%.2f\t%.2f\t", x.P50, x.P99, x.P999)
+			} else {
+				line += "-\t-\t-\t"
+			}
+		}
+		fmt.Fprintln(tw, line)
+	}
+	tw.Flush()
+
+	b.WriteString("\noutcomes (all rounds)\n")
+	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	for _, o := range sumOutcomes(r.Rounds) {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\n", o.Endpoint, o.statusText(), o.Code, o.Count)
+	}
+	tw.Flush()
+
+	var f Funnel
+	for _, res := range r.Rounds {
+		f.Admission += res.Funnel.Admission
+		f.Stock += res.Funnel.Stock
+		f.Orders += res.Funnel.Orders
+		f.Paid += res.Funnel.Paid
+	}
+	fmt.Fprintf(&b, "\nfunnel (all rounds): %d stopped at admission (token or purchase refused: bad input, auth, token, rate limit, overload)"+
+		"\n  → %d refused by the stock engine (sold out, over the user's limit) → %d orders → %d paid\n", f.Admission, f.Stock, f.Orders, f.Paid)
+
+	b.WriteString("\ninvariants, checked after draining: the server's audit against the client's record of every 202\n")
+	for i, c := range r.Checks {
+		fmt.Fprintf(&b, "round %d: stock %d, held %d, sold %d; the 202s' orders by status: %s\n", i+1, c.Stock, c.Held, c.Sold, statusCounts(c.Orders))
+		for _, inv := range c.Invariants {
+			if inv.OK {
+				fmt.Fprintf(&b, "  ok      %s\n", inv.Name)
+			} else {
+				fmt.Fprintf(&b, "  BROKEN  %s: %s\n", inv.Name, inv.Detail)
+			}
+		}
+	}
+	if r.OK {
+		b.WriteString("\nevery invariant held\n")
+	} else {
+		b.WriteString("\nINVARIANT BROKEN\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func statusCounts(m map[string]int) string {
+	var parts []string
+	for _, s := range []string{"pending", "held", "paid", "expired", "cancelled", "failed", "unreadable"} {
+		if m[s] > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", s, m[s]))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func sumOutcomes(rs []*Result) []Outcome {
+	var out []Outcome
+	for _, r := range rs {
+		for _, o := range r.Outcomes {
+			i := slices.IndexFunc(out, func(x Outcome) bool { return x.Endpoint == o.Endpoint && x.Status == o.Status && x.Code == o.Code })
+			if i < 0 {
+				out = append(out, o)
+				continue
+			}
+			out[i].Count += o.Count
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Outcome) int {
+		return slices.Index(endpointNames[:], a.Endpoint) - slices.Index(endpointNames[:], b.Endpoint)
+	})
+	return out
+}

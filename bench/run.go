@@ -1,0 +1,330 @@
+package bench
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/flashsale/flashsale/funnel"
+)
+
+// Config is one run: a shape of arrivals and a mix of guests against one sale.
+type Config struct {
+	Client *Client
+	SaleID string
+	Shape  Shape
+	Mix    Mix
+	// Users prefixes every user ID, so that runs and rounds against one
+	// server do not share guests.
+	Users string
+	// Difficulty is the sale's proof-of-work difficulty (0: none); guests
+	// solve the puzzle as a guest's browser would, on the client's CPU.
+	Difficulty int
+	// Think is the mean time a normal guest with a 202 takes before paying
+	// (uniform from none to twice it). Pay is the share of them who pay;
+	// half of the rest cancel and the others let the hold expire.
+	Think time.Duration
+	Pay   float64
+	// Hammer is how many purchases a scalper fires with one token.
+	Hammer int
+	// ScalperAccounts is how many user accounts the scalpers share: fewer
+	// accounts than sessions, so their per-user limit is tested.
+	ScalperAccounts int
+	// MaxSessions caps the sessions in flight; beyond it the schedule
+	// waits, and the wait is in the waiting guests' latency.
+	MaxSessions int
+	// Progress receives a line a second while the run lasts (nil: none).
+	Progress io.Writer
+	// Seed makes the think times and choices reproducible.
+	Seed uint64
+}
+
+// Defaults for Config.
+const (
+	ThinkDefault           = time.Second
+	PayDefault             = 0.8
+	HammerDefault          = 5
+	ScalperAccountsDefault = 50
+	MaxSessionsDefault     = 4096
+)
+
+// Run sends cfg's guests at the server on cfg's schedule and waits for
+// every session to finish (or ctx to end).
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if cfg.Client == nil || cfg.Shape == nil || cfg.SaleID == "" {
+		return nil, fmt.Errorf("bench: Run needs a client, a shape and a sale")
+	}
+	cfg.Think = cmp.Or(cfg.Think, ThinkDefault)
+	cfg.Hammer = cmp.Or(cfg.Hammer, HammerDefault)
+	cfg.ScalperAccounts = cmp.Or(cfg.ScalperAccounts, ScalperAccountsDefault)
+	cfg.MaxSessions = cmp.Or(cfg.MaxSessions, MaxSessionsDefault)
+	if cfg.Mix == (Mix{}) {
+		cfg.Mix = DefaultMix
+	}
+	u, err := url.Parse(cfg.Client.Base)
+	if err != nil {
+		return nil, fmt.Errorf("bench: target %q: %w", cfg.Client.Base, err)
+	}
+	r := &run{cfg: cfg, addr: u.Host, tokens: map[string]string{}}
+	// Sign every guest's JWT before the clock runs: the platform signs
+	// them, not the guest at the countdown.
+	pick := newPicker(cfg.Mix)
+	var who []Kind
+	for range cfg.Shape.Arrivals() {
+		k := pick.next()
+		who = append(who, k)
+		if i := len(who) - 1; k != Broken {
+			cfg.Client.JWT(r.user(k, i))
+		}
+	}
+
+	start := time.Now()
+	r.rec = newRecorder(start)
+	stop := r.progress(ctx)
+	sem := make(chan struct{}, cfg.MaxSessions)
+	var wg sync.WaitGroup
+	i := 0
+	for at := range cfg.Shape.Arrivals() {
+		due := start.Add(at)
+		if d := time.Until(due); d > 0 {
+			select {
+			case <-time.After(d):
+			case <-ctx.Done():
+			}
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		sem <- struct{}{}
+		r.rec.late(time.Since(due))
+		k, n := who[i], i
+		rng := rand.New(rand.NewPCG(cfg.Seed, uint64(n)))
+		wg.Go(func() {
+			defer func() { <-sem }()
+			switch k {
+			case Normal:
+				r.normal(ctx, n, due, rng)
+			case Scalper:
+				r.scalper(ctx, n, due)
+			case Broken:
+				r.broken(ctx, n, due)
+			}
+		})
+		i++
+	}
+	wg.Wait()
+	stop()
+	return r.rec.result(cfg.Client.Base, cfg.Shape, cfg.Mix), ctx.Err()
+}
+
+type run struct {
+	cfg  Config
+	addr string // host:port, for the connections broken clients drop
+	rec  *recorder
+
+	mu     sync.Mutex
+	tokens map[string]string // a scalper account's last token, reused
+}
+
+func (r *run) user(k Kind, i int) string {
+	if k == Scalper {
+		return fmt.Sprintf("%ss%d", r.cfg.Users, i%r.cfg.ScalperAccounts)
+	}
+	return fmt.Sprintf("%sg%d", r.cfg.Users, i)
+}
+
+// progress prints a line a second to cfg.Progress until stopped.
+func (r *run) progress(ctx context.Context) (stop func()) {
+	if r.cfg.Progress == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				fmt.Fprintf(r.cfg.Progress, "\r\033[K%s", r.rec.progress())
+			case <-done:
+				fmt.Fprintf(r.cfg.Progress, "\r\033[K%s\n", r.rec.progress())
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
+	})
+	return func() { close(done); wg.Wait() }
+}
+
+// token takes a purchase token as user, solving the sale's puzzle first
+// when it has one. t is when the first request was meant to go; it comes
+// back as when the next one may.
+func (r *run) token(ctx context.Context, user string, t *time.Time) (string, bool) {
+	c := r.cfg.Client
+	var challenge, solution string
+	if r.cfg.Difficulty > 0 {
+		p, resp, err := c.Challenge(ctx, r.cfg.SaleID, user)
+		r.rec.record(EChallenge, *t, resp, err)
+		*t = time.Now()
+		if err != nil || resp.Status != 201 {
+			return "", resp.Code == "sold_out" // the ceiling answers every request so
+		}
+		challenge, solution = p.Challenge, funnel.Solve(p.Challenge, p.Difficulty)
+		*t = time.Now() // solving is the guest's time, not the server's
+	}
+	tok, resp, err := c.Token(ctx, r.cfg.SaleID, user, challenge, solution)
+	r.rec.record(EToken, *t, resp, err)
+	*t = time.Now()
+	if err != nil {
+		return "", false
+	}
+	// A refusal other than sold out (which only the ceiling gives here)
+	// ends the session; with sold out the guest still presses buy.
+	return tok, resp.Status == 201 || resp.Code == "sold_out"
+}
+
+// normal is a guest who came for the sale: the page, a token, one
+// purchase (waiting as Retry-After asks, twice at most), then, after
+// thinking, pay, cancel or walk away and let the hold expire.
+func (r *run) normal(ctx context.Context, i int, due time.Time, rng *rand.Rand) {
+	c, user := r.cfg.Client, r.user(Normal, i)
+	t := due
+	resp, err := c.View(ctx, r.cfg.SaleID)
+	r.rec.record(EView, t, resp, err)
+	t = time.Now()
+	tok, ok := r.token(ctx, user, &t)
+	if !ok {
+		return
+	}
+	key := user + "-1"
+	var o Order
+	for attempt := 0; ; attempt++ {
+		o, resp, err = c.Purchase(ctx, r.cfg.SaleID, user, tok, key)
+		r.rec.record(EPurchase, t, resp, err)
+		if err != nil {
+			r.rec.lost()
+			return
+		}
+		if (resp.Status != 429 && resp.Status != 503) || attempt == 2 || !sleep(ctx, max(resp.RetryAfter, 100*time.Millisecond)) {
+			break
+		}
+		t = time.Now()
+	}
+	if resp.Status != 202 {
+		return
+	}
+	r.rec.accept(Accepted{OrderID: o.OrderID, User: user, Key: key, Kind: Normal})
+	if !sleep(ctx, time.Duration(rng.Float64()*2*float64(r.cfg.Think))) {
+		return
+	}
+	t = time.Now()
+	_, resp, err = c.Order(ctx, user, o.OrderID)
+	r.rec.record(EOrder, t, resp, err)
+	t = time.Now()
+	switch p := rng.Float64(); {
+	case p < r.cfg.Pay:
+		resp, err = c.Pay(ctx, o.OrderID, "bench-"+o.OrderID)
+		r.rec.record(EPay, t, resp, err)
+	case p < r.cfg.Pay+(1-r.cfg.Pay)/2:
+		resp, err = c.Cancel(ctx, user, o.OrderID)
+		r.rec.record(ECancel, t, resp, err)
+	}
+}
+
+// scalper skips the page, reuses its account's last token if it has one,
+// and fires Hammer purchases back to back with it, never waiting as
+// Retry-After asks and never paying.
+func (r *run) scalper(ctx context.Context, i int, due time.Time) {
+	c, user := r.cfg.Client, r.user(Scalper, i)
+	t := due
+	r.mu.Lock()
+	tok, reuse := r.tokens[user]
+	r.mu.Unlock()
+	if !reuse {
+		var ok bool
+		if tok, ok = r.token(ctx, user, &t); !ok {
+			return
+		}
+		r.mu.Lock()
+		r.tokens[user] = tok
+		r.mu.Unlock()
+	}
+	for range r.cfg.Hammer {
+		o, resp, err := c.Purchase(ctx, r.cfg.SaleID, user, tok, "")
+		r.rec.record(EPurchase, t, resp, err)
+		t = time.Now()
+		switch {
+		case err != nil:
+			r.rec.lost()
+		case resp.Status == 202:
+			r.rec.accept(Accepted{OrderID: o.OrderID, User: user, Kind: Scalper})
+		}
+	}
+}
+
+// brokenBodies are what broken clients send to the purchase endpoint,
+// with a guest's valid JWT: JSON cut short, a field of the wrong type,
+// an unknown field, a forged purchase token, a body over the limit.
+var brokenBodies = [][]byte{
+	[]byte(`{"token":`),
+	[]byte(`{"rooms":"two"}`),
+	[]byte(`{"token":"t","coupon":"FREE"}`),
+	[]byte(`{"token":"v1.k0.Zm9yZ2VkLXRva2VuLW5vdC1zaWduZWQ"}`),
+	make([]byte, 70<<10),
+}
+
+// broken is a broken client, each a different fault: a malformed body,
+// a forged JWT, or a connection dropped halfway through its body.
+func (r *run) broken(ctx context.Context, i int, due time.Time) {
+	c := r.cfg.Client
+	path := "/api/sales/" + r.cfg.SaleID + "/purchase"
+	switch n := i % (len(brokenBodies) + 2); {
+	case n < len(brokenBodies):
+		resp, err := c.Do(ctx, "POST", path, c.JWT(fmt.Sprintf("%sb%d", r.cfg.Users, i)), brokenBodies[n], nil)
+		r.rec.record(EBroken, due, resp, err)
+	case n == len(brokenBodies):
+		// Signed with a key the server does not have.
+		forged := NewClient(c.Base, "", "not-the-secret", 1).JWT("forger")
+		resp, err := c.Do(ctx, "POST", path, forged, []byte(`{}`), nil)
+		r.rec.record(EBroken, due, resp, err)
+	default:
+		r.drop(ctx, path)
+	}
+}
+
+// drop opens a connection, sends a purchase's headers and half its
+// body, and hangs up: the server must give up on it and change nothing.
+func (r *run) drop(ctx context.Context, path string) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", r.addr)
+	if err != nil {
+		r.rec.record(EBroken, time.Now(), Response{}, err)
+		return
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 64\r\n\r\n{\"token\":\"half", path, r.addr)
+	r.rec.dropped()
+}
+
+// sleep waits d or until ctx ends, and reports whether it waited d.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
