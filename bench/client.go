@@ -292,12 +292,15 @@ type AuditNight struct {
 type Audit struct {
 	Balanced bool         `json:"balanced"`
 	Nights   []AuditNight `json:"nights"`
-	Findings []struct {
-		Kind    string `json:"kind"`
-		OrderID string `json:"order_id"`
-		UserID  string `json:"user_id"`
-		Detail  string `json:"detail"`
-	} `json:"findings"`
+	Findings []Finding    `json:"findings"`
+}
+
+// Finding is one thing the server's audit found that does not balance.
+type Finding struct {
+	Kind    string `json:"kind"`
+	OrderID string `json:"order_id"`
+	UserID  string `json:"user_id"`
+	Detail  string `json:"detail"`
 }
 
 // Audit reads the server's audit of a sale.

@@ -28,7 +28,8 @@ type Config struct {
 	Difficulty int
 	// Think is the mean time a normal guest with a 202 takes before paying
 	// (uniform from none to twice it). Pay is the share of them who pay;
-	// half of the rest cancel and the others let the hold expire.
+	// half of the rest cancel and the others let the hold expire (0:
+	// nobody pays; PayDefault is the usual share).
 	Think time.Duration
 	Pay   float64
 	// Hammer is how many purchases a scalper fires with one token.
