@@ -9,10 +9,12 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// withRules is validSale with every eligibility rule and limit override.
-var withRules = strings.Replace(validSale, `"eligibility":{"min_tier":"gold"}`,
+// withRules is validSale with every eligibility rule, limit override and a
+// proof-of-work challenge (which needs the purchase token).
+var withRules = strings.Replace(strings.Replace(validSale, `"purchase_token":false`, `"purchase_token":true`, 1), `"eligibility":{"min_tier":"gold"}`,
 	`"eligibility":{"min_tier":"gold","min_stays_30d":2,"channels":["ota-x","trip.com"]},
-	"limits":{"per_sale":"300/s,600","per_user":"5/m","per_ip":"off"}`, 1)
+	"limits":{"per_sale":"300/s,600","per_user":"5/m","per_ip":"off"},
+	"challenge":{"difficulty":16}`, 1)
 
 func TestDecodeSaleRules(t *testing.T) {
 	t.Run("OK", func(t *testing.T) {
@@ -27,6 +29,9 @@ func TestDecodeSaleRules(t *testing.T) {
 		perSale, perUser, off := flashsale.PerSecond(300, 600), flashsale.Rate{N: 5, Per: time.Minute, Burst: 5}, flashsale.Rate{}
 		if diff := cmp.Diff(flashsale.SaleLimits{PerSale: &perSale, PerUser: &perUser, PerIP: &off}, s.Limits); diff != "" {
 			t.Errorf("limits (-want +got):\n%s", diff)
+		}
+		if s.Challenge.Difficulty != 16 {
+			t.Errorf("challenge = %+v, want difficulty 16", s.Challenge)
 		}
 	})
 	t.Run("Absent", func(t *testing.T) {
@@ -63,6 +68,11 @@ func TestDecodeSaleRules(t *testing.T) {
 		{"LimitUnknown", `"per_ip":"off"`, `"per_ip":"off","per_day":"5/h"`, "per_day"},
 		{"LimitDuplicate", `"per_ip":"off"`, `"per_ip":"off","per_ip":"1/s"`, "per_ip"},
 		{"LimitsCase", `"limits"`, `"Limits"`, "Limits"},
+		{"ChallengeHard", `"difficulty":16`, `"difficulty":33`, "challenge.difficulty"},
+		{"ChallengeNegative", `"difficulty":16`, `"difficulty":-1`, "challenge.difficulty"},
+		{"ChallengeString", `"difficulty":16`, `"difficulty":"16"`, "challenge.difficulty"},
+		{"ChallengeUnknown", `"difficulty":16`, `"difficulty":16,"algorithm":"md5"`, "algorithm"},
+		{"ChallengeNoToken", `"purchase_token":true`, `"purchase_token":false`, "purchase_token"},
 		{"LimitsArray", `{"per_sale":"300/s,600","per_user":"5/m","per_ip":"off"}`, `["300/s"]`, "limits"},
 	}
 	for _, tt := range bad {

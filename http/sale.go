@@ -36,6 +36,7 @@ type saleBody struct {
 		PerUser *string `json:"per_user"`
 		PerIP   *string `json:"per_ip"`
 	} `json:"limits"`
+	Challenge flashsale.Challenge `json:"challenge"`
 }
 
 // limitRate reads one of a sale's limit overrides; nil when absent.
@@ -70,6 +71,7 @@ func decodeSale(r io.Reader) (*flashsale.Sale, error) {
 		PurchaseToken: true,
 		Eligibility: flashsale.Eligibility{MinTier: b.Eligibility.MinTier,
 			MinStays30d: b.Eligibility.MinStays30d, Channels: b.Eligibility.Channels},
+		Challenge: b.Challenge,
 	}
 	var err error
 	for _, l := range []struct {
@@ -134,6 +136,7 @@ type saleJSON struct {
 	PurchaseToken bool                   `json:"purchase_token"`
 	Eligibility   flashsale.Eligibility  `json:"eligibility"`
 	Limits        flashsale.SaleLimits   `json:"limits"`
+	Challenge     flashsale.Challenge    `json:"challenge,omitzero"`
 	CreatedAt     time.Time              `json:"created_at"`
 	Status        flashsale.SaleStatus   `json:"status"`
 	ServerTime    time.Time              `json:"server_time"`
@@ -151,7 +154,7 @@ func adminView(v *flashsale.SaleView) saleJSON {
 		Price: s.Price, OriginalPrice: s.OriginalPrice, Currency: s.Currency,
 		StartsAt: s.StartsAt, EndsAt: s.EndsAt, PerUserLimit: s.PerUserLimit,
 		HoldSeconds: s.HoldSeconds, PurchaseToken: s.PurchaseToken, Eligibility: s.Eligibility,
-		Limits: s.Limits, CreatedAt: s.CreatedAt, Status: v.Status, ServerTime: v.ServerTime, Nights: nights,
+		Limits: s.Limits, Challenge: s.Challenge, CreatedAt: s.CreatedAt, Status: v.Status, ServerTime: v.ServerTime, Nights: nights,
 	}
 }
 
@@ -170,9 +173,11 @@ type publicSaleJSON struct {
 	PerUserLimit  int                   `json:"per_user_limit"`
 	PurchaseToken bool                  `json:"purchase_token"`
 	Eligibility   flashsale.Eligibility `json:"eligibility"`
-	ServerTime    time.Time             `json:"server_time"`
-	Status        flashsale.SaleStatus  `json:"status"`
-	Nights        []publicNightJSON     `json:"nights"`
+	// Challenge tells the page to solve a puzzle before it asks for a token.
+	Challenge  flashsale.Challenge  `json:"challenge,omitzero"`
+	ServerTime time.Time            `json:"server_time"`
+	Status     flashsale.SaleStatus `json:"status"`
+	Nights     []publicNightJSON    `json:"nights"`
 }
 
 type publicNightJSON struct {
@@ -190,7 +195,7 @@ func publicView(v *flashsale.SaleView) publicSaleJSON {
 		ID: s.ID, Title: s.Title, Hotel: s.Hotel, RoomType: s.RoomType,
 		Price: s.Price, OriginalPrice: s.OriginalPrice, Currency: s.Currency,
 		StartsAt: s.StartsAt, EndsAt: s.EndsAt, PerUserLimit: s.PerUserLimit,
-		PurchaseToken: s.PurchaseToken, Eligibility: s.Eligibility,
+		PurchaseToken: s.PurchaseToken, Eligibility: s.Eligibility, Challenge: s.Challenge,
 		ServerTime: v.ServerTime, Status: v.Status, Nights: nights,
 	}
 }
@@ -212,6 +217,7 @@ type createdSaleJSON struct {
 	PurchaseToken bool                  `json:"purchase_token"`
 	Eligibility   flashsale.Eligibility `json:"eligibility"`
 	Limits        flashsale.SaleLimits  `json:"limits"`
+	Challenge     flashsale.Challenge   `json:"challenge,omitzero"`
 	CreatedAt     time.Time             `json:"created_at"`
 }
 
@@ -235,7 +241,7 @@ func (s *Server) handleCreateSale(w http.ResponseWriter, r *http.Request) {
 		Currency: created.Currency, StartsAt: created.StartsAt, EndsAt: created.EndsAt,
 		PerUserLimit: created.PerUserLimit, HoldSeconds: created.HoldSeconds,
 		PurchaseToken: created.PurchaseToken, Eligibility: created.Eligibility, Limits: created.Limits,
-		CreatedAt: created.CreatedAt,
+		Challenge: created.Challenge, CreatedAt: created.CreatedAt,
 	})
 }
 
