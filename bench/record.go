@@ -64,6 +64,7 @@ type recorder struct {
 	start time.Time
 
 	mu       sync.Mutex
+	last     time.Time // the latest answer
 	hist     [endpoints]*hdrhistogram.Histogram
 	window   *hdrhistogram.Histogram // since the last progress line
 	outcomes map[outcome]int
@@ -103,6 +104,9 @@ func (r *recorder) record(ep Endpoint, intended time.Time, resp Response, err er
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if now.After(r.last) {
+		r.last = now
+	}
 	r.hist[ep].RecordValue(us)
 	r.window.RecordValue(us)
 	r.outcomes[o]++
@@ -227,19 +231,12 @@ type Funnel struct {
 func (r *recorder) result(target string, shape Shape, mix Mix) *Result {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	end := r.start
-	for i := len(r.seconds) - 1; i >= 0; i-- {
-		if r.seconds[i].Requests > 0 {
-			end = r.start.Add(time.Duration(i+1) * time.Second)
-			break
-		}
-	}
 	res := &Result{
 		Target: target, Shape: shape.String(), Mix: mix.String(), Sessions: r.sessions,
 		LagMS: ms(r.lag), Series: slices.Clone(r.seconds),
 		Accepted: slices.Clone(r.accepted), Unknown: r.unknown,
 	}
-	elapsed := min(time.Since(r.start), end.Sub(r.start)).Seconds()
+	elapsed := max(0, r.last.Sub(r.start).Seconds())
 	for e, h := range r.hist {
 		n := h.TotalCount()
 		res.Requests += int(n)

@@ -1,57 +1,63 @@
 package main
 
 import (
+	"bytes"
+	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/flashsale/flashsale/bench"
 )
 
-// startCeiling serves the cheapest possible endpoint, the same handler as
-// ../shared/bench/ceiling: read the body, answer a small JSON 409. Every
-// HTTP figure is quoted as a ratio to it, measured with the same client in
-// the same run, because absolute numbers on a shared machine mean little.
+// startCeiling serves bench.CeilingHandler, the same handler as
+// ../shared/bench/ceiling (read the body, answer a small JSON 409), inside
+// the test's process. Every HTTP figure is quoted as a ratio to it,
+// measured with the same client in the same run, because absolute numbers
+// on a shared machine mean little.
 func startCeiling(tb testing.TB) string {
 	tb.Helper()
-	body := []byte(`{"error":{"code":"sold_out","message":"sold out"}}`)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)
 	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusConflict)
-		w.Write(body)
-	})}
+	srv := &http.Server{Handler: bench.CeilingHandler()}
 	go srv.Serve(ln)
 	tb.Cleanup(func() { srv.Close() })
 	return "http://" + ln.Addr().String()
 }
 
 // BenchmarkPurchase measures the purchase path over loopback HTTP beside the
-// ceiling handler. Compare ns/op of sold_out with ceiling: the target is a
-// throughput ratio of 0.8 or better.
+// ceiling handler, with bench's client on both. Compare ns/op of sold_out
+// with ceiling: the target is a throughput ratio of 0.8 or better.
 func BenchmarkPurchase(b *testing.B) {
-	ceiling := startCeiling(b)
+	ceiling := bench.NewClient(startCeiling(b), "", testJWTSecret, 512)
 	m, c := MustRunMain(b, nil)
 	soldOut := c.createSale(b, saleJSON([]int{0}, 1, true))
 	open := c.createSale(b, saleJSON([]int{1_000_000}, 1000, false))
+	bc := bench.NewClient("http://"+m.Addr(), testAdminToken, testJWTSecret, 512)
 	ctx := context.Background()
-	_ = m
+	body := []byte(`{"token":"t"}`)
 
 	b.Run("ceiling", func(b *testing.B) {
-		cc := newClient(ceiling, "", testJWTSecret)
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				if status, _ := cc.do(ctx, "POST", "/api/sales/x/purchase", cc.jwt("u"), map[string]any{"token": "t"}, nil, nil); status != 409 {
-					b.Errorf("ceiling status %d", status)
+				if r, _ := ceiling.Do(ctx, "POST", "/api/sales/x/purchase", ceiling.JWT("u"), body, nil); r.Status != 409 {
+					b.Errorf("ceiling status %d", r.Status)
 				}
 			}
 		})
@@ -60,24 +66,20 @@ func BenchmarkPurchase(b *testing.B) {
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				if status, _ := c.do(ctx, "POST", "/api/sales/"+soldOut+"/purchase", c.jwt("u"), map[string]any{"token": "t"}, nil, nil); status != 409 {
-					b.Errorf("sold-out status %d", status)
+				if r, _ := bc.Do(ctx, "POST", "/api/sales/"+soldOut+"/purchase", bc.JWT("u"), body, nil); r.Status != 409 {
+					b.Errorf("sold-out status %d", r.Status)
 				}
 			}
 		})
 	})
 	b.Run("accepted", func(b *testing.B) {
 		b.ReportAllocs()
-		var n sync.Mutex
-		i := 0
+		var n atomic.Int64
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				n.Lock()
-				i++
-				user := fmt.Sprintf("u%d", i%50000)
-				n.Unlock()
-				if status, _, _ := c.purchase(ctx, open, user, false, nil, ""); status != 202 && status != 409 {
-					b.Errorf("accepted status %d", status)
+				user := fmt.Sprintf("u%d", n.Add(1)%50000)
+				if _, r, _ := bc.Purchase(ctx, open, user, "", ""); r.Status != 202 && r.Status != 409 {
+					b.Errorf("accepted status %d", r.Status)
 				}
 			}
 		})
@@ -92,16 +94,17 @@ func BenchmarkPurchase(b *testing.B) {
 // neighbour hits both; the ratio is of the medians. Target: 1.2 or better.
 func BenchmarkBurst(b *testing.B) {
 	const guests = 2000
-	ceiling := newClient(startCeiling(b), "", testJWTSecret)
-	_, c := MustRunMain(b, nil)
+	ceiling := bench.NewClient(startCeiling(b), "", testJWTSecret, 512)
+	m, c := MustRunMain(b, nil)
+	fs := bench.NewClient("http://"+m.Addr(), testAdminToken, testJWTSecret, 512)
 	ctx := context.Background()
 	users := make([]string, guests)
 	for i := range users { // sign the guests' JWTs before the clock runs
 		users[i] = fmt.Sprintf("g%d", i)
-		c.jwt(users[i])
-		ceiling.jwt(users[i])
+		fs.JWT(users[i])
+		ceiling.JWT(users[i])
 	}
-	burst := func(cl *client, saleID string) time.Duration {
+	burst := func(cl *bench.Client, saleID string) time.Duration {
 		lat, errs := distBurst(guests, func(i int) error {
 			status, err := guest(ctx, cl, saleID, users[i])
 			if err != nil || (status != 202 && status != 409) {
@@ -113,13 +116,13 @@ func BenchmarkBurst(b *testing.B) {
 		slices.Sort(lat)
 		return distPct(lat, 0.99)
 	}
-	var ceil, fs []float64
+	var ceil, p99 []float64
 	for b.Loop() {
 		id := c.createSale(b, saleJSON([]int{100}, 1, true))
 		ceil = append(ceil, float64(burst(ceiling, id).Microseconds())/1000)
-		fs = append(fs, float64(burst(c, id).Microseconds())/1000)
+		p99 = append(p99, float64(burst(fs, id).Microseconds())/1000)
 	}
-	mc, mf := median(ceil), median(fs)
+	mc, mf := median(ceil), median(p99)
 	b.ReportMetric(mc, "ceiling-p99-ms")
 	b.ReportMetric(mf, "p99-ms")
 	b.ReportMetric(mf/mc, "p99-ratio")
@@ -127,20 +130,186 @@ func BenchmarkBurst(b *testing.B) {
 
 // guest is one guest's exchange: take a token, then buy with it. Against
 // the ceiling both requests get its 409; the client does the same work.
-func guest(ctx context.Context, cl *client, saleID, user string) (int, error) {
-	var tok struct {
-		Token string `json:"token"`
-		apiError
-	}
-	if _, err := cl.do(ctx, "POST", "/api/sales/"+saleID+"/token", cl.jwt(user), nil, nil, &tok); err != nil {
+func guest(ctx context.Context, cl *bench.Client, saleID, user string) (int, error) {
+	tok, _, err := cl.Token(ctx, saleID, user, "", "")
+	if err != nil {
 		return 0, err
 	}
-	var o orderJSON
-	return cl.do(ctx, "POST", "/api/sales/"+saleID+"/purchase", cl.jwt(user), map[string]any{"token": tok.Token}, nil, &o)
+	_, r, err := cl.Purchase(ctx, saleID, user, cmp.Or(tok, "t"), "")
+	return r.Status, err
 }
 
 func median(xs []float64) float64 {
 	s := slices.Clone(xs)
 	slices.Sort(s)
 	return s[len(s)/2]
+}
+
+// brokenServer is a fake flashsale that breaks one invariant, for the
+// bench to catch: "oversell" accepts every purchase whatever the stock
+// (and its audit claims the stock was respected); "drop" answers 202 for
+// its first order and then forgets it.
+func brokenServer(t *testing.T, mode string, stock int) string {
+	t.Helper()
+	var (
+		mu     sync.Mutex
+		n      int
+		orders = map[string]bool{}
+	)
+	answer := func(w http.ResponseWriter, status int, body string) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		io.WriteString(w, body)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /api/admin/sales", func(w http.ResponseWriter, r *http.Request) { answer(w, 201, `{"id":"s1"}`) })
+	mux.HandleFunc("GET /api/sales/{id}", func(w http.ResponseWriter, r *http.Request) { answer(w, 200, `{"id":"s1"}`) })
+	mux.HandleFunc("POST /api/sales/{id}/token", func(w http.ResponseWriter, r *http.Request) { answer(w, 201, `{"token":"tok"}`) })
+	mux.HandleFunc("POST /api/sales/{id}/purchase", func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.ReadAll(r.Body); err != nil {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if mode != "oversell" && n >= stock {
+			answer(w, 409, `{"error":{"code":"sold_out","message":"sold out"}}`)
+			return
+		}
+		n++
+		id := fmt.Sprintf("o%d", n)
+		orders[id] = !(mode == "drop" && n == 1)
+		answer(w, 202, `{"order_id":"`+id+`","status":"held"}`)
+	})
+	mux.HandleFunc("GET /api/orders/{id}", func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !orders[r.PathValue("id")] {
+			answer(w, 404, `{"error":{"code":"not_found","message":"no such order"}}`)
+			return
+		}
+		answer(w, 200, `{"order_id":"`+r.PathValue("id")+`","status":"held","rooms":1}`)
+	})
+	mux.HandleFunc("POST /api/orders/{id}/paid", func(w http.ResponseWriter, r *http.Request) { answer(w, 200, `{}`) })
+	mux.HandleFunc("POST /api/orders/{id}/cancel", func(w http.ResponseWriter, r *http.Request) { answer(w, 200, `{}`) })
+	mux.HandleFunc("GET /api/admin/sales/{id}/audit", func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		held := 0
+		for _, kept := range orders {
+			if kept {
+				held++
+			}
+		}
+		answer(w, 200, fmt.Sprintf(`{"balanced":true,"nights":[{"date":"2026-12-24","stock":%d,"held":%d,"sold":0,"in_flight":0}],"findings":[]}`,
+			stock, min(held, stock)))
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// TestBenchBrokenServer points flashsale bench at servers that oversell
+// or lose a 202: it must exit non-zero and its report must name the
+// invariant that broke, and only that one among oversold and lost_202.
+func TestBenchBrokenServer(t *testing.T) {
+	for _, tt := range []struct {
+		mode, broken, holds string
+	}{
+		{"oversell", "BROKEN  oversold: the client holds 40 active 202s for 10 rooms", "ok      duplicates"},
+		{"drop", "BROKEN  lost_202: order o1 (a 202 to ", "ok      oversold"},
+		{"honest", "every invariant held", "ok      lost_202"},
+	} {
+		t.Run(tt.mode, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			err := run(t.Context(), []string{"bench", "--target", brokenServer(t, tt.mode, 10), "--admin-token", "a", "--jwt-secret", "s",
+				"--shape", "burst", "--guests", "40", "--mix", "normal=1", "--think", "1ms", "--drain", "500ms"},
+				func(string) string { return "" }, &out, &errOut)
+			if (err == nil) != (tt.mode == "honest") {
+				t.Fatalf("bench against a server that does %s: err = %v\n%s%s", tt.mode, err, out.String(), errOut.String())
+			}
+			if !strings.Contains(out.String(), tt.broken) || !strings.Contains(out.String(), tt.holds) {
+				t.Fatalf("report lacks %q or %q:\n%s", tt.broken, tt.holds, out.String())
+			}
+			if name := strings.TrimSuffix(strings.Fields(tt.broken)[1], ":"); err != nil && !strings.Contains(err.Error(), name) {
+				t.Errorf("error %q does not name %s", err, name)
+			}
+		})
+	}
+}
+
+// TestBenchFlags: flags that cannot work are refused before anything runs.
+func TestBenchFlags(t *testing.T) {
+	env := func(k string) string {
+		return map[string]string{"FLASHSALE_ADMIN_TOKEN": "a", "FLASHSALE_JWT_SECRET": "s"}[k]
+	}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "exactly one of --self and --target"},
+		{[]string{"--self", "--target", "http://x"}, "exactly one of --self and --target"},
+		{[]string{"--target", "http://x", "--shape", "wave"}, "unknown --shape"},
+		{[]string{"--target", "http://x", "--mix", "normal=0"}, "every weight is 0"},
+		{[]string{"--target", "http://x", "--mix", "robots=5"}, "unknown kind"},
+		{[]string{"--target", "http://x", "--rounds", "0"}, "must be positive"},
+		{[]string{"--target", "http://x", "--peak", "0"}, "--peak and --duration"},
+		{[]string{"--target", "http://x", "--shape", "burst", "--guests", "0"}, "--guests"},
+		{[]string{"--target", "http://x", "--pay", "1.5"}, "--pay"},
+		{[]string{"--target", "http://x", "--difficulty", "40"}, "--difficulty"},
+		{[]string{"--target", "http://x", "extra"}, "unexpected arguments"},
+	} {
+		err := run(t.Context(), append([]string{"bench"}, tt.args...), env, io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("bench %q: %v, want an error saying %q", tt.args, err, tt.want)
+		}
+	}
+	err := run(t.Context(), []string{"bench", "--target", "http://x"}, func(string) string { return "" }, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "FLASHSALE_JWT_SECRET") {
+		t.Errorf("bench --target without secrets: %v", err)
+	}
+}
+
+// TestBenchSelf runs the built binary's `bench --self --ceiling` as a user
+// would (CI=true, output piped): the server and the ceiling in processes
+// of their own, two rounds, and a report and a JSON file that say every
+// invariant held, with ratios to the ceiling.
+func TestBenchSelf(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := buildBinary(t)
+	jsonFile := filepath.Join(t.TempDir(), "bench.json")
+	cmd := exec.Command(bin, "bench", "--self", "--ceiling", "--ceiling-src", sharedCeiling, "--rounds", "2",
+		"--shape", "burst", "--guests", "300", "--stock", "30", "--hold", "2", "--think", "50ms", "--json", jsonFile)
+	cmd.Env = append(os.Environ(), "CI=true")
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("bench --self: %v\n%s\n%s", err, out.String(), errOut.String())
+	}
+	t.Logf("%s", out.String())
+	if errOut.Len() > 0 {
+		t.Errorf("progress or noise on stderr with CI=true and a pipe:\n%s", errOut.String())
+	}
+	for _, want := range []string{"every invariant held", "×ceil", "ceiling: ", "funnel (all rounds)", "purchase  202"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	b, err := os.ReadFile(jsonFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep bench.Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK || len(rep.Rounds) != 2 || len(rep.Ceilings) != 2 || len(rep.Checks) != 2 || rep.Ratio == nil || rep.Ratio.Throughput <= 0 {
+		t.Fatalf("JSON report: ok %v, %d rounds, %d ceiling rounds, %d checks, ratio %+v", rep.OK, len(rep.Rounds), len(rep.Ceilings), len(rep.Checks), rep.Ratio)
+	}
+	for _, c := range rep.Checks {
+		if c.Held+c.Sold > 30 || c.Orders["paid"] == 0 {
+			t.Errorf("check %+v: want at most 30 rooms taken, some paid", c)
+		}
+	}
 }
