@@ -1,8 +1,12 @@
 package bench
 
 import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestJudge: each way the books can be wrong breaks its invariant and
@@ -71,6 +75,55 @@ func TestJudge(t *testing.T) {
 				if inv.Name == first && !strings.Contains(inv.Detail, tt.detail) {
 					t.Errorf("%s: %q, want it to say %q", inv.Name, inv.Detail, tt.detail)
 				}
+			}
+		})
+	}
+}
+
+// TestVerifyDrains: Verify waits while orders are on their way (pending
+// to their owners, or in flight in the audit: either alone is not yet
+// settled) and judges the books once they have landed; when they do not
+// land within the drain, drained breaks.
+func TestVerifyDrains(t *testing.T) {
+	for _, tt := range []struct {
+		name          string
+		land, drain   time.Duration
+		broken, state string
+	}{
+		{"Lands", 200 * time.Millisecond, 10 * time.Second, "", "held"},
+		{"NeverLands", time.Hour, 300 * time.Millisecond, InvDrained, "pending"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			start := time.Now()
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				// Until land the owners read pending and the audit has
+				// nothing in flight; for as long again the owners read
+				// held while one of the two is still in flight; then both
+				// are held and nothing is in flight.
+				held, inFlight, status := 0, 0, "pending"
+				switch since := time.Since(start); {
+				case since >= 2*tt.land:
+					held, status = 2, "held"
+				case since >= tt.land:
+					held, inFlight, status = 1, 1, "held"
+				}
+				w.Header().Set("Content-Type", "application/json")
+				if strings.HasSuffix(r.URL.Path, "/audit") {
+					fmt.Fprintf(w, `{"balanced":true,"nights":[{"date":"2026-12-24","stock":5,"held":%d,"sold":0,"in_flight":%d}],"findings":[]}`, held, inFlight)
+					return
+				}
+				fmt.Fprintf(w, `{"order_id":%q,"status":%q,"rooms":1}`, strings.TrimPrefix(r.URL.Path, "/api/orders/"), status)
+			}))
+			defer srv.Close()
+			c := NewClient(srv.URL, "a", "s", 4)
+			defer c.CloseIdle()
+			res := &Result{Accepted: []Accepted{{OrderID: "o1", User: "a"}, {OrderID: "o2", User: "b"}}}
+			ck, err := Verify(t.Context(), c, "s1", 1, res, tt.drain)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(ck.Broken(), ","); got != tt.broken || ck.Orders[tt.state] != 2 {
+				t.Fatalf("broken %q, orders %v; want broken %q and both orders %s: %+v", got, ck.Orders, tt.broken, tt.state, ck.Invariants)
 			}
 		})
 	}
