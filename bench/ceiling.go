@@ -7,8 +7,8 @@ import (
 	"time"
 )
 
-// CeilingBody is what the ceiling answers to everything: a sold-out purchase.
-var CeilingBody = []byte(`{"error":{"code":"sold_out","message":"sold out"}}`)
+// ceilingBody is what the ceiling answers to everything: a sold-out purchase.
+var ceilingBody = []byte(`{"error":{"code":"sold_out","message":"sold out"}}`)
 
 // CeilingHandler is the cheapest possible endpoint, the handler of
 // ../shared/bench/ceiling: it reads the body and answers a small JSON 409.
@@ -20,7 +20,7 @@ func CeilingHandler() http.Handler {
 		io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusConflict)
-		w.Write(CeilingBody)
+		w.Write(ceilingBody)
 	})
 }
 

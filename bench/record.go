@@ -11,27 +11,27 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 )
 
-// Endpoint is a kind of request the load generator sends.
-type Endpoint int
+// endpoint is a kind of request the load generator sends.
+type endpoint int
 
 // The endpoints, in the order a guest meets them. Broken is every request
 // a broken client sends, kept apart so its errors do not colour the
 // purchase's latency.
 const (
-	EView Endpoint = iota
-	EChallenge
-	EToken
-	EPurchase
-	EOrder
-	EPay
-	ECancel
-	EBroken
+	epView endpoint = iota
+	epChallenge
+	epToken
+	epPurchase
+	epOrder
+	epPay
+	epCancel
+	epBroken
 	endpoints
 )
 
 var endpointNames = [endpoints]string{"view", "challenge", "token", "purchase", "order", "pay", "cancel", "broken"}
 
-func (e Endpoint) String() string { return endpointNames[e] }
+func (e endpoint) String() string { return endpointNames[e] }
 
 // Latencies are recorded in microseconds, from 1 µs to a minute, to three
 // significant figures (HDR histograms: a fixed few kilobytes, any count).
@@ -46,7 +46,7 @@ func newHist() *hdrhistogram.Histogram { return hdrhistogram.New(histMin, histMa
 // transport error (code "transport") or a connection the client dropped on
 // purpose (code "dropped").
 type outcome struct {
-	ep     Endpoint
+	ep     endpoint
 	status int
 	code   string
 }
@@ -95,7 +95,7 @@ func newRecorder(start time.Time) *recorder {
 // record notes a request to ep meant to be sent at intended (not when it
 // was sent: a request that waited for the generator or for a connection
 // waited for the server) that ended now with resp or err.
-func (r *recorder) record(ep Endpoint, intended time.Time, resp Response, err error) {
+func (r *recorder) record(ep endpoint, intended time.Time, resp Response, err error) {
 	now := time.Now()
 	us := max(histMin, min(histMax, now.Sub(intended).Microseconds()))
 	o := outcome{ep: ep, status: resp.Status, code: resp.Code}
@@ -117,7 +117,7 @@ func (r *recorder) record(ep Endpoint, intended time.Time, resp Response, err er
 	s := &r.seconds[sec]
 	s.Requests++
 	switch {
-	case o.status == 202 && ep == EPurchase:
+	case o.status == 202 && ep == epPurchase:
 		s.Accepted++
 	case o.code == "sold_out":
 		s.SoldOut++
@@ -131,7 +131,7 @@ func (r *recorder) record(ep Endpoint, intended time.Time, resp Response, err er
 // dropped notes a request the client cut off on purpose: no answer, no latency.
 func (r *recorder) dropped() {
 	r.mu.Lock()
-	r.outcomes[outcome{ep: EBroken, code: "dropped"}]++
+	r.outcomes[outcome{ep: epBroken, code: "dropped"}]++
 	r.mu.Unlock()
 }
 
@@ -244,7 +244,7 @@ func (r *recorder) result(target string, shape Shape, mix Mix) *Result {
 			continue
 		}
 		q := func(p float64) float64 { return float64(h.ValueAtQuantile(p)) / 1000 }
-		res.Endpoints = append(res.Endpoints, EndpointStats{Name: Endpoint(e).String(), Count: n,
+		res.Endpoints = append(res.Endpoints, EndpointStats{Name: endpoint(e).String(), Count: n,
 			P50: q(50), P90: q(90), P99: q(99), P999: q(99.9), Max: float64(h.Max()) / 1000})
 	}
 	res.Seconds = elapsed
@@ -253,17 +253,17 @@ func (r *recorder) result(target string, shape Shape, mix Mix) *Result {
 	}
 	for o, n := range r.outcomes {
 		res.Outcomes = append(res.Outcomes, Outcome{Endpoint: o.ep.String(), Status: o.status, Code: o.code, Count: n})
-		if o.ep == EPurchase || o.ep == EToken || o.ep == EChallenge {
+		if o.ep == epPurchase || o.ep == epToken || o.ep == epChallenge {
 			switch {
-			case o.ep == EPurchase && o.status == 202:
+			case o.ep == epPurchase && o.status == 202:
 				res.Funnel.Orders += n
-			case o.ep == EPurchase && (o.code == "sold_out" || o.code == "limit_exceeded"):
+			case o.ep == epPurchase && (o.code == "sold_out" || o.code == "limit_exceeded"):
 				res.Funnel.Stock += n
 			case o.status >= 400 && o.code != "sold_out":
 				res.Funnel.Admission += n
 			}
 		}
-		if o.ep == EPay && o.status == 200 {
+		if o.ep == epPay && o.status == 200 {
 			res.Funnel.Paid += n
 		}
 	}

@@ -14,12 +14,12 @@ func TestRecorder(t *testing.T) {
 	now := time.Now()
 	r := newRecorder(now)
 	for i := 1; i <= 1000; i++ { // purchases that waited 1 ms … 1 s
-		r.record(EPurchase, time.Now().Add(-time.Duration(i)*time.Millisecond), Response{Status: 409, Code: "sold_out"}, nil)
+		r.record(epPurchase, time.Now().Add(-time.Duration(i)*time.Millisecond), Response{Status: 409, Code: "sold_out"}, nil)
 	}
-	r.record(EPurchase, now, Response{Status: 202}, nil)
-	r.record(EToken, now, Response{Status: 429, Code: "rate_limited"}, nil)
-	r.record(EPay, now, Response{Status: 200}, nil)
-	r.record(EView, now, Response{}, errTest)
+	r.record(epPurchase, now, Response{Status: 202}, nil)
+	r.record(epToken, now, Response{Status: 429, Code: "rate_limited"}, nil)
+	r.record(epPay, now, Response{Status: 200}, nil)
+	r.record(epView, now, Response{}, errTest)
 	r.dropped()
 	res := r.result("http://x", Burst(1), DefaultMix)
 

@@ -173,7 +173,7 @@ func (r *run) token(ctx context.Context, user string, t *time.Time) (string, boo
 	var challenge, solution string
 	if r.cfg.Difficulty > 0 {
 		p, resp, err := c.Challenge(ctx, r.cfg.SaleID, user)
-		r.rec.record(EChallenge, *t, resp, err)
+		r.rec.record(epChallenge, *t, resp, err)
 		*t = time.Now()
 		if err != nil || resp.Status != 201 {
 			return "", resp.Code == "sold_out" // the ceiling answers every request so
@@ -182,7 +182,7 @@ func (r *run) token(ctx context.Context, user string, t *time.Time) (string, boo
 		*t = time.Now() // solving is the guest's time, not the server's
 	}
 	tok, resp, err := c.Token(ctx, r.cfg.SaleID, user, challenge, solution)
-	r.rec.record(EToken, *t, resp, err)
+	r.rec.record(epToken, *t, resp, err)
 	*t = time.Now()
 	if err != nil {
 		return "", false
@@ -199,7 +199,7 @@ func (r *run) normal(ctx context.Context, i int, due time.Time, rng *rand.Rand) 
 	c, user := r.cfg.Client, r.user(Normal, i)
 	t := due
 	resp, err := c.View(ctx, r.cfg.SaleID)
-	r.rec.record(EView, t, resp, err)
+	r.rec.record(epView, t, resp, err)
 	t = time.Now()
 	tok, ok := r.token(ctx, user, &t)
 	if !ok {
@@ -209,7 +209,7 @@ func (r *run) normal(ctx context.Context, i int, due time.Time, rng *rand.Rand) 
 	var o Order
 	for attempt := 0; ; attempt++ {
 		o, resp, err = c.Purchase(ctx, r.cfg.SaleID, user, tok, key)
-		r.rec.record(EPurchase, t, resp, err)
+		r.rec.record(epPurchase, t, resp, err)
 		if err != nil {
 			r.rec.lost()
 			return
@@ -228,15 +228,15 @@ func (r *run) normal(ctx context.Context, i int, due time.Time, rng *rand.Rand) 
 	}
 	t = time.Now()
 	_, resp, err = c.Order(ctx, user, o.OrderID)
-	r.rec.record(EOrder, t, resp, err)
+	r.rec.record(epOrder, t, resp, err)
 	t = time.Now()
 	switch p := rng.Float64(); {
 	case p < r.cfg.Pay:
 		resp, err = c.Pay(ctx, o.OrderID, "bench-"+o.OrderID)
-		r.rec.record(EPay, t, resp, err)
+		r.rec.record(epPay, t, resp, err)
 	case p < r.cfg.Pay+(1-r.cfg.Pay)/2:
 		resp, err = c.Cancel(ctx, user, o.OrderID)
-		r.rec.record(ECancel, t, resp, err)
+		r.rec.record(epCancel, t, resp, err)
 	}
 }
 
@@ -260,7 +260,7 @@ func (r *run) scalper(ctx context.Context, i int, due time.Time) {
 	}
 	for range r.cfg.Hammer {
 		o, resp, err := c.Purchase(ctx, r.cfg.SaleID, user, tok, "")
-		r.rec.record(EPurchase, t, resp, err)
+		r.rec.record(epPurchase, t, resp, err)
 		t = time.Now()
 		switch {
 		case err != nil:
@@ -290,12 +290,12 @@ func (r *run) broken(ctx context.Context, i int, due time.Time) {
 	switch n := i % (len(brokenBodies) + 2); {
 	case n < len(brokenBodies):
 		resp, err := c.Do(ctx, "POST", path, c.JWT(fmt.Sprintf("%sb%d", r.cfg.Users, i)), brokenBodies[n], nil)
-		r.rec.record(EBroken, due, resp, err)
+		r.rec.record(epBroken, due, resp, err)
 	case n == len(brokenBodies):
 		// Signed with a key the server does not have.
 		forged := NewClient(c.Base, "", "not-the-secret", 1).JWT("forger")
 		resp, err := c.Do(ctx, "POST", path, forged, []byte(`{}`), nil)
-		r.rec.record(EBroken, due, resp, err)
+		r.rec.record(epBroken, due, resp, err)
 	default:
 		r.drop(ctx, path)
 	}
@@ -307,7 +307,7 @@ func (r *run) drop(ctx context.Context, path string) {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", r.addr)
 	if err != nil {
-		r.rec.record(EBroken, time.Now(), Response{}, err)
+		r.rec.record(epBroken, time.Now(), Response{}, err)
 		return
 	}
 	defer conn.Close()

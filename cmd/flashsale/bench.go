@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -284,6 +285,8 @@ func spawnSelf(ctx context.Context) (*child, string, string, string, error) {
 	cmd.Env = append(os.Environ(), "FLASHSALE_ADDR="+addr, "FLASHSALE_DATA_DIR="+dir,
 		"FLASHSALE_DATABASE_URL=sqlite://"+filepath.Join(dir, "flashsale.db"),
 		"FLASHSALE_ADMIN_TOKEN="+admin, "FLASHSALE_JWT_SECRET="+secret, "FLASHSALE_LOG_LEVEL=error")
+	var log bytes.Buffer // the server's errors (FLASHSALE_LOG_LEVEL=error), read should it not start
+	cmd.Stdout, cmd.Stderr = io.Discard, &log
 	if err := cmd.Start(); err != nil {
 		os.RemoveAll(dir)
 		return nil, "", "", "", fmt.Errorf("bench --self: %w", err)
@@ -292,7 +295,7 @@ func spawnSelf(ctx context.Context) (*child, string, string, string, error) {
 	base := "http://" + addr
 	if err := waitHTTP(ctx, base+"/readyz", http.StatusOK); err != nil {
 		c.stop()
-		return nil, "", "", "", fmt.Errorf("bench --self: the server did not start: %w", err)
+		return nil, "", "", "", fmt.Errorf("bench --self: the server did not start: %w\n%s", err, log.Bytes()[max(0, log.Len()-2000):])
 	}
 	return c, base, admin, secret, nil
 }
