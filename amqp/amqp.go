@@ -239,6 +239,7 @@ type Stats struct {
 	Published uint64 // messages handed to the broker
 	Confirmed uint64 // publishes the broker confirmed (Write returned OrderPending)
 	Failed    uint64 // publishes that certainly failed: full, disconnected, blocked, nack, return
+	Returned  uint64 // of those, publishes the broker returned as unroutable
 	// Indeterminate counts publishes sent whose confirm never came (timeout,
 	// connection loss, the caller gave up): the broker may have kept them.
 	Indeterminate uint64
@@ -247,22 +248,26 @@ type Stats struct {
 	Batches  uint64 // transactions committed by the handler
 	Acked    uint64 // deliveries acknowledged
 	Requeued uint64 // deliveries returned to the queue after a failed transaction
-	Retried  uint64 // batches written again after a database outage, unsettled meanwhile
-	Dead     uint64 // deliveries dead-lettered
+	// Redelivered counts deliveries the broker marked redelivered (a
+	// requeue, or a consumer that went away before acking).
+	Redelivered uint64
+	Retried     uint64 // batches written again after a database outage, unsettled meanwhile
+	Dead        uint64 // deliveries dead-lettered
 }
 
 // counters is Stats updated concurrently.
 type counters struct {
-	published, confirmed, failed, indeterminate      atomic.Uint64
-	consumed, batches, acked, requeued, deadLettered atomic.Uint64
-	retried                                          atomic.Uint64
+	published, confirmed, failed, indeterminate, returned atomic.Uint64
+	consumed, batches, acked, requeued, deadLettered      atomic.Uint64
+	retried, redelivered                                  atomic.Uint64
 }
 
 func (c *counters) snapshot() Stats {
 	return Stats{
 		Published: c.published.Load(), Confirmed: c.confirmed.Load(), Failed: c.failed.Load(),
-		Indeterminate: c.indeterminate.Load(),
-		Consumed:      c.consumed.Load(), Batches: c.batches.Load(), Acked: c.acked.Load(),
+		Indeterminate: c.indeterminate.Load(), Returned: c.returned.Load(),
+		Consumed: c.consumed.Load(), Batches: c.batches.Load(), Acked: c.acked.Load(),
 		Requeued: c.requeued.Load(), Retried: c.retried.Load(), Dead: c.deadLettered.Load(),
+		Redelivered: c.redelivered.Load(),
 	}
 }

@@ -562,6 +562,9 @@ func (c *Consumer) forfeit(keep float64) {
 // no units to return and OnDead is not called.
 func (c *Consumer) add(batch []item, d amqp091.Delivery) []item {
 	c.stats.consumed.Add(1)
+	if d.Redelivered {
+		c.stats.redelivered.Add(1)
+	}
 	r, err := decodeReservation(d.Body)
 	if err != nil {
 		c.log.Error("dead-lettering undecodable message", "message_id", d.MessageId, "bytes", len(d.Body), "err", err)

@@ -320,7 +320,10 @@ func (p *Publisher) Write(ctx context.Context, r *flashsale.Reservation) (flashs
 	}
 	switch {
 	case err == nil:
-	case errors.Is(err, errNacked), errors.Is(err, errReturned):
+	case errors.Is(err, errReturned):
+		p.stats.returned.Add(1)
+		return "", p.fail(r, err)
+	case errors.Is(err, errNacked):
 		return "", p.fail(r, err)
 	default:
 		return "", p.unsure(r, err)

@@ -452,9 +452,11 @@ func (s *Service) auditAndRepair(ctx context.Context, saleID string) {
 	defer cancel()
 	before, after, err := s.repair(ctx, saleID)
 	if err != nil {
+		s.obs.Audited(saleID, 0, 0, err)
 		s.log.Error("audit", "sale_id", saleID, "err", err)
 		return
 	}
+	s.obs.Audited(saleID, len(before.Findings), len(after.Findings), nil)
 	if before.Balanced() {
 		s.log.Debug("audit: balanced", "sale_id", saleID)
 		return

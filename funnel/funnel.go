@@ -93,7 +93,9 @@ type Config struct {
 	Board       flashsale.ModeBoard
 	SellLease   time.Duration
 	DirectLimit int
-	Logger      *slog.Logger
+	// Observer is told what the funnel does (metrics); nil: nothing.
+	Observer Observer
+	Logger   *slog.Logger
 	Now         func() time.Time
 }
 
@@ -108,6 +110,7 @@ type Service struct {
 	log     *slog.Logger
 	now     func() time.Time
 	audit   auditConfig
+	obs     Observer
 
 	// sales caches sales by ID: a sale never changes after creation, and the
 	// purchase path must not read the database to find one.
@@ -164,6 +167,7 @@ func New(cfg Config) *Service {
 		log:     cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler)),
 		now:     cfg.Now,
 		audit:   newAuditConfig(cfg),
+		obs:     cmp.Or[Observer](cfg.Observer, nopObserver{}),
 		sales:   make(map[string]*flashsale.Sale),
 		reads:   newReads(),
 
@@ -254,6 +258,7 @@ func (s *Service) cache(sale *flashsale.Sale) {
 	s.mu.Lock()
 	s.sales[sale.ID] = sale
 	s.mu.Unlock()
+	s.obs.Sale(sale.ID)
 }
 
 // sale returns a sale from the cache, reading the database on a miss (a sale

@@ -124,6 +124,15 @@ func (s *Service) sells() flashsale.Selling {
 	return sel
 }
 
+// SellMode is the deployment's sell mode as this instance last read it,
+// and what it sells from now (metrics; the zero mode without a board).
+func (s *Service) SellMode() (flashsale.SellMode, flashsale.Selling) {
+	if s.sell == nil {
+		return flashsale.SellMode{Phase: flashsale.PhaseEngine}, flashsale.SellingEngine
+	}
+	return s.sell.mode.Load().(flashsale.SellMode), s.sells()
+}
+
 // sellingEngine is nil when a purchase may take units from the engine. The
 // caller holds gate for reading, so the step that stops it (which takes
 // gate for writing) waits for the purchase.
@@ -355,6 +364,7 @@ func (s *Service) purchaseDirect(ctx context.Context, u flashsale.User, sale *fl
 	if err != nil {
 		return nil, err
 	}
+	s.obs.Admitted(sale.ID)
 	defer s.admit.leave(admitted)
 	sl := s.sell
 	select {
@@ -406,6 +416,8 @@ func (s *Service) purchaseDirect(ctx context.Context, u flashsale.User, sale *fl
 	}
 	switch err := refusals[0]; {
 	case err == nil:
+		s.obs.Reserved(sale.ID) // the database's conditional insert is both
+		s.obs.Written(sale.ID)
 		return orderOf(sale, r, flashsale.OrderHeld), nil
 	case errors.Is(err, flashsale.ErrDuplicate):
 		return nil, flashsale.ErrTokenInvalid // the token bought its order already

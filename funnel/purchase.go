@@ -16,6 +16,12 @@ import (
 // before the token so a client retrying with the request it already sent
 // (its token now spent) gets its order back.
 func (s *Service) Purchase(ctx context.Context, u flashsale.User, req flashsale.PurchaseRequest) (*flashsale.Order, error) {
+	o, err := s.purchase(ctx, u, req)
+	s.obs.Purchase(req.SaleID, err)
+	return o, err
+}
+
+func (s *Service) purchase(ctx context.Context, u flashsale.User, req flashsale.PurchaseRequest) (*flashsale.Order, error) {
 	sale, err := s.sale(ctx, req.SaleID)
 	if err != nil {
 		return nil, err
@@ -60,6 +66,7 @@ func (s *Service) Purchase(ctx context.Context, u flashsale.User, req flashsale.
 		if admitted, err = s.admitPurchase(ctx, u, sale, req.ClientIP); err != nil {
 			return nil, err
 		}
+		s.obs.Admitted(sale.ID)
 		s.gate.RLock()
 		defer s.gate.RUnlock()
 		if locked = true; s.sellingEngine() != nil {
@@ -84,6 +91,7 @@ func (s *Service) Purchase(ctx context.Context, u flashsale.User, req flashsale.
 		if admitted, err = s.admitPurchase(ctx, u, sale, req.ClientIP); err != nil {
 			return nil, err
 		}
+		s.obs.Admitted(sale.ID)
 	}
 	if !locked {
 		s.gate.RLock()
@@ -113,6 +121,7 @@ func (s *Service) Purchase(ctx context.Context, u flashsale.User, req flashsale.
 	case err != nil:
 		return nil, err
 	}
+	s.obs.Reserved(sale.ID)
 	return s.write(ctx, sale, r)
 }
 
@@ -163,6 +172,7 @@ func (s *Service) write(ctx context.Context, sale *flashsale.Sale, r *flashsale.
 		}
 		return nil, err
 	}
+	s.obs.Written(r.SaleID)
 	return orderOf(sale, r, status), nil
 }
 
@@ -196,6 +206,7 @@ func (s *Service) existing(ctx context.Context, u flashsale.User, sale *flashsal
 	if err := s.engine.Retake(ctx, sale.ID, id); err != nil {
 		return nil, err
 	}
+	s.obs.Reserved(sale.ID)
 	r.Active = true
 	r.HoldExpiresAt = now.Add(sale.HoldDuration()).UTC().Truncate(time.Millisecond)
 	return s.write(ctx, sale, r)

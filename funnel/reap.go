@@ -65,6 +65,7 @@ func (s *Service) releaseAll(ctx context.Context, orders []*flashsale.Order) {
 					return
 				}
 				s.release(ctx, orders[i])
+				s.obs.HoldReleased(orders[i].SaleID, s.now().Sub(orders[i].HoldExpiresAt))
 			}
 		})
 	}

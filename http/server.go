@@ -49,6 +49,10 @@ type Config struct {
 	Limiter        flashsale.Limiter
 	ReadPerIP      flashsale.Rate
 	TrustedProxies []netip.Prefix
+	// Route, when set, is asked once per route pattern for the function
+	// each request's latency is reported to (metrics); "unmatched" names
+	// what no route matched.
+	Route func(pattern string) func(time.Duration)
 	// Now is the clock for token expiry; time.Now when nil.
 	Now func() time.Time
 	// Logger receives internal errors; discarded when nil.
@@ -121,9 +125,9 @@ func NewServer(svc flashsale.Service, cfg Config) *Server {
 		jwt.WithTimeFunc(s.now),
 	)
 	for _, rt := range s.routes() {
-		s.mux.HandleFunc(rt.pattern, rt.handler)
+		s.mux.HandleFunc(rt.pattern, timed(cfg.Route, rt.pattern, rt.handler))
 	}
-	s.mux.HandleFunc("/", s.handleNoRoute)
+	s.mux.HandleFunc("/", timed(cfg.Route, "unmatched", s.handleNoRoute))
 	s.handler = http.HandlerFunc(s.serveHTTP)
 	return s
 }
@@ -253,3 +257,17 @@ type statusBody struct {
 // errMethodNotAllowed is the one error whose code is not a flashsale code:
 // 405 is about the route table, not the domain.
 var errMethodNotAllowed = &flashsale.Error{Code: EMethodNotAllowed, Message: "method not allowed for this route"}
+
+// timed reports h's latency to the function route gives for pattern, or
+// is h itself when there is none.
+func timed(route func(string) func(time.Duration), pattern string, h http.HandlerFunc) http.HandlerFunc {
+	if route == nil {
+		return h
+	}
+	observe := route(pattern)
+	return func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		h(w, r)
+		observe(time.Since(start))
+	}
+}

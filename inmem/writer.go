@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/flashsale/flashsale"
 )
@@ -27,6 +28,10 @@ type WriterConfig struct {
 	// Queue bounds the reservations waiting for a transaction; a Write
 	// that finds it full fails fast with ErrUnavailable.
 	Queue int
+	// Committed, when set, is told of every transaction: how many
+	// reservations it held, how long it took (the fsync included) and
+	// its error (metrics).
+	Committed func(orders int, took time.Duration, err error)
 }
 
 // WriterStats counts the writer's work since it started.
@@ -48,9 +53,10 @@ type WriterStats struct {
 // Lock order: mu only guards sending on queue against Close closing it; it
 // is never held while waiting.
 type Writer struct {
-	store    flashsale.Store
-	logger   *slog.Logger
-	maxBatch int
+	store     flashsale.Store
+	logger    *slog.Logger
+	maxBatch  int
+	committed func(int, time.Duration, error)
 
 	mu     sync.RWMutex
 	closed bool
@@ -81,12 +87,16 @@ func NewWriter(store flashsale.Store, cfg WriterConfig, logger *slog.Logger) *Wr
 	if cfg.Queue <= 0 {
 		cfg.Queue = WriterQueueDefault
 	}
+	if cfg.Committed == nil {
+		cfg.Committed = func(int, time.Duration, error) {}
+	}
 	w := &Writer{
-		store:    store,
-		logger:   cmp.Or(logger, slog.New(slog.DiscardHandler)),
-		maxBatch: cfg.MaxBatch,
-		queue:    make(chan *writeRequest, cfg.Queue),
-		done:     make(chan struct{}),
+		store:     store,
+		logger:    cmp.Or(logger, slog.New(slog.DiscardHandler)),
+		maxBatch:  cfg.MaxBatch,
+		committed: cfg.Committed,
+		queue:     make(chan *writeRequest, cfg.Queue),
+		done:      make(chan struct{}),
 	}
 	go w.run()
 	return w
@@ -182,7 +192,9 @@ func (w *Writer) run() {
 func (w *Writer) commit(batch []*writeRequest, rs []flashsale.Reservation) {
 	w.batches.Add(1)
 	w.orders.Add(int64(len(rs)))
+	start := time.Now()
 	errs, err := w.store.PlaceOrders(context.Background(), rs)
+	w.committed(len(rs), time.Since(start), err)
 	if err == nil && len(errs) != len(rs) {
 		// A store bug: the transaction may have committed, so this is not
 		// ErrUnavailable (the caller must not return units on a guess).

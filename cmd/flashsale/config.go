@@ -139,6 +139,9 @@ type Config struct {
 	// DebugAddr is where net/http/pprof listens, never on the public
 	// port; empty is off. FLASHSALE_DEBUG_ADDR, --debug-addr.
 	DebugAddr string
+	// MetricsAddr, when set, serves /metrics on a listener of its own
+	// instead of the main one. FLASHSALE_METRICS_ADDR, --metrics-addr.
+	MetricsAddr string
 	// ShutdownDelay is how long a SIGTERM'd instance answers /readyz 503
 	// while still serving, before it stops accepting: a load balancer's
 	// probe period times its failure threshold. FLASHSALE_SHUTDOWN_DELAY.
@@ -150,6 +153,7 @@ func parseConfig(fset *flag.FlagSet, args []string, getenv func(string) string) 
 	c := Config{
 		Addr:               cmp.Or(getenv("FLASHSALE_ADDR"), AddrDefault),
 		DebugAddr:          getenv("FLASHSALE_DEBUG_ADDR"),
+		MetricsAddr:        getenv("FLASHSALE_METRICS_ADDR"),
 		DataDir:            cmp.Or(getenv("FLASHSALE_DATA_DIR"), DataDirDefault),
 		DatabaseURL:        getenv("FLASHSALE_DATABASE_URL"),
 		RedisURL:           getenv("FLASHSALE_REDIS_URL"),
@@ -276,6 +280,7 @@ func parseConfig(fset *flag.FlagSet, args []string, getenv func(string) string) 
 		fset.StringVar(&c.DataDir, "data-dir", c.DataDir, "data directory: SQLite database and generated secrets (FLASHSALE_DATA_DIR)")
 		fset.BoolVar(&c.Demo, "demo", false, "seed a sample hotel sale and enable POST /api/demo/login")
 		fset.StringVar(&c.DebugAddr, "debug-addr", c.DebugAddr, "net/http/pprof listen address, e.g. 127.0.0.1:6060; off when empty (FLASHSALE_DEBUG_ADDR)")
+		fset.StringVar(&c.MetricsAddr, "metrics-addr", c.MetricsAddr, "serve /metrics on this address instead of the main listener (FLASHSALE_METRICS_ADDR)")
 		if err := fset.Parse(args); err != nil {
 			return c, err
 		}
@@ -344,6 +349,7 @@ func (c Config) LogValue() slog.Value {
 	return slog.GroupValue(
 		slog.String("addr", c.Addr),
 		slog.String("debug_addr", c.DebugAddr),
+		slog.String("metrics_addr", c.MetricsAddr),
 		slog.Duration("shutdown_delay", c.ShutdownDelay),
 		slog.String("data_dir", c.DataDir),
 		slog.String("database_url", maskURL(c.DatabaseURL)),

@@ -34,6 +34,7 @@ import (
 	fshttp "github.com/flashsale/flashsale/http"
 	"github.com/flashsale/flashsale/inmem"
 	"github.com/flashsale/flashsale/jwks"
+	"github.com/flashsale/flashsale/metrics"
 	"github.com/flashsale/flashsale/usersvc"
 )
 
@@ -130,6 +131,10 @@ type Main struct {
 	ln        net.Listener
 	server    *http.Server
 	debugAddr string // where pprof listens, once open; "" when off
+	// metrics wraps the store and the engine and observes the rest;
+	// metricsAddr is its own listener's address, "" on the main one.
+	metrics     *metrics.Metrics
+	metricsAddr string
 	gate      *drainGate
 
 	closers []func() error // in opening order; Close runs them backwards
@@ -177,6 +182,8 @@ func (m *Main) open(ctx context.Context) error {
 		board = nil
 	}
 	m.closers = append(m.closers, m.store.Close)
+	m.metrics = metrics.New(metrics.Config{})
+	m.store = m.metrics.Store(m.store)
 	if err := m.openStock(ctx); err != nil {
 		return err
 	}
@@ -199,8 +206,12 @@ func (m *Main) open(ctx context.Context) error {
 		Board: board, SellLease: cfg.SellLease, DirectLimit: cfg.DirectLimit,
 		MaxInFlight: cfg.MaxInFlight, MaxInFlightPerSale: cfg.MaxInFlightPerSale,
 		Limiter: m.limiter, Limits: cfg.Limits, Facts: facts,
-		Queued: cfg.AMQPURL != "",
+		Queued: cfg.AMQPURL != "", Observer: m.metrics.Funnel(),
 	})
+	m.metrics.WatchStock(m.svc)
+	if board != nil {
+		m.metrics.WatchSelling(m.svc.SellMode)
+	}
 	if err := m.svc.Start(ctx); err != nil {
 		return err
 	}
@@ -225,8 +236,13 @@ func (m *Main) open(ctx context.Context) error {
 		JWKS: keys, JWTIssuer: cfg.JWTIssuer, JWTAudience: cfg.JWTAudience,
 		RequestTimeout: cfg.RequestTimeout,
 		Limiter:        m.limiter, ReadPerIP: cfg.ReadPerIP, TrustedProxies: cfg.TrustedProxies,
+		Route: m.metrics.Route,
 	})
-	m.gate = &drainGate{next: h.Handler()}
+	root, err := m.serveMetrics(h.Handler())
+	if err != nil {
+		return err
+	}
+	m.gate = &drainGate{next: root}
 	if err := m.openDebug(); err != nil {
 		return err
 	}
@@ -274,6 +290,7 @@ func (m *Main) openStock(ctx context.Context) error {
 			// refuses purchases.
 			brk = breaker.New(e, breaker.Config{Failures: uint32(cfg.BreakerFailures), OpenFor: cfg.BreakerOpenFor, Logger: m.log})
 			m.engine, m.breaker = brk, brk
+			m.metrics.WatchBreaker(brk)
 		}
 		// Limits every instance shares, counted locally while Redis is out.
 		shared := e.Limiter(local)
@@ -282,8 +299,9 @@ func (m *Main) openStock(ctx context.Context) error {
 		}
 		m.limiter = shared
 	}
+	m.engine = m.metrics.Engine(m.engine)
 	if cfg.AMQPURL == "" {
-		w := inmem.NewWriter(m.store, inmem.WriterConfig{}, m.log)
+		w := inmem.NewWriter(m.store, inmem.WriterConfig{Committed: m.metrics.Commit}, m.log)
 		m.closers = append(m.closers, w.Close)
 		m.writer = w
 		if m.fence != nil {
@@ -316,6 +334,7 @@ func (m *Main) openStock(ctx context.Context) error {
 		return fmt.Errorf("open amqp consumer: %w", err)
 	}
 	m.drainer = consumer
+	m.metrics.WatchQueue(queueSource(pub, consumer))
 	relay := &funnel.Relay{Outbox: outbox, W: pub, Logger: m.log}
 	bg, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup

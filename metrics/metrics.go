@@ -1,0 +1,233 @@
+// Package metrics is the service's Prometheus instrumentation: it owns the
+// registry and every collector (client_golang), and plugs into the other
+// packages through the seams they already have: funnel.Observer, the
+// http server's route timer, the group-commit writer's hook, and wrappers
+// of flashsale.StockEngine and flashsale.Store. Only cmd/flashsale wires it;
+// no other package imports it.
+//
+// Per-sale labels are bounded: the first MaxSalesDefault sales the funnel
+// reports are tracked under their ID, every other one under sale="other".
+// The counters a purchase moves are resolved once per sale and kept in a
+// copy-on-write map, so the hot path takes no lock and allocates nothing.
+package metrics
+
+import (
+	"cmp"
+	"net/http"
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/flashsale/flashsale"
+)
+
+// Defaults for Config.
+const (
+	// MaxSalesDefault bounds the sales tracked under their own label: a
+	// deployment runs a handful at once, and each costs a few dozen series.
+	MaxSalesDefault = 100
+	// OtherSale is the label of every sale beyond the cap, and of IDs the
+	// funnel never reported (an unknown sale must not mint a series).
+	OtherSale = "other"
+)
+
+const namespace = "flashsale"
+
+// Config configures the metrics.
+type Config struct {
+	// MaxSales bounds the sales tracked by ID (default MaxSalesDefault).
+	MaxSales int
+}
+
+// Metrics is the registry and the collectors. Its methods are safe for
+// concurrent use.
+type Metrics struct {
+	reg *prometheus.Registry
+	max int
+
+	mu    sync.Mutex                          // serialises adding sales
+	sales atomic.Pointer[map[string]*saleSet] // copy-on-write: read without a lock
+	other *saleSet
+
+	purchases    *prometheus.CounterVec
+	steps        *prometheus.CounterVec
+	holdExpiries *prometheus.CounterVec
+	releaseDelay prometheus.Histogram
+	auditFound   *prometheus.GaugeVec
+	auditLeft    *prometheus.GaugeVec
+	audits       *prometheus.CounterVec
+
+	routes *prometheus.HistogramVec
+
+	engineDur   *prometheus.HistogramVec
+	engineCalls *prometheus.CounterVec
+	dbDur       *prometheus.HistogramVec
+	dbCalls     *prometheus.CounterVec
+	dbPlaced    *prometheus.CounterVec
+
+	batchSize  prometheus.Histogram
+	commitDur  prometheus.Histogram
+	commitErrs prometheus.Counter
+}
+
+// New returns the metrics with every family registered, and the Go runtime
+// and process collectors beside them.
+func New(cfg Config) *Metrics {
+	m := &Metrics{reg: prometheus.NewRegistry(), max: cmp.Or(cfg.MaxSales, MaxSalesDefault)}
+	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	f := factory{m.reg}
+
+	m.purchases = f.counterVec("purchases_total", "Purchases answered, by sale and outcome (ok, or the refusal's code; overloaded and indeterminate split out of unavailable).", "sale", "outcome")
+	m.steps = f.counterVec("funnel_steps_total", "Purchases that passed each step of the funnel: requested, admitted, reserved, written, paid.", "sale", "step")
+	m.holdExpiries = f.counterVec("hold_expiries_total", "Held orders expired and released by the reaper.", "sale")
+	m.releaseDelay = f.histogram("hold_release_delay_seconds", "How long after its hold ended an expired order's units were back in the stock engine.")
+	m.auditFound = f.gaugeVec("audit_findings", "Findings of the sale's last scheduled audit (drift between the books), before repair.", "sale")
+	m.auditLeft = f.gaugeVec("audit_unrepaired_findings", "Findings the sale's last scheduled audit left after repairing what is safe.", "sale")
+	m.audits = f.counterVec("audits_total", "Scheduled audits run, by result: balanced, drift, error.", "result")
+
+	m.routes = f.histogramVec("http_request_duration_seconds", "HTTP request latency by route pattern.", "route")
+
+	m.engineDur = f.histogramVec("engine_call_duration_seconds", "Stock engine call latency by operation.", "op")
+	m.engineCalls = f.counterVec("engine_calls_total", "Stock engine calls by operation and outcome.", "op", "outcome")
+	m.dbDur = f.histogramVec("db_call_duration_seconds", "Database call latency by operation.", "op")
+	m.dbCalls = f.counterVec("db_calls_total", "Database calls by operation and outcome: ok, refused (a conditional update or lookup said no), timeout, error.", "op", "outcome")
+	m.dbPlaced = f.counterVec("db_orders_placed_total", "Reservations the database's conditional insert was asked to place, by result.", "result")
+
+	m.batchSize = f.histogramBuckets("group_commit_batch_size", "Reservations per group-commit transaction (embedded shape).", prometheus.ExponentialBuckets(1, 2, 11))
+	m.commitDur = f.histogram("group_commit_duration_seconds", "Time of one group-commit transaction, fsync included.")
+	m.commitErrs = f.counter("group_commit_errors_total", "Group-commit transactions that failed.")
+
+	m.other = m.newSaleSet(OtherSale)
+	empty := map[string]*saleSet{}
+	m.sales.Store(&empty)
+	return m
+}
+
+// The Watch methods register the families read at scrape time, once each,
+// for the parts a shape has (the embedded one has no breaker or queue).
+
+// WatchStock reports the stock per night of the current sales.
+func (m *Metrics) WatchStock(src StockSource) {
+	m.reg.MustRegister(&stockCollector{src: src, max: m.max})
+}
+
+// WatchBreaker reports the stock engine's circuit breaker.
+func (m *Metrics) WatchBreaker(b flashsale.Breaker) { m.reg.MustRegister(&breakerCollector{b: b}) }
+
+// WatchSelling reports the sell mode (db mode).
+func (m *Metrics) WatchSelling(fn func() (flashsale.SellMode, flashsale.Selling)) {
+	m.reg.MustRegister(&sellingCollector{fn: fn})
+}
+
+// WatchQueue reports the queue's counters and backlog.
+func (m *Metrics) WatchQueue(src *QueueSource) { m.reg.MustRegister(&queueCollector{src: src}) }
+
+// Handler serves the registry in the Prometheus exposition formats.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// Registry is the registry, for tests that gather it.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// saleSet is one sale's counters, resolved once so an observation is an
+// atomic add.
+type saleSet struct {
+	outcomes [len(outcomes)]prometheus.Counter
+	steps    [numSteps]prometheus.Counter
+	expiries prometheus.Counter
+	label    string
+}
+
+func (m *Metrics) newSaleSet(label string) *saleSet {
+	s := &saleSet{label: label, expiries: m.holdExpiries.WithLabelValues(label)}
+	for i, o := range outcomes {
+		s.outcomes[i] = m.purchases.WithLabelValues(label, o)
+	}
+	for i, st := range stepNames {
+		s.steps[i] = m.steps.WithLabelValues(label, st)
+	}
+	return s
+}
+
+// sale is the counters of saleID: its own if tracked, else other's.
+func (m *Metrics) sale(saleID string) *saleSet {
+	if s := (*m.sales.Load())[saleID]; s != nil {
+		return s
+	}
+	return m.other
+}
+
+// track starts tracking a sale under its ID if there is room.
+func (m *Metrics) track(saleID string) {
+	if saleID == "" || saleID == OtherSale {
+		return
+	}
+	if _, ok := (*m.sales.Load())[saleID]; ok {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	old := *m.sales.Load()
+	if _, ok := old[saleID]; ok || len(old) >= m.max {
+		return
+	}
+	next := make(map[string]*saleSet, len(old)+1)
+	for k, v := range old {
+		next[k] = v
+	}
+	next[saleID] = m.newSaleSet(saleID)
+	m.sales.Store(&next)
+}
+
+// factory registers families under the namespace.
+type factory struct{ reg prometheus.Registerer }
+
+func (f factory) counter(name, help string) prometheus.Counter {
+	c := prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: name, Help: help})
+	f.reg.MustRegister(c)
+	return c
+}
+
+func (f factory) counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: name, Help: help}, labels)
+	f.reg.MustRegister(c)
+	return c
+}
+
+func (f factory) gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: name, Help: help}, labels)
+	f.reg.MustRegister(g)
+	return g
+}
+
+// latencyBuckets are the classic buckets of every latency histogram,
+// 100 µs to 10 s at a factor of about 1.43 (about ±20% at p99 and p999);
+// scrapers that speak native histograms get factor 1.1 instead.
+var latencyBuckets = prometheus.ExponentialBucketsRange(100e-6, 10, 33)
+
+func latencyOpts(name, help string) prometheus.HistogramOpts {
+	return prometheus.HistogramOpts{Namespace: namespace, Name: name, Help: help, Buckets: latencyBuckets,
+		NativeHistogramBucketFactor: 1.1, NativeHistogramMaxBucketNumber: 160}
+}
+
+func (f factory) histogram(name, help string) prometheus.Histogram {
+	h := prometheus.NewHistogram(latencyOpts(name, help))
+	f.reg.MustRegister(h)
+	return h
+}
+
+func (f factory) histogramBuckets(name, help string, buckets []float64) prometheus.Histogram {
+	h := prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Name: name, Help: help, Buckets: buckets})
+	f.reg.MustRegister(h)
+	return h
+}
+
+func (f factory) histogramVec(name, help string, labels ...string) *prometheus.HistogramVec {
+	h := prometheus.NewHistogramVec(latencyOpts(name, help), labels)
+	f.reg.MustRegister(h)
+	return h
+}

@@ -1,0 +1,161 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/flashsale/flashsale"
+)
+
+// placeResults are the per-reservation results of Store.PlaceOrders.
+var placeResults = [...]struct {
+	name string
+	err  error
+}{
+	{"held", nil},
+	{"duplicate", flashsale.ErrDuplicate},
+	{"sold_out", flashsale.ErrSoldOut},
+	{"limit_exceeded", flashsale.ErrLimitExceeded},
+	{"key_conflict", flashsale.ErrKeyConflict},
+	{"not_found", flashsale.ErrNotFound},
+	{"invalid", flashsale.ErrInvalid},
+	{"other", nil},
+}
+
+// Store wraps a store, timing and counting every call, counting each
+// reservation PlaceOrders' conditional insert placed or refused, and each
+// order paid (the funnel's last step: whichever path paid it, the
+// transition to paid happens here exactly once).
+func (m *Metrics) Store(next flashsale.Store) flashsale.Store {
+	op := func(name string) *call { return newCall(m.dbDur, m.dbCalls, name) }
+	s := &store{next: next, m: m,
+		createSale: op("create_sale"), sale: op("sale"), sales: op("sales"), nightStocks: op("night_stocks"),
+		placeOrders: op("place_orders"), order: op("order"), orderByKey: op("order_by_key"),
+		transition: op("transition"), expireHolds: op("expire_holds"), snapshot: op("snapshot"),
+		failOrder: op("fail_order"), ping: op("ping"),
+	}
+	for i, r := range placeResults {
+		s.placed[i] = m.dbPlaced.WithLabelValues(r.name)
+	}
+	return s
+}
+
+type store struct {
+	next flashsale.Store
+	m    *Metrics
+
+	createSale, sale, sales, nightStocks, placeOrders, order, orderByKey *call
+	transition, expireHolds, snapshot, failOrder, ping                   *call
+	placed                                                               [len(placeResults)]prometheus.Counter
+}
+
+var _ flashsale.Store = (*store)(nil)
+
+func (s *store) CreateSale(ctx context.Context, sale *flashsale.Sale) error {
+	start := time.Now()
+	err := s.next.CreateSale(ctx, sale)
+	s.createSale.done(start, err)
+	return err
+}
+
+func (s *store) Sale(ctx context.Context, id string) (*flashsale.Sale, error) {
+	start := time.Now()
+	sale, err := s.next.Sale(ctx, id)
+	s.sale.done(start, err)
+	return sale, err
+}
+
+func (s *store) Sales(ctx context.Context, now time.Time) ([]*flashsale.Sale, error) {
+	start := time.Now()
+	sales, err := s.next.Sales(ctx, now)
+	s.sales.done(start, err)
+	return sales, err
+}
+
+func (s *store) NightStocks(ctx context.Context, saleID string) ([]flashsale.NightStock, error) {
+	start := time.Now()
+	ns, err := s.next.NightStocks(ctx, saleID)
+	s.nightStocks.done(start, err)
+	return ns, err
+}
+
+func (s *store) PlaceOrders(ctx context.Context, rs []flashsale.Reservation) ([]error, error) {
+	start := time.Now()
+	results, err := s.next.PlaceOrders(ctx, rs)
+	s.placeOrders.done(start, err)
+	if err == nil {
+		for _, res := range results {
+			s.placed[placeResult(res)].Inc()
+		}
+	}
+	return results, err
+}
+
+func placeResult(err error) int {
+	if err == nil {
+		return 0
+	}
+	for i, r := range placeResults[1 : len(placeResults)-1] {
+		if errors.Is(err, r.err) {
+			return i + 1
+		}
+	}
+	return len(placeResults) - 1
+}
+
+func (s *store) Order(ctx context.Context, id string) (*flashsale.Order, error) {
+	start := time.Now()
+	o, err := s.next.Order(ctx, id)
+	s.order.done(start, err)
+	return o, err
+}
+
+func (s *store) OrderByKey(ctx context.Context, saleID, userID, key string) (*flashsale.Order, error) {
+	start := time.Now()
+	o, err := s.next.OrderByKey(ctx, saleID, userID, key)
+	s.orderByKey.done(start, err)
+	return o, err
+}
+
+func (s *store) Transition(ctx context.Context, id string, from, to flashsale.OrderStatus, paymentRef string, now time.Time) (*flashsale.Order, error) {
+	start := time.Now()
+	o, err := s.next.Transition(ctx, id, from, to, paymentRef, now)
+	s.transition.done(start, err)
+	if err == nil && to == flashsale.OrderPaid {
+		s.m.sale(o.SaleID).steps[stepPaid].Inc()
+	}
+	return o, err
+}
+
+func (s *store) ExpireHolds(ctx context.Context, now time.Time, limit int) ([]*flashsale.Order, error) {
+	start := time.Now()
+	os, err := s.next.ExpireHolds(ctx, now, limit)
+	s.expireHolds.done(start, err)
+	return os, err
+}
+
+func (s *store) Snapshot(ctx context.Context, saleID string) (*flashsale.StockSnapshot, error) {
+	start := time.Now()
+	snap, err := s.next.Snapshot(ctx, saleID)
+	s.snapshot.done(start, err)
+	return snap, err
+}
+
+func (s *store) FailOrder(ctx context.Context, r flashsale.Reservation, reason string) error {
+	start := time.Now()
+	err := s.next.FailOrder(ctx, r, reason)
+	s.failOrder.done(start, err)
+	return err
+}
+
+func (s *store) Ping(ctx context.Context) error {
+	start := time.Now()
+	err := s.next.Ping(ctx)
+	s.ping.done(start, err)
+	return err
+}
+
+func (s *store) Close() error { return s.next.Close() }
