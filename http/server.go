@@ -53,6 +53,9 @@ type Config struct {
 	// each request's latency is reported to (metrics); "unmatched" names
 	// what no route matched.
 	Route func(pattern string) func(time.Duration)
+	// Metrics serves GET /metrics; nil answers it 404 (the metrics are
+	// off, or on a listener of their own).
+	Metrics http.Handler
 	// Now is the clock for token expiry; time.Now when nil.
 	Now func() time.Time
 	// Logger receives internal errors; discarded when nil.
@@ -87,6 +90,7 @@ type Server struct {
 	trustedProxies []netip.Prefix
 	mux            *http.ServeMux
 	handler        http.Handler
+	metrics        http.Handler
 }
 
 // NewServer returns a Server over svc.
@@ -106,6 +110,7 @@ func NewServer(svc flashsale.Service, cfg Config) *Server {
 		limiter:   cfg.Limiter,
 		readPerIP: cfg.ReadPerIP,
 		mux:       http.NewServeMux(),
+		metrics:   cfg.Metrics,
 
 		trustedProxies: cfg.TrustedProxies,
 	}
@@ -167,6 +172,7 @@ func (s *Server) routes() []route {
 
 		{"GET /healthz", s.handleHealthz},
 		{"GET /readyz", s.handleReadyz},
+		{"GET /metrics", s.handleMetrics},
 		{"GET /api/openapi.yaml", s.handleOpenAPI},
 	}
 	if s.demo {
@@ -192,6 +198,11 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(w, r)
 }
 
+// handleNoRouteFound is the 404 of a path no route serves.
+func (s *Server) handleNoRouteFound(w http.ResponseWriter, r *http.Request) {
+	s.writeError(w, r, flashsale.Errorf(flashsale.ENotFound, "no route for %s %s", r.Method, r.URL.Path))
+}
+
 // probeMethods are the methods tried when a path matched no route.
 var probeMethods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"}
 
@@ -212,7 +223,7 @@ func (s *Server) handleNoRoute(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if len(allow) == 0 {
-		s.writeError(w, r, flashsale.Errorf(flashsale.ENotFound, "no route for %s %s", r.Method, r.URL.Path))
+		s.handleNoRouteFound(w, r)
 		return
 	}
 	w.Header().Set("Allow", strings.Join(allow, ", "))
@@ -242,6 +253,14 @@ func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 		s.log.WarnContext(r.Context(), "ready without the database: orders wait in the queue", "err", rd.DatabaseErr)
 	}
 	writeJSON(w, status, rd)
+}
+
+func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
+	if s.metrics == nil {
+		s.handleNoRouteFound(w, r)
+		return
+	}
+	s.metrics.ServeHTTP(w, r)
 }
 
 func (s *Server) handleOpenAPI(w http.ResponseWriter, r *http.Request) {

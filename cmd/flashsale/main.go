@@ -231,18 +231,18 @@ func (m *Main) open(ctx context.Context) error {
 		m.closers = append(m.closers, k.Close)
 		keys = k
 	}
+	metricsHandler, err := m.openMetrics()
+	if err != nil {
+		return err
+	}
 	h := fshttp.NewServer(m.svc, fshttp.Config{
 		JWTSecret: []byte(jwtSecret), AdminToken: adminToken, Demo: cfg.Demo, Logger: m.log,
 		JWKS: keys, JWTIssuer: cfg.JWTIssuer, JWTAudience: cfg.JWTAudience,
 		RequestTimeout: cfg.RequestTimeout,
 		Limiter:        m.limiter, ReadPerIP: cfg.ReadPerIP, TrustedProxies: cfg.TrustedProxies,
-		Route: m.metrics.Route,
+		Route: m.metrics.Route, Metrics: metricsHandler,
 	})
-	root, err := m.serveMetrics(h.Handler())
-	if err != nil {
-		return err
-	}
-	m.gate = &drainGate{next: root}
+	m.gate = &drainGate{next: h.Handler()}
 	if err := m.openDebug(); err != nil {
 		return err
 	}

@@ -28,14 +28,12 @@ func queueSource(pub *amqp.Publisher, c *amqp.Consumer) *metrics.QueueSource {
 	}
 }
 
-// serveMetrics puts /metrics on the main handler, or on a listener of its
-// own when FLASHSALE_METRICS_ADDR is set (then the main listener has none).
-func (m *Main) serveMetrics(api http.Handler) (http.Handler, error) {
+// openMetrics returns the handler of /metrics on the main listener, or
+// nil after serving it on a listener of its own when
+// FLASHSALE_METRICS_ADDR is set.
+func (m *Main) openMetrics() (http.Handler, error) {
 	if m.Config.MetricsAddr == "" {
-		mux := http.NewServeMux()
-		mux.Handle("GET /metrics", m.metrics.Handler())
-		mux.Handle("/", api)
-		return mux, nil
+		return m.metrics.Handler(), nil
 	}
 	ln, err := net.Listen("tcp", m.Config.MetricsAddr)
 	if err != nil {
@@ -56,5 +54,5 @@ func (m *Main) serveMetrics(api http.Handler) (http.Handler, error) {
 		}
 	}()
 	m.log.Info("metrics listening", "addr", m.metricsAddr)
-	return api, nil
+	return nil, nil
 }
