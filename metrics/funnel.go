@@ -28,43 +28,36 @@ var outcomeIndex = func() map[string]int {
 	return m
 }()
 
-const (
-	outcomeOK = iota
-	outcomeUnavailable
-	outcomeOverloaded
-	outcomeIndeterminate
-	outcomeInternal
+// The outcomes outcomeOf picks without the code's lookup.
+var (
+	outcomeOK            = outcomeIndex["ok"]
+	outcomeUnavailable   = outcomeIndex[flashsale.EUnavailable]
+	outcomeOverloaded    = outcomeIndex["overloaded"]
+	outcomeIndeterminate = outcomeIndex["indeterminate"]
+	outcomeInternal      = outcomeIndex[flashsale.EInternal]
 )
-
-var fixedOutcome = [...]int{
-	outcomeOK:            outcomeIndex["ok"],
-	outcomeUnavailable:   outcomeIndex[flashsale.EUnavailable],
-	outcomeOverloaded:    outcomeIndex["overloaded"],
-	outcomeIndeterminate: outcomeIndex["indeterminate"],
-	outcomeInternal:      outcomeIndex[flashsale.EInternal],
-}
 
 // outcomeOf is the outcome of a purchase that returned err. It allocates
 // nothing: ErrorCode finds the *Error without copying, and errors.Is
 // compares sentinels.
 func outcomeOf(err error) int {
 	if err == nil {
-		return fixedOutcome[outcomeOK]
+		return outcomeOK
 	}
 	code := flashsale.ErrorCode(err)
 	if code == flashsale.EUnavailable {
 		switch {
 		case errors.Is(err, flashsale.ErrOverloaded):
-			return fixedOutcome[outcomeOverloaded]
+			return outcomeOverloaded
 		case errors.Is(err, flashsale.ErrIndeterminate):
-			return fixedOutcome[outcomeIndeterminate]
+			return outcomeIndeterminate
 		}
-		return fixedOutcome[outcomeUnavailable]
+		return outcomeUnavailable
 	}
 	if i, ok := outcomeIndex[code]; ok {
 		return i
 	}
-	return fixedOutcome[outcomeInternal]
+	return outcomeInternal
 }
 
 // The funnel's steps, in order; paid is counted by the Store wrapper
