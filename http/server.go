@@ -162,6 +162,7 @@ func (s *Server) routes() []route {
 
 		{"GET /api/sales", s.handleSales},
 		{"GET /api/sales/{id}", s.handlePublicSale},
+		{"GET /api/sales/{id}/events", newEventHub(s).handleEvents},
 		{"POST /api/sales/{id}/challenge", s.handleChallenge},
 		{"POST /api/sales/{id}/token", s.handleIssueToken},
 		{"POST /api/sales/{id}/purchase", s.handlePurchase},
@@ -181,12 +182,15 @@ func (s *Server) routes() []route {
 	return rs
 }
 
-// serveHTTP gives the request its deadline and recovers from handler
-// panics with a JSON 500.
+// serveHTTP gives the request its deadline (not the event stream, which
+// bounds its own reads and writes) and recovers from handler panics with a
+// JSON 500.
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
-	ctx, release := withDeadline(r.Context(), s.timeout)
-	defer release()
-	r = r.WithContext(ctx)
+	if !isEventStream(r) {
+		ctx, release := withDeadline(r.Context(), s.timeout)
+		defer release()
+		r = r.WithContext(ctx)
+	}
 	defer func() {
 		if v := recover(); v != nil {
 			if v == http.ErrAbortHandler {
