@@ -27,6 +27,11 @@ const (
 	ENotStarted      = "not_started"
 	EEnded           = "ended"
 	EHoldExpired     = "hold_expired"
+	// EAlreadyPaid: the order was paid with another payment_ref; the
+	// second charge is the platform's to refund. EOrderCancelled: the
+	// guest cancelled before the payment arrived; refund it.
+	EAlreadyPaid    = "already_paid"
+	EOrderCancelled = "order_cancelled"
 	EAlreadyStarted  = "already_started"
 	EConflict        = "conflict"
 	ETooLarge        = "too_large"
@@ -110,6 +115,17 @@ var (
 	// in progress as it takes: shed at once, never queued.
 	ErrOverloaded = &Error{EUnavailable, "too many purchases in progress; retry shortly"}
 )
+
+// ErrOrderCancelled answers a payment for an order its guest cancelled:
+// the rooms went back on sale, the money goes back to the guest.
+var ErrOrderCancelled = &Error{EOrderCancelled, "the guest cancelled this order before the payment arrived; refund it"}
+
+// AlreadyPaid is the answer to a second payment of a paid order with
+// another payment_ref: the order stays paid with the first, whose
+// reference the message names so the platform refunds the other.
+func AlreadyPaid(ref string) *Error {
+	return Errorf(EAlreadyPaid, "the order is already paid with payment_ref %q; refund this payment", ref)
+}
 
 // ErrChallengeFailed means a token was asked for without the solved
 // challenge the sale wants.

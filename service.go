@@ -74,7 +74,9 @@ type Service interface {
 	// Order returns the user's order; someone else's is ErrNotFound.
 	Order(ctx context.Context, u User, id string) (*Order, error)
 	Cancel(ctx context.Context, u User, id string) (*Order, error)
-	// MarkPaid is the payment platform's idempotent confirmation.
+	// MarkPaid is the payment platform's confirmation: idempotent for one
+	// payment_ref; a second ref on a paid order (EAlreadyPaid) and a
+	// payment of a cancelled order (EOrderCancelled) are refused.
 	MarkPaid(ctx context.Context, id, paymentRef string) (*Order, error)
 
 	// Audit proves one sale's books balance (I6), or lists what does not;

@@ -468,14 +468,29 @@ func (mm *modelMachine) Cancel(t *rapid.T) {
 }
 
 // Pay confirms a payment: a held order (expired by the clock or not, while
-// the reaper has not seen it) is paid; a released one is paid if its rooms
-// and its owner's limit still allow, or answered hold_expired.
+// the reaper has not seen it) is paid; an expired one is paid if its rooms
+// and its owner's limit still allow, or answered hold_expired; a cancelled
+// one is order_cancelled; a paid one is paid again with its own ref and
+// already_paid with another.
 func (mm *modelMachine) Pay(t *rapid.T) {
 	o := mm.drawOrder(t)
-	got, err := mm.e.svc.MarkPaid(context.Background(), o.id, "pay-"+o.id)
+	ref := "pay-" + o.id
+	other := o.status == flashsale.OrderPaid && rapid.Bool().Draw(t, "another_ref")
+	if other {
+		ref = "second-" + o.id
+	}
+	got, err := mm.e.svc.MarkPaid(context.Background(), o.id, ref)
 	switch o.status {
-	case flashsale.OrderHeld, flashsale.OrderPaid:
-	case flashsale.OrderExpired, flashsale.OrderCancelled:
+	case flashsale.OrderPaid:
+		if other {
+			mm.wantErr(t, "pay a paid order with another ref", err, flashsale.EAlreadyPaid)
+			return
+		}
+	case flashsale.OrderHeld:
+	case flashsale.OrderCancelled:
+		mm.wantErr(t, "pay cancelled order", err, flashsale.EOrderCancelled)
+		return
+	case flashsale.OrderExpired:
 		if want := mm.m.take(o.user, o.first, o.nights, o.rooms); want != nil {
 			mm.wantErr(t, "pay "+string(o.status)+" order", err, flashsale.EHoldExpired)
 			return

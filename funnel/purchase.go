@@ -340,9 +340,11 @@ func (s *Service) reactivate(ctx context.Context, o *flashsale.Order) {
 	}
 }
 
-// MarkPaid records the payment platform's confirmation. It is idempotent.
-// If the hold already expired it tries to take the units again, and answers
-// ErrHoldExpired when they are gone so the platform refunds.
+// MarkPaid records the payment platform's confirmation. The same
+// payment_ref again is the same answer; another one on a paid order is
+// AlreadyPaid (naming the first), a cancelled order ErrOrderCancelled: in
+// both the platform refunds. If the hold already expired it tries to take
+// the units again, and answers ErrHoldExpired when they are gone.
 func (s *Service) MarkPaid(ctx context.Context, id, paymentRef string) (*flashsale.Order, error) {
 	if !validID(id) {
 		return nil, flashsale.ErrNotFound
@@ -360,10 +362,15 @@ func (s *Service) MarkPaid(ctx context.Context, id, paymentRef string) (*flashsa
 		}
 		switch o.Status {
 		case flashsale.OrderPaid:
+			if o.PaymentRef != paymentRef {
+				return nil, flashsale.AlreadyPaid(o.PaymentRef)
+			}
 			return o, nil
 		case flashsale.OrderHeld:
 			o, err = s.store.Transition(ctx, id, flashsale.OrderHeld, flashsale.OrderPaid, paymentRef, s.now())
-		case flashsale.OrderExpired, flashsale.OrderCancelled:
+		case flashsale.OrderCancelled:
+			return nil, flashsale.ErrOrderCancelled
+		case flashsale.OrderExpired:
 			o, err = s.retake(ctx, o, paymentRef)
 		default:
 			return nil, flashsale.Errorf(flashsale.EConflict, "a %s order cannot be paid", o.Status)

@@ -29,6 +29,8 @@ var statuses = map[string]int{
 	flashsale.ENotStarted:      http.StatusConflict,
 	flashsale.EEnded:           http.StatusConflict,
 	flashsale.EHoldExpired:     http.StatusConflict,
+	flashsale.EAlreadyPaid:     http.StatusConflict,
+	flashsale.EOrderCancelled:  http.StatusConflict,
 	flashsale.EAlreadyStarted:  http.StatusConflict,
 	flashsale.EConflict:        http.StatusConflict,
 	flashsale.ETooLarge:        http.StatusRequestEntityTooLarge,

@@ -53,6 +53,7 @@ func TestScalpers(t *testing.T) {
 		codes    sync.Map // status -> *atomic.Int64
 		flooded  atomic.Int64
 		floodBad atomic.Int64
+		dropped  atomic.Int64 // shots not sent: too many in flight already
 	)
 	count := func(status int) {
 		v, _ := codes.LoadOrStore(status, new(atomic.Int64))
@@ -68,18 +69,28 @@ func TestScalpers(t *testing.T) {
 		}
 		wg.Go(func() {
 			// 500 a second, open loop: each shot leaves on its tick
-			// whatever the answer to the last one was.
+			// whatever the answer to the last one was, up to 32 in
+			// flight (a slow server, or -race, drops shots rather than
+			// piling up goroutines).
 			tick := time.NewTicker(2 * time.Millisecond)
 			defer tick.Stop()
 			var shots sync.WaitGroup
 			defer shots.Wait()
+			inFlight := make(chan struct{}, 32)
 			for {
 				select {
 				case <-stop:
 					return
 				case <-tick.C:
 				}
+				select {
+				case inFlight <- struct{}{}:
+				default:
+					dropped.Add(1)
+					continue
+				}
 				shots.Go(func() {
+					defer func() { <-inFlight }()
 					fired.Add(1)
 					var o orderJSON
 					status, err := cl.do(context.Background(), "POST", "/api/sales/"+busy+"/purchase", cl.jwt(user), map[string]any{"token": tok.Token}, nil, &o)
@@ -101,13 +112,21 @@ func TestScalpers(t *testing.T) {
 		defer tick.Stop()
 		var shots sync.WaitGroup
 		defer shots.Wait()
+		inFlight := make(chan struct{}, 64)
 		for i := 0; ; i++ {
 			select {
 			case <-stop:
 				return
 			case <-tick.C:
 			}
+			select {
+			case inFlight <- struct{}{}:
+			default:
+				dropped.Add(1)
+				continue
+			}
 			shots.Go(func() {
+				defer func() { <-inFlight }()
 				status, _, err := cl.purchase(context.Background(), hot, fmt.Sprintf("flood-%06d", i), false, nil, "")
 				flooded.Add(1)
 				if err == nil && status >= 500 {
@@ -144,7 +163,8 @@ func TestScalpers(t *testing.T) {
 		return true
 	})
 	slices.Sort(byCode)
-	t.Logf("scalpers: %d purchases fired (%v); flood: %d purchases on the other sale", fired.Load(), byCode, flooded.Load())
+	t.Logf("scalpers: %d purchases fired (%v); flood: %d purchases on the other sale; %d shots dropped with too many in flight",
+		fired.Load(), byCode, flooded.Load(), dropped.Load())
 	t.Logf("fair guests: %s alone, %s under scalpers and flood: p99 ratio %.2f", base, under, ratio)
 	t.Logf("while the fair guests bought under the storm (%v on 2 cores): the server used %v of CPU, this test's load generator %v",
 		wall.Round(time.Millisecond), (cpu1[0] - cpu0[0]).Round(time.Millisecond), (cpu1[1] - cpu0[1]).Round(time.Millisecond))
