@@ -73,6 +73,9 @@ type Service interface {
 	Purchase(ctx context.Context, u User, req PurchaseRequest) (*Order, error)
 	// Order returns the user's order; someone else's is ErrNotFound.
 	Order(ctx context.Context, u User, id string) (*Order, error)
+	// OrderByID returns any order, for the operators and the payment
+	// service (their tokens, never a user's); ErrNotFound when none.
+	OrderByID(ctx context.Context, id string) (*Order, error)
 	Cancel(ctx context.Context, u User, id string) (*Order, error)
 	// MarkPaid is the payment platform's confirmation: idempotent for one
 	// payment_ref; a second ref on a paid order (EAlreadyPaid) and a

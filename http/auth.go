@@ -209,14 +209,66 @@ func (s *Server) key(t *jwt.Token) (any, error) {
 	return s.jwks.Key(kid, t.Method.Alg())
 }
 
-// isAdmin reports whether the request carries the admin token. The
-// comparison is constant-time so response timing does not reveal it.
-func (s *Server) isAdmin(r *http.Request) bool {
+// errPaymentOnly answers an operator's token on the payment route once
+// the payment service has a token of its own.
+var errPaymentOnly = &flashsale.Error{Code: flashsale.EForbidden, Message: "this route needs the payment token"}
+
+// tokenList splits a comma-separated list of tokens; blanks are dropped.
+func tokenList(v string) [][]byte {
+	var list [][]byte
+	for t := range strings.SplitSeq(v, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			list = append(list, []byte(t))
+		}
+	}
+	return list
+}
+
+// hasToken reports whether the request's bearer token is one of list. It
+// compares against every entry, each in constant time, so response timing
+// reveals neither a token nor which one matched.
+func hasToken(r *http.Request, list [][]byte) bool {
 	tok, ok := bearer(r)
-	if !ok || len(s.admin) == 0 {
+	if !ok {
 		return false
 	}
-	return subtle.ConstantTimeCompare([]byte(tok), s.admin) == 1
+	match := 0
+	for _, t := range list {
+		match |= subtle.ConstantTimeCompare([]byte(tok), t)
+	}
+	return match == 1
+}
+
+// isAdmin reports whether the request carries an operator's token.
+func (s *Server) isAdmin(r *http.Request) bool { return hasToken(r, s.admin) }
+
+// isPayment reports whether the request carries the payment service's
+// token (an operator's while the payment service has none of its own).
+func (s *Server) isPayment(r *http.Request) bool {
+	if len(s.payment) == 0 {
+		return s.isAdmin(r)
+	}
+	return hasToken(r, s.payment)
+}
+
+// requirePayment lets only the payment service's token through: an
+// operator's token is 403 once there is a payment token, a user JWT 403,
+// anything else 401.
+func (s *Server) requirePayment(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case s.isPayment(r):
+			h(w, r)
+		case s.isAdmin(r):
+			s.writeError(w, r, errPaymentOnly)
+		default:
+			if _, err := s.authenticate(r); err == nil {
+				s.writeError(w, r, errForbidden)
+				return
+			}
+			s.writeError(w, r, errUnauthenticated)
+		}
+	}
 }
 
 // requireAdmin lets only the admin token through. A valid user JWT is
@@ -225,6 +277,10 @@ func (s *Server) requireAdmin(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if s.isAdmin(r) {
 			h(w, r)
+			return
+		}
+		if hasToken(r, s.payment) {
+			s.writeError(w, r, errForbidden) // the payment service's token
 			return
 		}
 		if _, err := s.authenticate(r); err == nil {

@@ -141,7 +141,7 @@ func TestAuthenticate(t *testing.T) {
 func TestAuthenticateHTTP(t *testing.T) {
 	svc := &stubService{}
 	s := NewServer(svc, Config{JWTSecret: testSecret, AdminToken: testAdmin, Now: func() time.Time { return t0 }})
-	for _, auth := range []string{"", "Bearer", "Bearer " + testAdmin, "Bearer x.y.z"} {
+	for _, auth := range []string{"", "Bearer", "Bearer x.y.z"} {
 		r := httptest.NewRequest("GET", "/api/orders/o1", nil)
 		r.Header.Set("Authorization", auth)
 		w := httptest.NewRecorder()

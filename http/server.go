@@ -31,9 +31,14 @@ type Config struct {
 	JWKS        KeySet
 	JWTIssuer   string
 	JWTAudience string
-	// AdminToken is the bearer token of the admin routes and of the payment
-	// callback. When empty the admin routes reject every request.
-	AdminToken string
+	// AdminToken is the operators' bearer token for the admin routes, and
+	// PaymentToken the payment service's, allowed only to confirm payments
+	// and read orders. Each may be a comma-separated list, so a token is
+	// rotated by adding the new one, moving callers, then removing the
+	// old. Without a PaymentToken the admin token confirms payments too;
+	// with no AdminToken the admin routes reject every request.
+	AdminToken   string
+	PaymentToken string
 	// Demo registers POST /api/demo/login, which hands out user tokens to
 	// anyone. Never enable it in production.
 	Demo bool
@@ -74,7 +79,8 @@ const (
 type Server struct {
 	timeout   time.Duration
 	svc       flashsale.Service
-	admin     []byte
+	admin     [][]byte
+	payment   [][]byte // empty: the admin tokens confirm payments
 	secret    []byte
 	demo      bool
 	now       func() time.Time
@@ -98,7 +104,8 @@ func NewServer(svc flashsale.Service, cfg Config) *Server {
 	s := &Server{
 		svc:       svc,
 		timeout:   cmp.Or(cfg.RequestTimeout, RequestTimeoutDefault),
-		admin:     []byte(cfg.AdminToken),
+		admin:     tokenList(cfg.AdminToken),
+		payment:   tokenList(cfg.PaymentToken),
 		secret:    cfg.JWTSecret,
 		demo:      cfg.Demo,
 		now:       cfg.Now,
@@ -169,7 +176,7 @@ func (s *Server) routes() []route {
 
 		{"GET /api/orders/{id}", s.handleOrder},
 		{"POST /api/orders/{id}/cancel", s.handleCancel},
-		{"POST /api/orders/{id}/paid", s.requireAdmin(s.handlePaid)},
+		{"POST /api/orders/{id}/paid", s.requirePayment(s.handlePaid)},
 
 		{"GET /healthz", s.handleHealthz},
 		{"GET /readyz", s.handleReadyz},

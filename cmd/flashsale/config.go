@@ -59,8 +59,11 @@ type Config struct {
 	// QueueName names the RabbitMQ exchange and queues ("<name>.orders"), so
 	// deployments can share a broker. FLASHSALE_QUEUE_NAME.
 	QueueName  string
-	AdminToken string // FLASHSALE_ADMIN_TOKEN
-	JWTSecret  string // FLASHSALE_JWT_SECRET
+	AdminToken string // FLASHSALE_ADMIN_TOKEN: operators' tokens, comma-separated
+	// PaymentToken is the payment service's (comma-separated): it alone
+	// confirms payments once set. FLASHSALE_PAYMENT_TOKEN.
+	PaymentToken string
+	JWTSecret    string // FLASHSALE_JWT_SECRET
 	// TokenKeys sign purchase tokens and challenges, "kid:secret,...": the
 	// first signs, all verify (a rotation lists the new key first for one
 	// token TTL). Default: key "0" with the JWT secret. FLASHSALE_TOKEN_KEYS.
@@ -161,6 +164,7 @@ func parseConfig(fset *flag.FlagSet, args []string, getenv func(string) string) 
 		QueueName:          cmp.Or(getenv("FLASHSALE_QUEUE_NAME"), QueueNameDefault),
 		RedisPrefix:        cmp.Or(getenv("FLASHSALE_REDIS_PREFIX"), RedisPrefixDefault),
 		AdminToken:         getenv("FLASHSALE_ADMIN_TOKEN"),
+		PaymentToken:       getenv("FLASHSALE_PAYMENT_TOKEN"),
 		JWTSecret:          getenv("FLASHSALE_JWT_SECRET"),
 		OrderRate:          OrderRateDefault,
 		ReapInterval:       ReapIntervalDefault,

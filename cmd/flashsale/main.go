@@ -236,7 +236,7 @@ func (m *Main) open(ctx context.Context) error {
 		return err
 	}
 	h := fshttp.NewServer(m.svc, fshttp.Config{
-		JWTSecret: []byte(jwtSecret), AdminToken: adminToken, Demo: cfg.Demo, Logger: m.log,
+		JWTSecret: []byte(jwtSecret), AdminToken: adminToken, PaymentToken: cfg.PaymentToken, Demo: cfg.Demo, Logger: m.log,
 		JWKS: keys, JWTIssuer: cfg.JWTIssuer, JWTAudience: cfg.JWTAudience,
 		RequestTimeout: cfg.RequestTimeout,
 		Limiter:        m.limiter, ReadPerIP: cfg.ReadPerIP, TrustedProxies: cfg.TrustedProxies,
