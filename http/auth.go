@@ -74,9 +74,9 @@ var platformMethods = []string{"RS256", "ES256", "EdDSA"}
 var errJWKSUnavailable = &flashsale.Error{Code: flashsale.EUnavailable,
 	Message: "the identity provider's keys cannot be fetched to verify this token; retry shortly"}
 
-// validSubject reports whether sub is a usable user ID: 1 to 64 characters
+// ValidSubject reports whether sub is a usable user ID: 1 to 64 characters
 // of [A-Za-z0-9._@:-], so it is safe in keys, logs and URLs.
-func validSubject(sub string) bool {
+func ValidSubject(sub string) bool {
 	if sub == "" || len(sub) > MaxSubject {
 		return false
 	}
@@ -167,7 +167,7 @@ const maxStays30d = 1000
 // user is the User the verified claims describe; false when a claim is
 // out of its range (a token its issuer should not have signed).
 func (c *userClaims) user() (flashsale.User, bool) {
-	if !validSubject(c.Subject) {
+	if !ValidSubject(c.Subject) {
 		return flashsale.User{}, false
 	}
 	u := flashsale.User{ID: c.Subject, Tier: flashsale.Tier(c.Tier)}
@@ -393,7 +393,7 @@ func decodeLogin(r io.Reader) (loginBody, error) {
 	if err := decodeBody(r, &b, false); err != nil {
 		return loginBody{}, err
 	}
-	if !validSubject(b.UserID) {
+	if !ValidSubject(b.UserID) {
 		return loginBody{}, flashsale.Errorf(flashsale.EInvalid,
 			"user_id must be 1 to %d characters of letters, digits and . _ @ : -", MaxSubject)
 	}

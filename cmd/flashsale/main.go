@@ -60,6 +60,8 @@ commands:
   bench     load-test a server (--target URL) or the embedded one (--self), then
             check the invariants; exits non-zero when one breaks (flashsale bench --help)
   version   print the version
+  token     print a user JWT signed with this instance's secret, to try the API:
+            flashsale token --user alice [--tier gold] [--ttl 1h]
 `
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -77,6 +79,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "bench":
 		return runBench(ctx, args, getenv, stdout, stderr)
 	case "serve", "migrate":
+	case "token":
+		return runToken(args, getenv, stdout, stderr)
 	default:
 		fmt.Fprint(stderr, usage)
 		return fmt.Errorf("unknown command %q", cmd)
