@@ -258,7 +258,7 @@ func (s *Service) cache(sale *flashsale.Sale) {
 	s.mu.Lock()
 	s.sales[sale.ID] = sale
 	s.mu.Unlock()
-	s.obs.Sale(sale.ID)
+	s.obs.Sale(sale)
 }
 
 // sale returns a sale from the cache, reading the database on a miss (a sale

@@ -1,15 +1,19 @@
 package funnel
 
-import "time"
+import (
+	"time"
+
+	"github.com/flashsale/flashsale"
+)
 
 // Observer is told what the funnel does, for metrics. Its calls come from
 // the purchase path: an implementation must neither block nor allocate.
 // The zero Config observes nothing.
 type Observer interface {
-	// Sale names a sale the funnel knows (created, loaded or read): only
-	// these IDs reach the calls below, so an observer that keeps a series
-	// per sale is never handed a guessed one.
-	Sale(saleID string)
+	// Sale is a sale the funnel knows (created, loaded or read): only
+	// these IDs are known sales in the calls below, so an observer that
+	// keeps a series per sale is never made to keep a guessed one.
+	Sale(sale *flashsale.Sale)
 	// Purchase is one purchase's answer: nil is an order (held or
 	// pending). saleID is the request's, perhaps a sale that does not
 	// exist: only Sale's IDs are known sales.
@@ -30,7 +34,7 @@ type Observer interface {
 
 type nopObserver struct{}
 
-func (nopObserver) Sale(string)                        {}
+func (nopObserver) Sale(*flashsale.Sale)               {}
 func (nopObserver) Purchase(string, error)             {}
 func (nopObserver) Admitted(string)                    {}
 func (nopObserver) Reserved(string)                    {}

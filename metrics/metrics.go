@@ -5,8 +5,10 @@
 // of flashsale.StockEngine and flashsale.Store. Only cmd/flashsale wires it;
 // no other package imports it.
 //
-// Per-sale labels are bounded: the first MaxSalesDefault sales the funnel
-// reports are tracked under their ID, every other one under sale="other".
+// Per-sale labels are bounded: up to MaxSalesDefault sales the funnel
+// reports are tracked under their ID, every other one under sale="other";
+// a sale that ended over EndedKeep ago gives its place (and its series) up
+// to a new one when the cap is reached.
 // The counters a purchase moves are resolved once per sale and kept in a
 // copy-on-write map, so the hot path takes no lock and allocates nothing.
 package metrics
@@ -16,6 +18,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -32,6 +35,10 @@ const (
 	// OtherSale is the label of every sale beyond the cap, and of IDs the
 	// funnel never reported (an unknown sale must not mint a series).
 	OtherSale = "other"
+	// EndedKeep is how long after its end a sale keeps its series while
+	// newer sales wait for a place: long enough for the last scrapes and
+	// the dashboards' final figures.
+	EndedKeep = time.Hour
 )
 
 const namespace = "flashsale"
@@ -40,6 +47,8 @@ const namespace = "flashsale"
 type Config struct {
 	// MaxSales bounds the sales tracked by ID (default MaxSalesDefault).
 	MaxSales int
+	// Now is the clock that tells ended sales (time.Now when nil).
+	Now func() time.Time
 }
 
 // Metrics is the registry and the collectors. Its methods are safe for
@@ -47,6 +56,7 @@ type Config struct {
 type Metrics struct {
 	reg *prometheus.Registry
 	max int
+	now func() time.Time
 
 	mu    sync.Mutex                          // serialises adding sales
 	sales atomic.Pointer[map[string]*saleSet] // copy-on-write: read without a lock
@@ -76,7 +86,10 @@ type Metrics struct {
 // New returns the metrics with every family registered, and the Go runtime
 // and process collectors beside them.
 func New(cfg Config) *Metrics {
-	m := &Metrics{reg: prometheus.NewRegistry(), max: cmp.Or(cfg.MaxSales, MaxSalesDefault)}
+	m := &Metrics{reg: prometheus.NewRegistry(), max: cmp.Or(cfg.MaxSales, MaxSalesDefault), now: cfg.Now}
+	if m.now == nil {
+		m.now = time.Now
+	}
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	f := factory{m.reg}
 
@@ -100,7 +113,7 @@ func New(cfg Config) *Metrics {
 	m.commitDur = f.histogram("group_commit_duration_seconds", "Time of one group-commit transaction, fsync included.")
 	m.commitErrs = f.counter("group_commit_errors_total", "Group-commit transactions that failed.")
 
-	m.other = m.newSaleSet(OtherSale)
+	m.other = m.newSaleSet(OtherSale, time.Time{})
 	empty := map[string]*saleSet{}
 	m.sales.Store(&empty)
 	return m
@@ -140,10 +153,11 @@ type saleSet struct {
 	steps    [numSteps]prometheus.Counter
 	expiries prometheus.Counter
 	label    string
+	ends     time.Time
 }
 
-func (m *Metrics) newSaleSet(label string) *saleSet {
-	s := &saleSet{label: label, expiries: m.holdExpiries.WithLabelValues(label)}
+func (m *Metrics) newSaleSet(label string, ends time.Time) *saleSet {
+	s := &saleSet{label: label, ends: ends, expiries: m.holdExpiries.WithLabelValues(label)}
 	for i, o := range outcomes {
 		s.outcomes[i] = m.purchases.WithLabelValues(label, o)
 	}
@@ -161,8 +175,9 @@ func (m *Metrics) sale(saleID string) *saleSet {
 	return m.other
 }
 
-// track starts tracking a sale under its ID if there is room.
-func (m *Metrics) track(saleID string) {
+// track starts tracking a sale under its ID if there is room, making
+// room by forgetting the sales that ended over EndedKeep ago.
+func (m *Metrics) track(saleID string, ends time.Time) {
 	if saleID == "" || saleID == OtherSale {
 		return
 	}
@@ -172,15 +187,42 @@ func (m *Metrics) track(saleID string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	old := *m.sales.Load()
-	if _, ok := old[saleID]; ok || len(old) >= m.max {
+	if _, ok := old[saleID]; ok {
 		return
 	}
 	next := make(map[string]*saleSet, len(old)+1)
 	for k, v := range old {
 		next[k] = v
 	}
-	next[saleID] = m.newSaleSet(saleID)
+	if len(next) >= m.max {
+		cutoff := m.now().Add(-EndedKeep)
+		for id, s := range next {
+			if !s.ends.IsZero() && s.ends.Before(cutoff) {
+				m.forget(s)
+				delete(next, id)
+			}
+		}
+		if len(next) >= m.max {
+			return
+		}
+	}
+	next[saleID] = m.newSaleSet(saleID, ends)
 	m.sales.Store(&next)
+}
+
+// forget deletes an ended sale's series. A purchase of it racing this
+// (answered "ended") may count once more under its old counter, which
+// is no longer exported; the next counts under other.
+func (m *Metrics) forget(s *saleSet) {
+	for _, o := range outcomes {
+		m.purchases.DeleteLabelValues(s.label, o)
+	}
+	for _, st := range stepNames {
+		m.steps.DeleteLabelValues(s.label, st)
+	}
+	m.holdExpiries.DeleteLabelValues(s.label)
+	m.auditFound.DeleteLabelValues(s.label)
+	m.auditLeft.DeleteLabelValues(s.label)
 }
 
 // factory registers families under the namespace.

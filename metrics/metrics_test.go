@@ -81,7 +81,7 @@ func mustExercise(tb testing.TB) *metrics.Metrics {
 		Backlog: func(context.Context) (int, error) { return 7, nil },
 	})
 	f := m.Funnel()
-	f.Sale("S1")
+	f.Sale(live("S1"))
 	f.Purchase("S1", nil)
 	f.Admitted("S1")
 	f.Reserved("S1")
@@ -104,7 +104,7 @@ func TestSales(t *testing.T) {
 	m := metrics.New(metrics.Config{MaxSales: 2})
 	f := m.Funnel()
 	for _, id := range []string{"A", "B", "C"} {
-		f.Sale(id)
+		f.Sale(live(id))
 		f.Purchase(id, flashsale.ErrSoldOut)
 	}
 	f.Purchase("guessed", flashsale.ErrNotFound)
@@ -129,11 +129,54 @@ func TestSales(t *testing.T) {
 	}
 }
 
+// TestSalesEnded: once the cap is reached, a sale that ended over
+// EndedKeep ago gives its place and its series up to a new sale; one that
+// ended lately, or is live, keeps them.
+func TestSalesEnded(t *testing.T) {
+	now := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+	m := metrics.New(metrics.Config{MaxSales: 2, Now: func() time.Time { return now }})
+	f := m.Funnel()
+	f.Sale(&flashsale.Sale{ID: "OLD", EndsAt: now.Add(-metrics.EndedKeep - time.Minute)})
+	f.Sale(&flashsale.Sale{ID: "LATE", EndsAt: now.Add(-time.Minute)})
+	for _, id := range []string{"OLD", "LATE"} {
+		f.Purchase(id, flashsale.ErrEnded)
+	}
+	f.Sale(live("NEW"))
+	f.Sale(live("NEWER")) // no room: OLD's went to NEW, LATE keeps its own
+	for _, id := range []string{"NEW", "NEWER"} {
+		f.Purchase(id, flashsale.ErrSoldOut)
+	}
+	got := metricstest.Gather(t, m.Registry())
+	for _, c := range []struct {
+		sale string
+		want float64
+	}{{"OLD", 0}, {"LATE", 1}, {"NEW", 1}, {"NEWER", 0}, {metrics.OtherSale, 1}} {
+		if v := got.Value("flashsale_purchases_total", "sale", c.sale); v != c.want {
+			t.Errorf("purchases{sale=%s} = %v, want %v", c.sale, v, c.want)
+		}
+	}
+	if _, ok := got["flashsale_purchases_total"]; !ok {
+		t.Fatal("no purchases family")
+	}
+	for _, s := range got["flashsale_purchases_total"].GetMetric() {
+		for _, l := range s.GetLabel() {
+			if l.GetName() == "sale" && l.GetValue() == "OLD" {
+				t.Fatalf("OLD still has series: %v", s)
+			}
+		}
+	}
+}
+
+// live is a sale that has not ended by any clock of these tests.
+func live(id string) *flashsale.Sale {
+	return &flashsale.Sale{ID: id, EndsAt: time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)}
+}
+
 // TestObserveAllocs: the calls the purchase path makes allocate nothing.
 func TestObserveAllocs(t *testing.T) {
 	m := metrics.New(metrics.Config{})
 	f := m.Funnel()
-	f.Sale("S1")
+	f.Sale(live("S1"))
 	route := m.Route("POST /api/sales/{id}/purchase")
 	e := m.Engine(inmem.NewEngine())
 	for name, fn := range map[string]func(){
