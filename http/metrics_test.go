@@ -1,0 +1,41 @@
+package http
+
+import (
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestRouteTimer: every route's requests are timed under its pattern, what
+// no route matched under "unmatched", and /metrics is the handler given or
+// a 404 without one.
+func TestRouteTimer(t *testing.T) {
+	var (
+		mu   sync.Mutex
+		seen = map[string]int{}
+	)
+	route := func(pattern string) func(time.Duration) {
+		return func(d time.Duration) {
+			mu.Lock()
+			seen[pattern]++
+			mu.Unlock()
+		}
+	}
+	metrics := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("# metrics\n")) })
+	s := NewServer(&stubService{}, Config{Route: route, Metrics: metrics})
+	for _, path := range []string{"/healthz", "/healthz", "/nope", "/metrics"} {
+		do(t, s, "GET", path, "", "")
+	}
+	for pattern, want := range map[string]int{"GET /healthz": 2, "unmatched": 1, "GET /metrics": 1} {
+		if seen[pattern] != want {
+			t.Errorf("%q timed %d times, want %d (all: %v)", pattern, seen[pattern], want, seen)
+		}
+	}
+	if w := do(t, s, "GET", "/metrics", "", ""); w.Code != http.StatusOK || w.Body.String() != "# metrics\n" {
+		t.Errorf("GET /metrics = %d %q", w.Code, w.Body.String())
+	}
+	if w := do(t, NewServer(&stubService{}, Config{}), "GET", "/metrics", "", ""); w.Code != http.StatusNotFound {
+		t.Errorf("GET /metrics without a handler = %d, want 404", w.Code)
+	}
+}
