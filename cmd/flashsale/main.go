@@ -36,6 +36,7 @@ import (
 	"github.com/flashsale/flashsale/jwks"
 	"github.com/flashsale/flashsale/metrics"
 	"github.com/flashsale/flashsale/usersvc"
+	"github.com/flashsale/flashsale/web"
 )
 
 func main() {
@@ -246,7 +247,13 @@ func (m *Main) open(ctx context.Context) error {
 		Limiter:        m.limiter, ReadPerIP: cfg.ReadPerIP, TrustedProxies: cfg.TrustedProxies,
 		Route: m.metrics.Route, Metrics: metricsHandler,
 	})
-	m.gate = &drainGate{next: h.Handler()}
+	// The pages (/, /sales/{id}, /console) sit in front of the API, whose
+	// routes keep priority.
+	pages, err := web.Handler(h.Handler(), web.Config{Demo: cfg.Demo})
+	if err != nil {
+		return err
+	}
+	m.gate = &drainGate{next: pages}
 	if err := m.openDebug(); err != nil {
 		return err
 	}

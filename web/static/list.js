@@ -1,0 +1,50 @@
+// The list of open and upcoming sales: GET /.
+import { t, setupSwitch, money, lang } from './i18n.js';
+import { call } from './api.js';
+
+let sales = null;
+
+function render() {
+  const list = document.getElementById('sales');
+  const status = document.getElementById('status');
+  if (sales === null) return;
+  status.textContent = sales.length ? '' : t('list.none');
+  const fmt = new Intl.DateTimeFormat(lang, { dateStyle: 'medium', timeStyle: 'short' });
+  list.replaceChildren(...sales.map((s) => {
+    const li = document.createElement('li');
+    const a = document.createElement('a');
+    a.href = '/sales/' + encodeURIComponent(s.id);
+    const h = document.createElement('h2');
+    h.textContent = s.title;
+    const p = document.createElement('p');
+    p.textContent = `${s.hotel} · ${s.room_type}`;
+    const price = document.createElement('p');
+    price.className = 'price';
+    price.textContent = money(s.price, s.currency) + ' ';
+    if (s.original_price > s.price) {
+      const del = document.createElement('del');
+      del.textContent = money(s.original_price, s.currency);
+      price.append(del);
+    }
+    const when = document.createElement('p');
+    when.className = 'when';
+    when.textContent = s.status === 'upcoming' ? t('list.upcoming', { when: fmt.format(Date.parse(s.starts_at)) })
+      : s.status === 'sold_out' ? t('list.sold_out') : t('list.open');
+    a.append(h, p, price, when);
+    li.append(a);
+    return li;
+  }));
+}
+
+async function start() {
+  setupSwitch(render);
+  const res = await call('GET', '/api/sales');
+  if (res.status !== 200) {
+    document.getElementById('status').textContent = t('list.failed');
+    return;
+  }
+  sales = res.body.sales.filter((s) => s.status === 'active' || s.status === 'upcoming' || s.status === 'sold_out');
+  render();
+}
+
+start();

@@ -1,0 +1,380 @@
+// The guest sale page: GET /sales/{id}. It reads the sale once, then the
+// rooms left over Server-Sent Events (polling with backoff when those
+// fail), counts down by the server's clock, and buys: challenge (solved in
+// a Web Worker) -> token -> purchase -> the order until it is final.
+import { t, setupSwitch, money, clock, lang } from './i18n.js';
+import { call, errorCode, errorMessage, ServerClock, sleep } from './api.js';
+
+const id = decodeURIComponent(location.pathname.split('/')[2] || '');
+const eid = encodeURIComponent(id);
+const demo = document.body.dataset.demo === 'true';
+const $ = (x) => document.getElementById(x);
+const clk = new ServerClock();
+const TOKEN_KEY = 'flashsale.token';
+const ORDER_KEY = 'flashsale.order.' + id;
+
+let sale = null;       // the public view
+let rooms = [];        // [{date, available}], the latest pushed
+let saleStatus = '';   // the latest pushed status
+let phase = '';        // what the guest's attempt came to; '' follows the sale
+let vars = {};
+let busy = false;      // an attempt is under way: the button stays disabled
+let blockedUntil = 0;  // performance.now() before which buying waits (Retry-After)
+let order = null;      // {order_id, status, hold_expires_at, ...}
+let token = null;      // the user's JWT
+let feed = { live: true, every: 0 };
+
+const store = {
+  get(k) { try { return sessionStorage.getItem(k); } catch { return null; } },
+  set(k, v) { try { v == null ? sessionStorage.removeItem(k) : sessionStorage.setItem(k, v); } catch { /* storage off */ } },
+};
+
+// --- the user's token -------------------------------------------------------
+// Outside demo mode the embedding platform hands the page its user's JWT,
+// either in sessionStorage under flashsale.token (a host page on the same
+// origin) or by window.postMessage({type: 'flashsale.token', token}) from
+// the parent frame. Never in a URL, so never in a log.
+token = store.get(TOKEN_KEY);
+window.addEventListener('message', (e) => {
+  if (window.parent === window || e.source !== window.parent) return;
+  const d = e.data;
+  if (d && d.type === 'flashsale.token' && typeof d.token === 'string' && d.token.length > 0 && d.token.length < 8192) {
+    token = d.token;
+    store.set(TOKEN_KEY, token);
+    if (phase === 'no_token') phase = '';
+    render();
+  }
+});
+if (window.parent !== window) window.parent.postMessage({ type: 'flashsale.ready', sale_id: id }, '*');
+
+async function demoLogin() {
+  let user = store.get('flashsale.demo_user');
+  if (!user) {
+    user = 'guest-' + crypto.randomUUID().slice(0, 8);
+    store.set('flashsale.demo_user', user);
+  }
+  const res = await call('POST', '/api/demo/login', { body: { user_id: user, tier: 'gold' } });
+  if (res.status === 200 && res.body && res.body.token) {
+    token = res.body.token;
+    store.set(TOKEN_KEY, token);
+    $('who').textContent = t('signed_in', { user });
+    $('who').dataset.user = user;
+  }
+}
+
+// --- the stay ---------------------------------------------------------------
+const DAY = 86400000;
+const dayOf = (d) => Date.parse(d + 'T00:00:00Z');
+
+function stay() {
+  const checkIn = $('checkin').value || (rooms[0] && rooms[0].date);
+  const n = parseInt($('nights').value || '1', 10);
+  return { checkIn, nights: n };
+}
+
+// stayLeft is the rooms left for the chosen stay: its scarcest night.
+function stayLeft() {
+  const s = stay();
+  const start = rooms.findIndex((r) => r.date === s.checkIn);
+  if (start < 0) return 0;
+  let left = Infinity;
+  for (let i = 0; i < s.nights; i++) {
+    const r = rooms[start + i];
+    if (!r || dayOf(r.date) !== dayOf(s.checkIn) + i * DAY) return 0;
+    left = Math.min(left, r.available);
+  }
+  return left === Infinity ? 0 : left;
+}
+
+function fillStay() {
+  const ci = $('checkin'), nn = $('nights');
+  const fmt = new Intl.DateTimeFormat(lang, { weekday: 'short', month: 'short', day: 'numeric', timeZone: 'UTC' });
+  const keep = ci.value;
+  ci.replaceChildren(...rooms.map((r) => new Option(fmt.format(dayOf(r.date)), r.date)));
+  if (keep && rooms.some((r) => r.date === keep)) ci.value = keep;
+  const start = rooms.findIndex((r) => r.date === ci.value);
+  let max = 0;
+  while (start >= 0 && rooms[start + max] && dayOf(rooms[start + max].date) === dayOf(ci.value) + max * DAY) max++;
+  const keepN = nn.value;
+  nn.replaceChildren(...Array.from({ length: Math.max(1, max) }, (_, i) => new Option(String(i + 1), String(i + 1))));
+  if (keepN && parseInt(keepN, 10) <= max) nn.value = keepN;
+}
+
+// --- rooms left: pushed, or polled when the stream fails -------------------
+function applyRooms(v) {
+  const before = JSON.stringify([saleStatus, rooms]);
+  saleStatus = v.status;
+  const dates = rooms.map((r) => r.date).join();
+  rooms = v.nights || [];
+  if (rooms.map((r) => r.date).join() !== dates) fillStay();
+  const changed = JSON.stringify([saleStatus, rooms]) !== before;
+  if (changed && phase === 'sold_out' && stayLeft() > 0) phase = ''; // a room came back
+  render();
+  return changed;
+}
+
+function subscribe() {
+  if (!window.EventSource) { poll(); return; }
+  const es = new EventSource(`/api/sales/${eid}/events`);
+  let errors = 0;
+  es.addEventListener('rooms', (e) => {
+    errors = 0;
+    feed = { live: true, every: 0 };
+    try { applyRooms(JSON.parse(e.data)); } catch { /* a bad message: keep the last */ }
+  });
+  es.onerror = () => {
+    // The browser retries by itself; a closed stream (an error status) or
+    // three failures in a row fall back to polling.
+    if (es.readyState === EventSource.CLOSED || ++errors >= 3) {
+      es.close();
+      poll();
+    }
+  };
+}
+
+// poll reads the sale view with exponential backoff: 2 s after a change,
+// doubling up to 30 s while nothing changes or the server refuses; after
+// five minutes it tries the stream again.
+async function poll() {
+  let delay = 2000;
+  const until = performance.now() + 5 * 60000;
+  while (performance.now() < until) {
+    feed = { live: false, every: Math.round(delay / 1000) };
+    render();
+    await sleep(delay);
+    const res = await call('GET', `/api/sales/${eid}`);
+    if (res.status === 200) {
+      clk.sync(res.body.server_time, res.sentAt, res.receivedAt);
+      delay = applyRooms(res.body) ? 2000 : Math.min(delay * 2, 30000);
+    } else {
+      delay = Math.min(Math.max(delay * 2, res.retryAfter * 1000), 30000);
+    }
+  }
+  subscribe();
+}
+
+// --- buying -----------------------------------------------------------------
+function setPhase(p, v = {}) {
+  phase = p;
+  vars = v;
+  render();
+}
+
+function blockFor(seconds) {
+  blockedUntil = performance.now() + Math.max(1, seconds) * 1000;
+}
+
+function solveInWorker(challenge, difficulty) {
+  return new Promise((resolve, reject) => {
+    const w = new Worker(document.body.dataset.worker, { type: 'module' });
+    w.onmessage = (e) => { w.terminate(); resolve(e.data.solution); };
+    w.onerror = (e) => { w.terminate(); reject(e); };
+    w.postMessage({ challenge, difficulty });
+  });
+}
+
+// fail turns an error answer into the state the guest sees.
+async function fail(res) {
+  const code = errorCode(res);
+  switch (code) {
+    case 'sold_out': setPhase('sold_out'); break;
+    case 'not_eligible': setPhase('not_eligible', { reason: errorMessage(res) }); break;
+    case 'rate_limited': blockFor(res.retryAfter); setPhase('rate_limited'); break;
+    case 'unavailable': blockFor(res.retryAfter); setPhase('unavailable'); break;
+    case 'limit_exceeded': setPhase('limit'); break;
+    case 'ended': setPhase('ended'); break;
+    case 'not_started': await load(); setPhase(''); break;
+    case 'unauthenticated':
+      token = null;
+      store.set(TOKEN_KEY, null);
+      if (demo) { await demoLogin(); setPhase('retry', { reason: errorMessage(res) }); } else setPhase('no_token');
+      break;
+    default: setPhase('retry', { reason: errorMessage(res) });
+  }
+}
+
+async function buy() {
+  if (busy || !canBuy()) return;
+  busy = true; // disabled from the first click, before anything is awaited
+  $('buy').disabled = true;
+  order = null;
+  setPhase('buying');
+  try {
+    let ptoken;
+    if (sale.purchase_token) {
+      let body;
+      if (sale.challenge && sale.challenge.difficulty > 0) {
+        const c = await call('POST', `/api/sales/${eid}/challenge`, { token });
+        if (c.status !== 201) return await fail(c);
+        setPhase('solving');
+        body = { challenge: c.body.challenge, solution: await solveInWorker(c.body.challenge, c.body.difficulty) };
+        setPhase('buying');
+      }
+      const tk = await call('POST', `/api/sales/${eid}/token`, { token, body });
+      if (tk.status !== 201) return await fail(tk);
+      ptoken = tk.body.token;
+    }
+    const s = stay();
+    const req = { token, body: { token: ptoken, check_in: s.checkIn, nights: s.nights }, headers: { 'Idempotency-Key': crypto.randomUUID() } };
+    let p = await call('POST', `/api/sales/${eid}/purchase`, req);
+    for (let i = 0; p.status === 0 && i < 2; i++) { // the same key: a retry cannot buy twice
+      await sleep(500 * (i + 1));
+      p = await call('POST', `/api/sales/${eid}/purchase`, req);
+    }
+    if (p.status !== 202) return await fail(p);
+    order = p.body;
+    store.set(ORDER_KEY, order.order_id);
+    follow();
+  } catch (e) {
+    setPhase('retry', { reason: String(e && e.message || e) });
+  } finally {
+    busy = false;
+    render();
+  }
+}
+
+const FINAL = ['paid', 'expired', 'cancelled', 'failed'];
+
+// follow reads the order until it is final: quickly while it is queued,
+// every 2 s while it is held (and at the hold's end).
+async function follow() {
+  let delay = 300;
+  while (order && !FINAL.includes(order.status)) {
+    render();
+    const wait = order.status === 'held' ? Math.min(2000, Math.max(200, Date.parse(order.hold_expires_at) - clk.now() + 300)) : delay;
+    delay = Math.min(delay * 2, 3000);
+    await sleep(wait);
+    const cur = order;
+    const res = await call('GET', `/api/orders/${encodeURIComponent(cur.order_id)}`, { token });
+    if (order !== cur) return;
+    if (res.status === 200) order = { ...order, ...res.body };
+    else if (res.retryAfter) await sleep(res.retryAfter * 1000);
+  }
+  if (order) store.set(ORDER_KEY, null);
+  render();
+}
+
+async function cancelHold() {
+  if (!order) return;
+  $('cancel').disabled = true;
+  const res = await call('POST', `/api/orders/${encodeURIComponent(order.order_id)}/cancel`, { token });
+  if (res.status === 200) order = { ...order, ...res.body };
+  $('cancel').disabled = false;
+  render();
+}
+
+// --- what the guest sees ----------------------------------------------------
+// baseState is the sale's own state when no attempt says otherwise.
+function baseState(now) {
+  if (!sale) return 'loading';
+  if (now < Date.parse(sale.starts_at)) return 'waiting';
+  if (now >= Date.parse(sale.ends_at) || saleStatus === 'ended') return 'ended';
+  if (saleStatus === 'sold_out' || stayLeft() <= 0) return 'sold_out';
+  if (!token) return demo ? 'signing_in' : 'no_token';
+  return 'ready';
+}
+
+// sticky are the attempts' outcomes that keep the button disabled.
+const sticky = ['buying', 'solving', 'sold_out', 'limit', 'not_eligible', 'ended', 'no_token'];
+
+function canBuy() {
+  return !busy && baseState(clk.now()) === 'ready' && !sticky.includes(phase) &&
+    performance.now() >= blockedUntil && !(order && ['pending', 'held', 'paid'].includes(order.status));
+}
+
+// current is the state shown: the order's, else the last attempt's, else the sale's.
+function current(now) {
+  if (order) {
+    const st = order.status === 'pending' ? 'queued' : order.status;
+    return [st, st === 'failed' ? { reason: order.failure_reason || '' } : {}];
+  }
+  if (phase === 'rate_limited' || phase === 'unavailable') {
+    const left = Math.ceil((blockedUntil - performance.now()) / 1000);
+    if (left > 0) return [phase, { n: left }];
+    phase = '';
+  }
+  const base = baseState(now);
+  if (phase === 'retry' && base !== 'ready') phase = '';
+  return phase ? [phase, vars] : [base, {}];
+}
+
+function render() {
+  if (!sale) return;
+  const now = clk.now();
+  $('hotel').textContent = sale.hotel;
+  $('title').textContent = sale.title;
+  $('room').textContent = sale.room_type;
+  $('price').textContent = money(sale.price, sale.currency);
+  $('original').textContent = sale.original_price > sale.price ? money(sale.original_price, sale.currency) : '';
+  const left = stayLeft();
+  $('left').textContent = String(left);
+  $('left').dataset.left = String(left);
+  $('per-night').replaceChildren(...rooms.map((r) => {
+    const li = document.createElement('li');
+    li.textContent = t('night_left', { date: r.date, n: r.available });
+    return li;
+  }));
+  const starts = Date.parse(sale.starts_at), ends = Date.parse(sale.ends_at);
+  const cd = $('countdown');
+  if (now < starts) cd.textContent = t('starts_in', { t: clock(starts - now) });
+  else if (now < ends) cd.textContent = t('ends_in', { t: clock(ends - now) }) + ' · ' + (feed.live ? t('live') : t('polling', { n: feed.every }));
+  else cd.textContent = t('ended');
+  cd.dataset.startsIn = String(Math.max(0, Math.ceil((starts - now) / 1000)));
+
+  const [st, v] = current(now);
+  const el = $('state');
+  if (el.dataset.state !== st || el.dataset.text !== JSON.stringify(v) || el.dataset.lang !== lang) {
+    el.textContent = st === 'loading' ? t('loading') : t('state.' + st, v);
+    el.dataset.state = st;
+    el.dataset.text = JSON.stringify(v);
+    el.dataset.lang = lang;
+  }
+  const hold = $('hold');
+  if (order && order.status === 'held') {
+    const ms = Date.parse(order.hold_expires_at) - now;
+    hold.textContent = t('state.pay_within', { t: clock(ms) }) + ' · ' + money(order.amount, order.currency) + ' · ' + t(demo ? 'state.pay_demo_none' : 'state.pay_platform');
+    $('cancel').hidden = false;
+  } else {
+    hold.textContent = '';
+    $('cancel').hidden = true;
+  }
+  $('buy').disabled = !canBuy();
+}
+
+// --- start ------------------------------------------------------------------
+async function load() {
+  for (let delay = 1000; ; delay = Math.min(delay * 2, 30000)) {
+    const res = await call('GET', `/api/sales/${eid}`);
+    if (res.status === 200) {
+      clk.sync(res.body.server_time, res.sentAt, res.receivedAt);
+      sale = res.body;
+      applyRooms(res.body);
+      return true;
+    }
+    if (res.status === 404) {
+      $('fatal').textContent = t('state.not_found');
+      $('fatal').hidden = false;
+      return false;
+    }
+    await sleep(Math.max(delay, res.retryAfter * 1000));
+  }
+}
+
+async function start() {
+  setupSwitch(() => { fillStay(); render(); });
+  $('checkin').addEventListener('change', () => { fillStay(); render(); });
+  $('nights').addEventListener('change', render);
+  $('buy').addEventListener('click', buy);
+  $('cancel').addEventListener('click', cancelHold);
+  if (!(await load())) return;
+  $('sale').hidden = false;
+  if (demo && !token) await demoLogin();
+  else if (demo) $('who').textContent = t('signed_in', { user: store.get('flashsale.demo_user') || '' });
+  const saved = store.get(ORDER_KEY);
+  if (saved && token) { order = { order_id: saved, status: 'pending' }; follow(); }
+  subscribe();
+  setInterval(render, 250);
+  render();
+}
+
+start();
