@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -12,14 +11,11 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/flashsale/flashsale"
-	"github.com/flashsale/flashsale/breaker"
 	"github.com/flashsale/flashsale/funnel"
-	"github.com/flashsale/flashsale/usersvc"
 )
 
 // Defaults for Config.
@@ -151,142 +147,35 @@ type Config struct {
 	ShutdownDelay time.Duration
 }
 
-// parseConfig reads the environment, then the flags of a subcommand.
+// errPrintConfig asks the caller to print c instead of running: the
+// command was --print-config.
+var errPrintConfig = errors.New("print the configuration")
+
+// parseConfig reads the defaults, the environment, then the flags of a
+// subcommand (fset nil: no flags), from the one table in settings.go.
 func parseConfig(fset *flag.FlagSet, args []string, getenv func(string) string) (Config, error) {
-	c := Config{
-		Addr:               cmp.Or(getenv("FLASHSALE_ADDR"), AddrDefault),
-		DebugAddr:          getenv("FLASHSALE_DEBUG_ADDR"),
-		MetricsAddr:        getenv("FLASHSALE_METRICS_ADDR"),
-		DataDir:            cmp.Or(getenv("FLASHSALE_DATA_DIR"), DataDirDefault),
-		DatabaseURL:        getenv("FLASHSALE_DATABASE_URL"),
-		RedisURL:           getenv("FLASHSALE_REDIS_URL"),
-		AMQPURL:            getenv("FLASHSALE_AMQP_URL"),
-		QueueName:          cmp.Or(getenv("FLASHSALE_QUEUE_NAME"), QueueNameDefault),
-		RedisPrefix:        cmp.Or(getenv("FLASHSALE_REDIS_PREFIX"), RedisPrefixDefault),
-		AdminToken:         getenv("FLASHSALE_ADMIN_TOKEN"),
-		PaymentToken:       getenv("FLASHSALE_PAYMENT_TOKEN"),
-		JWTSecret:          getenv("FLASHSALE_JWT_SECRET"),
-		OrderRate:          OrderRateDefault,
-		ReapInterval:       ReapIntervalDefault,
-		RequestTimeout:     RequestTimeoutDefault,
-		RedisTimeout:       RedisTimeoutDefault,
-		StartTimeout:       StartTimeoutDefault,
-		AuditInterval:      funnel.AuditIntervalDefault,
-		AuditGrace:         funnel.AuditGraceDefault,
-		BreakerFailures:    breaker.FailuresDefault,
-		BreakerOpenFor:     breaker.OpenForDefault,
-		BreakerMode:        cmp.Or(getenv("FLASHSALE_BREAKER_MODE"), BreakerReject),
-		DirectLimit:        funnel.DirectLimitDefault,
-		SellLease:          funnel.SellLeaseDefault,
-		MaxInFlight:        funnel.MaxInFlightDefault,
-		MaxInFlightPerSale: funnel.MaxInFlightPerSaleDefault,
-		Limits:             funnel.Limits{PerUser: PurchasePerUserDefault},
-		JWKSURL:            getenv("FLASHSALE_JWKS_URL"),
-		JWTIssuer:          getenv("FLASHSALE_JWT_ISSUER"),
-		JWTAudience:        getenv("FLASHSALE_JWT_AUDIENCE"),
-		UserServiceURL:     getenv("FLASHSALE_USER_SERVICE_URL"),
-		UserServiceTimeout: usersvc.TimeoutDefault,
-		UserServiceStale:   usersvc.StaleForDefault,
-	}
-	var errs []error
-	if v := getenv("FLASHSALE_ORDER_RATE"); v != "" {
-		f, err := strconv.ParseFloat(v, 64)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("FLASHSALE_ORDER_RATE: %w", err))
-		}
-		c.OrderRate = f
-	}
-	for _, n := range []struct {
-		name string
-		to   *int
-	}{
-		{"FLASHSALE_BREAKER_FAILURES", &c.BreakerFailures},
-		{"FLASHSALE_BREAKER_DB_CONCURRENCY", &c.DirectLimit},
-		{"FLASHSALE_MAX_INFLIGHT", &c.MaxInFlight},
-		{"FLASHSALE_MAX_INFLIGHT_PER_SALE", &c.MaxInFlightPerSale},
-	} {
-		if v := getenv(n.name); v != "" {
-			i, err := strconv.Atoi(v)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", n.name, err))
-			}
-			*n.to = i
-		}
-	}
-	for _, d := range []struct {
-		name string
-		to   *time.Duration
-	}{
-		{"FLASHSALE_REAP_INTERVAL", &c.ReapInterval},
-		{"FLASHSALE_REQUEST_TIMEOUT", &c.RequestTimeout},
-		{"FLASHSALE_REDIS_TIMEOUT", &c.RedisTimeout},
-		{"FLASHSALE_START_TIMEOUT", &c.StartTimeout},
-		{"FLASHSALE_AUDIT_INTERVAL", &c.AuditInterval},
-		{"FLASHSALE_AUDIT_GRACE", &c.AuditGrace},
-		{"FLASHSALE_BREAKER_OPEN_FOR", &c.BreakerOpenFor},
-		{"FLASHSALE_USER_SERVICE_TIMEOUT", &c.UserServiceTimeout},
-		{"FLASHSALE_USER_SERVICE_STALE", &c.UserServiceStale},
-		{"FLASHSALE_SELL_LEASE", &c.SellLease},
-		{"FLASHSALE_SHUTDOWN_DELAY", &c.ShutdownDelay},
-	} {
-		if v := getenv(d.name); v != "" {
-			v, err := time.ParseDuration(v)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", d.name, err))
-			}
-			*d.to = v
-		}
-	}
-	for _, l := range []struct {
-		name string
-		to   *flashsale.Rate
-	}{
-		{"FLASHSALE_LIMIT_PURCHASE_USER", &c.Limits.PerUser},
-		{"FLASHSALE_LIMIT_PURCHASE_IP", &c.Limits.PerIP},
-		{"FLASHSALE_LIMIT_PURCHASE_SALE", &c.Limits.PerSale},
-		{"FLASHSALE_LIMIT_READ_IP", &c.ReadPerIP},
-	} {
-		if v := getenv(l.name); v != "" {
-			r, err := flashsale.ParseRate(v)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", l.name, err))
-			}
-			*l.to = r
-		}
-	}
-	if v := getenv("FLASHSALE_TOKEN_KEYS"); v != "" {
-		keys, err := funnel.ParseTokenKeys(v)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("FLASHSALE_TOKEN_KEYS: %w", err))
-		}
-		c.TokenKeys = keys
-	}
-	if v := getenv("FLASHSALE_TRUSTED_PROXIES"); v != "" {
-		for _, p := range strings.Split(v, ",") {
-			prefix, err := netip.ParsePrefix(strings.TrimSpace(p))
-			if err != nil {
-				errs = append(errs, fmt.Errorf("FLASHSALE_TRUSTED_PROXIES: %w", err))
-				continue
-			}
-			c.TrustedProxies = append(c.TrustedProxies, prefix)
-		}
-	}
-	if v := getenv("FLASHSALE_LOG_LEVEL"); v != "" {
-		if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil {
-			errs = append(errs, fmt.Errorf("FLASHSALE_LOG_LEVEL: %w", err))
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
+	var c Config
+	migrate := fset != nil && fset.Name() == "migrate"
+	if err := applySettings(&c, fset, getenv, migrate); err != nil {
 		return c, err
 	}
 	if fset != nil {
-		fset.StringVar(&c.Addr, "addr", c.Addr, "HTTP listen address (FLASHSALE_ADDR)")
-		fset.StringVar(&c.DataDir, "data-dir", c.DataDir, "data directory: SQLite database and generated secrets (FLASHSALE_DATA_DIR)")
-		fset.BoolVar(&c.Demo, "demo", false, "seed a sample hotel sale and enable POST /api/demo/login")
-		fset.StringVar(&c.DebugAddr, "debug-addr", c.DebugAddr, "net/http/pprof listen address, e.g. 127.0.0.1:6060; off when empty (FLASHSALE_DEBUG_ADDR)")
-		fset.StringVar(&c.MetricsAddr, "metrics-addr", c.MetricsAddr, "serve /metrics on this address instead of the main listener (FLASHSALE_METRICS_ADDR)")
+		printCfg := false
+		if !migrate {
+			fset.BoolVar(&printCfg, "print-config", false, "print the effective configuration (secrets masked) and exit")
+		}
+		fset.Usage = func() { settingsUsage(fset, migrate) }
 		if err := fset.Parse(args); err != nil {
 			return c, err
+		}
+		if fset.NArg() > 0 {
+			return c, fmt.Errorf("unexpected argument %q (settings are flags: flashsale %s --help)", fset.Arg(0), fset.Name())
+		}
+		if printCfg {
+			if c.DatabaseURL == "" {
+				c.DatabaseURL = "sqlite://" + filepath.Join(c.DataDir, "flashsale.db")
+			}
+			return c, errPrintConfig
 		}
 	}
 	if c.DatabaseURL == "" {

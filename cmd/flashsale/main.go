@@ -24,6 +24,7 @@ import (
 	"os"
 	"os/signal"
 	"sync"
+	"strings"
 	"syscall"
 	"time"
 
@@ -43,9 +44,10 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "flashsale:", err)
+		if errors.Is(err, errUsage) {
+			os.Exit(2) // the usage is printed already
 		}
+		fmt.Fprintln(os.Stderr, "flashsale:", err)
 		os.Exit(1)
 	}
 }
@@ -60,18 +62,38 @@ commands:
             invariants only, see flashsale audit --help)
   bench     load-test a server (--target URL) or the embedded one (--self), then
             check the invariants; exits non-zero when one breaks (flashsale bench --help)
-  version   print the version
   token     print a user JWT signed with this instance's secret, to try the API:
             flashsale token --user alice [--tier gold] [--ttl 1h]
+  version   print the version
+  help      this; flashsale help COMMAND (or COMMAND --help) lists that command's flags
 `
 
+// errUsage is a command line that names no command: the usage is the answer.
+var errUsage = errors.New("usage")
+
+// run is the binary. help, -h and --help, alone or after any command,
+// print that level's usage and succeed.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	err := runCommand(ctx, args, getenv, stdout, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil // the flag set printed the command's usage
+	}
+	return err
+}
+
+func runCommand(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
-		return flag.ErrHelp
+		return errUsage
 	}
 	cmd, args := args[0], args[1:]
 	switch cmd {
+	case "help", "-h", "-help", "--help":
+		if len(args) > 0 && args[0] != "help" && !strings.HasPrefix(args[0], "-") {
+			return runCommand(ctx, []string{args[0], "--help"}, getenv, stdout, stderr)
+		}
+		fmt.Fprint(stdout, usage)
+		return nil
 	case "version":
 		fmt.Fprintln(stdout, "flashsale", flashsale.Version)
 		return nil
@@ -79,9 +101,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return runAudit(ctx, args, getenv, stdout, stderr)
 	case "bench":
 		return runBench(ctx, args, getenv, stdout, stderr)
-	case "serve", "migrate":
 	case "token":
 		return runToken(args, getenv, stdout, stderr)
+	case "serve", "migrate":
 	default:
 		fmt.Fprint(stderr, usage)
 		return fmt.Errorf("unknown command %q", cmd)
@@ -89,6 +111,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fset := flag.NewFlagSet(cmd, flag.ContinueOnError)
 	fset.SetOutput(stderr)
 	cfg, err := parseConfig(fset, args, getenv)
+	if errors.Is(err, errPrintConfig) {
+		printConfig(stdout, cfg)
+		return nil
+	}
 	if err != nil {
 		return err
 	}

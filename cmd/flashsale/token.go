@@ -34,6 +34,11 @@ func runToken(args []string, getenv func(string) string, stdout, stderr io.Write
 	channel := fset.String("channel", "", "partner channel claim")
 	ttl := fset.Duration("ttl", time.Hour, "how long the token is valid")
 	dataDir := fset.String("data-dir", cmp.Or(getenv("FLASHSALE_DATA_DIR"), DataDirDefault), "where serve keeps its generated secret (FLASHSALE_DATA_DIR)")
+	fset.Usage = func() {
+		fmt.Fprintln(fset.Output(), "usage: flashsale token --user ID [--tier T] [--stays-30d N] [--channel C] [--ttl D]")
+		fmt.Fprintln(fset.Output(), "prints a user JWT signed with FLASHSALE_JWT_SECRET (or the data dir's secret)")
+		fset.PrintDefaults()
+	}
 	if err := fset.Parse(args); err != nil {
 		return err
 	}

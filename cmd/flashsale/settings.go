@@ -1,0 +1,224 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/breaker"
+	"github.com/flashsale/flashsale/funnel"
+	"github.com/flashsale/flashsale/usersvc"
+)
+
+// setting is one thing serve can be told: its variable, its flag (the
+// variable's name without FLASHSALE_, lower case, dashes), its default as
+// a value of the variable would write it, and what it means. The table
+// below is the one list: defaults, the environment, the flags and
+// serve --help all come from it, so none can forget one.
+type setting struct {
+	env  string
+	def  string
+	help string
+	set  func(c *Config, v string) error
+	// migrate marks the settings migrate reads too (the database's).
+	migrate bool
+	// boolean settings are flags without a value (--demo).
+	boolean bool
+}
+
+// flagName is the setting's flag: FLASHSALE_REDIS_URL is --redis-url.
+func (s setting) flagName() string {
+	return strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(s.env, "FLASHSALE_")), "_", "-")
+}
+
+func str(field func(*Config) *string) func(*Config, string) error {
+	return func(c *Config, v string) error { *field(c) = v; return nil }
+}
+
+func dur(field func(*Config) *time.Duration) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		d, err := time.ParseDuration(v)
+		*field(c) = d
+		return err
+	}
+}
+
+func integer(field func(*Config) *int) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		i, err := strconv.Atoi(v)
+		*field(c) = i
+		return err
+	}
+}
+
+func rate(field func(*Config) *flashsale.Rate) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		r, err := flashsale.ParseRate(v)
+		*field(c) = r
+		return err
+	}
+}
+
+// settings is every setting, in the order serve --help lists them.
+var settings = []setting{
+	{env: "FLASHSALE_ADDR", def: AddrDefault, help: "HTTP listen address", set: str(func(c *Config) *string { return &c.Addr })},
+	{env: "FLASHSALE_DATA_DIR", def: DataDirDefault, migrate: true, help: "data directory: the SQLite database and the generated secrets", set: str(func(c *Config) *string { return &c.DataDir })},
+	{env: "FLASHSALE_DATABASE_URL", migrate: true, help: "sqlite://PATH, mysql://USER@HOST:PORT/DB or postgres://USER@HOST:PORT/DB (default: SQLite in the data dir)", set: str(func(c *Config) *string { return &c.DatabaseURL })},
+	{env: "FLASHSALE_REDIS_URL", help: "redis://HOST:PORT or redis+cluster://HOST:PORT,...: selects the Redis stock engine (distributed shape)", set: str(func(c *Config) *string { return &c.RedisURL })},
+	{env: "FLASHSALE_AMQP_URL", help: "amqp://USER:PASS@HOST:PORT/VHOST: selects the RabbitMQ order path (needs Redis)", set: str(func(c *Config) *string { return &c.AMQPURL })},
+	{env: "FLASHSALE_REDIS_PREFIX", def: RedisPrefixDefault, help: "prefix of every Redis key, so deployments can share a Redis", set: str(func(c *Config) *string { return &c.RedisPrefix })},
+	{env: "FLASHSALE_QUEUE_NAME", def: QueueNameDefault, help: "names the exchange and the queues (<name>.orders), so deployments can share a broker", set: str(func(c *Config) *string { return &c.QueueName })},
+	{env: "FLASHSALE_ADMIN_TOKEN", help: "the operators' bearer token(s), comma-separated (default: generated into the data dir)", set: str(func(c *Config) *string { return &c.AdminToken })},
+	{env: "FLASHSALE_PAYMENT_TOKEN", help: "the payment service's bearer token(s), comma-separated: only confirms payments and reads orders", set: str(func(c *Config) *string { return &c.PaymentToken })},
+	{env: "FLASHSALE_JWT_SECRET", help: "HS256 secret of user JWTs, shared by every instance (default: generated into the data dir)", set: str(func(c *Config) *string { return &c.JWTSecret })},
+	{env: "FLASHSALE_TOKEN_KEYS", help: "purchase-token keys kid:secret,...: the first signs, all verify (default: the JWT secret as key 0)", set: func(c *Config, v string) error {
+		keys, err := funnel.ParseTokenKeys(v)
+		c.TokenKeys = keys
+		return err
+	}},
+	{env: "FLASHSALE_JWKS_URL", help: "the identity provider's JWKS: RS256, ES256 and EdDSA user tokens verify with its keys", set: str(func(c *Config) *string { return &c.JWKSURL })},
+	{env: "FLASHSALE_JWT_ISSUER", help: "iss required of the provider's tokens", set: str(func(c *Config) *string { return &c.JWTIssuer })},
+	{env: "FLASHSALE_JWT_AUDIENCE", help: "aud required of the provider's tokens", set: str(func(c *Config) *string { return &c.JWTAudience })},
+	{env: "FLASHSALE_USER_SERVICE_URL", help: "where eligibility rules get the user facts a token does not carry: GET {url}/users/{id}", set: str(func(c *Config) *string { return &c.UserServiceURL })},
+	{env: "FLASHSALE_USER_SERVICE_TIMEOUT", def: usersvc.TimeoutDefault.String(), help: "deadline of each user-service call", set: dur(func(c *Config) *time.Duration { return &c.UserServiceTimeout })},
+	{env: "FLASHSALE_USER_SERVICE_STALE", def: usersvc.StaleForDefault.String(), help: "how long cached user facts are served while the user service is down", set: dur(func(c *Config) *time.Duration { return &c.UserServiceStale })},
+	{env: "FLASHSALE_ORDER_RATE", def: strconv.Itoa(OrderRateDefault), help: "orders/s this instance's queue consumer writes, so the database sees a flat line; 0: no cap", set: func(c *Config, v string) error {
+		f, err := strconv.ParseFloat(v, 64)
+		c.OrderRate = f
+		return err
+	}},
+	{env: "FLASHSALE_REAP_INTERVAL", def: ReapIntervalDefault.String(), help: "how often expired holds are released: the bound on how late one is", set: dur(func(c *Config) *time.Duration { return &c.ReapInterval })},
+	{env: "FLASHSALE_REQUEST_TIMEOUT", def: RequestTimeoutDefault.String(), help: "every HTTP request's deadline", set: dur(func(c *Config) *time.Duration { return &c.RequestTimeout })},
+	{env: "FLASHSALE_REDIS_TIMEOUT", def: RedisTimeoutDefault.String(), help: "deadline of each Redis command", set: dur(func(c *Config) *time.Duration { return &c.RedisTimeout })},
+	{env: "FLASHSALE_START_TIMEOUT", def: StartTimeoutDefault.String(), migrate: true, help: "bound on start-up; a dependency that never answers is named", set: dur(func(c *Config) *time.Duration { return &c.StartTimeout })},
+	{env: "FLASHSALE_AUDIT_INTERVAL", def: funnel.AuditIntervalDefault.String(), help: "how often the scheduled audit checks and repairs every current sale; negative: never", set: dur(func(c *Config) *time.Duration { return &c.AuditInterval })},
+	{env: "FLASHSALE_AUDIT_GRACE", def: funnel.AuditGraceDefault.String(), help: "how long a reservation may wait for its order row before the audit calls it stranded", set: dur(func(c *Config) *time.Duration { return &c.AuditGrace })},
+	{env: "FLASHSALE_BREAKER_FAILURES", def: strconv.Itoa(breaker.FailuresDefault), help: "consecutive unanswered Redis calls that open the circuit breaker; 0: no breaker", set: integer(func(c *Config) *int { return &c.BreakerFailures })},
+	{env: "FLASHSALE_BREAKER_OPEN_FOR", def: breaker.OpenForDefault.String(), help: "how long the breaker stays open before one probe", set: dur(func(c *Config) *time.Duration { return &c.BreakerOpenFor })},
+	{env: "FLASHSALE_BREAKER_MODE", def: BreakerReject, help: "what an open breaker does: reject (503) or db (every instance sells from the database)", set: str(func(c *Config) *string { return &c.BreakerMode })},
+	{env: "FLASHSALE_BREAKER_DB_CONCURRENCY", def: strconv.Itoa(funnel.DirectLimitDefault), help: "db mode: purchases one instance sends to the database at once", set: integer(func(c *Config) *int { return &c.DirectLimit })},
+	{env: "FLASHSALE_SELL_LEASE", def: funnel.SellLeaseDefault.String(), help: "db mode: how long an instance's report to the others stands", set: dur(func(c *Config) *time.Duration { return &c.SellLease })},
+	{env: "FLASHSALE_MAX_INFLIGHT", def: strconv.Itoa(funnel.MaxInFlightDefault), help: "purchases this instance works on at once; beyond, 503 at once", set: integer(func(c *Config) *int { return &c.MaxInFlight })},
+	{env: "FLASHSALE_MAX_INFLIGHT_PER_SALE", def: strconv.Itoa(funnel.MaxInFlightPerSaleDefault), help: "one sale's share of them", set: integer(func(c *Config) *int { return &c.MaxInFlightPerSale })},
+	{env: "FLASHSALE_LIMIT_PURCHASE_USER", def: PurchasePerUserDefault.String(), help: "purchases per user: N/s, N/m or N/h, optionally ,BURST, or off", set: rate(func(c *Config) *flashsale.Rate { return &c.Limits.PerUser })},
+	{env: "FLASHSALE_LIMIT_PURCHASE_IP", def: "off", help: "purchases per client address", set: rate(func(c *Config) *flashsale.Rate { return &c.Limits.PerIP })},
+	{env: "FLASHSALE_LIMIT_PURCHASE_SALE", def: "off", help: "purchases per sale, all guests together", set: rate(func(c *Config) *flashsale.Rate { return &c.Limits.PerSale })},
+	{env: "FLASHSALE_LIMIT_READ_IP", def: "off", help: "sale views and order reads per client address", set: rate(func(c *Config) *flashsale.Rate { return &c.ReadPerIP })},
+	{env: "FLASHSALE_TRUSTED_PROXIES", help: "CIDRs of the proxies whose X-Forwarded-For names the client, comma-separated", set: func(c *Config, v string) error {
+		c.TrustedProxies = nil
+		for p := range strings.SplitSeq(v, ",") {
+			prefix, err := netip.ParsePrefix(strings.TrimSpace(p))
+			if err != nil {
+				return err
+			}
+			c.TrustedProxies = append(c.TrustedProxies, prefix)
+		}
+		return nil
+	}},
+	{env: "FLASHSALE_LOG_LEVEL", def: "info", migrate: true, help: "debug, info, warn or error", set: func(c *Config, v string) error {
+		return c.LogLevel.UnmarshalText([]byte(v))
+	}},
+	{env: "FLASHSALE_DEBUG_ADDR", help: "a listener of its own for net/http/pprof, e.g. 127.0.0.1:6060; off when empty", set: str(func(c *Config) *string { return &c.DebugAddr })},
+	{env: "FLASHSALE_METRICS_ADDR", help: "serve /metrics on this address instead of the main listener", set: str(func(c *Config) *string { return &c.MetricsAddr })},
+	{env: "FLASHSALE_SHUTDOWN_DELAY", def: "0s", help: "on SIGTERM, how long /readyz says 503 while requests are still served", set: dur(func(c *Config) *time.Duration { return &c.ShutdownDelay })},
+	{env: "FLASHSALE_DEMO", def: "false", boolean: true, help: "seed a sample hotel sale and enable POST /api/demo/login (never in production)", set: func(c *Config, v string) error {
+		b, err := strconv.ParseBool(v)
+		c.Demo = b
+		return err
+	}},
+}
+
+// applySettings sets every setting's default, then the environment's
+// value, then registers the flags (for the settings of this command).
+func applySettings(c *Config, fset *flag.FlagSet, getenv func(string) string, forMigrate bool) error {
+	var errs []string
+	for _, s := range settings {
+		if s.def != "" {
+			if err := s.set(c, s.def); err != nil {
+				panic(fmt.Sprintf("default of %s: %v", s.env, err)) // the table is ours
+			}
+		}
+		if v := getenv(s.env); v != "" {
+			if err := s.set(c, v); err != nil {
+				errs = append(errs, fmt.Sprintf("%s=%q: %v", s.env, v, err))
+			}
+		}
+		if fset == nil || (forMigrate && !s.migrate) {
+			continue
+		}
+		usage := s.help + " (" + s.env + ")"
+		if s.boolean {
+			fset.BoolFunc(s.flagName(), usage, func(v string) error { return s.set(c, v) })
+			continue
+		}
+		fset.Func(s.flagName(), usage, func(v string) error { return s.set(c, v) })
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// settingsUsage is a command's --help: every setting it reads, with its
+// flag, its variable, its default and its meaning, then the command's own
+// flags.
+func settingsUsage(fset *flag.FlagSet, forMigrate bool) {
+	w := fset.Output()
+	fmt.Fprintf(w, "usage: flashsale %s [flags]\n\n", fset.Name())
+	fmt.Fprintf(w, "Every setting is a flag and a variable; a flag wins over the variable, the variable over the default.\n\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "flag\tvariable\tdefault\tmeaning")
+	known := map[string]bool{}
+	for _, s := range settings {
+		if forMigrate && !s.migrate {
+			continue
+		}
+		known[s.flagName()] = true
+		def := s.def
+		if def == "" {
+			def = "-"
+		}
+		fmt.Fprintf(tw, "--%s\t%s\t%s\t%s\n", s.flagName(), s.env, def, s.help)
+	}
+	tw.Flush()
+	first := true
+	fset.VisitAll(func(f *flag.Flag) {
+		if known[f.Name] {
+			return
+		}
+		if first {
+			fmt.Fprintf(w, "\n%s's own flags:\n", fset.Name())
+			first = false
+		}
+		def := ""
+		if f.DefValue != "" && f.DefValue != "false" {
+			def = " (default " + f.DefValue + ")"
+		}
+		fmt.Fprintf(w, "  --%s\t%s%s\n", f.Name, f.Usage, def)
+	})
+}
+
+// printConfig writes the effective configuration, one key=value a line,
+// secrets masked (Config.LogValue decides what is shown).
+func printConfig(w io.Writer, c Config) {
+	for _, a := range c.LogValue().Group() {
+		printAttr(w, "", a)
+	}
+}
+
+func printAttr(w io.Writer, prefix string, a slog.Attr) {
+	if a.Value.Kind() == slog.KindGroup {
+		for _, g := range a.Value.Group() {
+			printAttr(w, prefix+a.Key+".", g)
+		}
+		return
+	}
+	fmt.Fprintf(w, "%s%s=%s\n", prefix, a.Key, a.Value)
+}
