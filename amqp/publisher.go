@@ -75,7 +75,15 @@ type session struct {
 
 	mu      sync.Mutex
 	pending map[uint64]*waiter
+
+	// dead is closed (once) when a publish finds the channel closed: the
+	// matcher ends the session then even if the library never told it.
+	dead     chan struct{}
+	deadOnce sync.Once
 }
+
+// kill ends the session from a publisher's side.
+func (s *session) kill() { s.deadOnce.Do(func() { close(s.dead) }) }
 
 // waiter is one Write awaiting its confirm.
 type waiter struct {
@@ -158,7 +166,7 @@ func (p *Publisher) connect(ctx context.Context) (*session, events, error) {
 		}
 	}()
 	p.blocked.Store(false)
-	return &session{conn: conn, ch: ch, pending: make(map[uint64]*waiter, p.cfg.MaxInFlight)}, ev, nil
+	return &session{conn: conn, ch: ch, pending: make(map[uint64]*waiter, p.cfg.MaxInFlight), dead: make(chan struct{})}, ev, nil
 }
 
 // supervise matches confirms for the current session and, when its
@@ -228,7 +236,18 @@ func (p *Publisher) match(s *session, ev events) error {
 			p.blocked.Store(b.Active)
 			p.log.Warn("broker flow control", "blocked", b.Active, "reason", b.Reason)
 		case now := <-tick.C:
+			// A cut link once left a session whose channel was closed
+			// while neither its close nor its confirms were ever
+			// signalled (CI, TestFaultBrokerCutTwice: every publish
+			// failed "channel/connection is not open" for minutes, and
+			// the publisher never reconnected). Ask, rather than wait to
+			// be told.
+			if s.ch.IsClosed() || s.conn.IsClosed() {
+				return fmt.Errorf("%w: the channel is closed", errLost)
+			}
 			s.expire(p, now)
+		case <-s.dead:
+			return fmt.Errorf("%w: a publish found the channel closed", errLost)
 		case <-p.closing:
 			return errClosed
 		}
@@ -363,6 +382,9 @@ func (p *Publisher) publish(ctx context.Context, r *flashsale.Reservation, body 
 		_, mine := s.pending[tag]
 		delete(s.pending, tag)
 		s.mu.Unlock()
+		if errors.Is(err, amqp091.ErrClosed) {
+			s.kill() // reconnect now, whatever the library said
+		}
 		if !mine {
 			// The matcher already settled w (it expired while the write
 			// was stuck): its result is in w.done and the slot is freed.
