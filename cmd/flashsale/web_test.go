@@ -233,3 +233,56 @@ func TestBrowserChinese(t *testing.T) {
 		t.Fatalf("lang %q, button %q, after the switch %q", lang, buy, after)
 	}
 }
+
+// TestBrowserChallenge: a sale that asks for proof of work is bought
+// through the Web Worker's solution.
+func TestBrowserChallenge(t *testing.T) {
+	ctx := mustBrowser(t)
+	m, c := MustRunMain(t, func(c *Config) { c.Demo = true })
+	sale := saleJSON([]int{2}, 1, true)
+	sale["challenge"] = map[string]any{"difficulty": 12}
+	id := c.createSale(t, sale)
+	runSteps(t, ctx, chromedp.Navigate("http://"+m.Addr()+"/sales/"+id), visible(`#state[data-state="ready"]`),
+		chromedp.Click(chromedp.CSS("#buy")), visible(`#state[data-state="held"]`))
+}
+
+// TestBrowserSoldOut: while a guest watches, another buys the last room;
+// the page says sold out and disables the button without a reload.
+func TestBrowserSoldOut(t *testing.T) {
+	ctx := mustBrowser(t)
+	m, c := MustRunMain(t, func(c *Config) { c.Demo = true })
+	id := c.createSale(t, saleJSON([]int{1}, 1, true))
+	runSteps(t, ctx, chromedp.Navigate("http://"+m.Addr()+"/sales/"+id), visible(`#state[data-state="ready"]`))
+	if st, o, err := c.purchase(ctx, id, "bob", true, nil, ""); err != nil || st != 202 {
+		t.Fatalf("bob's purchase: %d %v %+v", st, err, o)
+	}
+	runSteps(t, ctx, visible(`#state[data-state="sold_out"]`), visible(`#left[data-left="0"]`))
+	if !jsBool(t, ctx, `document.getElementById('buy').disabled`) {
+		t.Fatal("buy enabled on a sold-out sale")
+	}
+}
+
+// TestBrowserConsole: the operator signs in with the admin token and sees
+// the sale's nights; the token stays in session storage, not the URL.
+func TestBrowserConsole(t *testing.T) {
+	ctx := mustBrowser(t)
+	m, c := MustRunMain(t, func(c *Config) { c.Demo = true })
+	id := c.createSale(t, saleJSON([]int{4, 6}, 1, true))
+	if st, _, err := c.purchase(ctx, id, "bob", true, nil, ""); err != nil || st != 202 {
+		t.Fatalf("bob's purchase: %d %v", st, err)
+	}
+	runSteps(t, ctx, chromedp.Navigate("http://"+m.Addr()+"/console"), visible(`#token`),
+		chromedp.SendKeys(chromedp.CSS("#token"), "wrong"), chromedp.Click(chromedp.CSS(`#signin button[type="submit"]`)),
+		chromedp.Poll[chromedp.Void](`document.getElementById('msg').textContent.includes('refused')`, chromedp.WithPollingTimeout(5*time.Second)))
+	runSteps(t, ctx, chromedp.SetValue(chromedp.CSS("#token"), testAdminToken), chromedp.Click(chromedp.CSS(`#signin button[type="submit"]`)),
+		visible(`#dash .sale-card`), visible(`#signout`),
+		chromedp.Poll[chromedp.Void](`[...document.querySelectorAll('.sale-card')].some(c => c.textContent.includes('Storm') &&
+			[...c.querySelectorAll('tr.total td')].map(td => td.textContent).join() === '10,9,1,0')`,
+			chromedp.WithPollingTimeout(10*time.Second)))
+	if !jsBool(t, ctx, `getComputedStyle(document.getElementById('signin')).display === 'none'`) {
+		t.Fatal("the sign-in form still shows once signed in")
+	}
+	if !jsBool(t, ctx, `sessionStorage.getItem('flashsale.admin') === `+fmt.Sprintf("%q", testAdminToken)+` && !location.href.includes(`+fmt.Sprintf("%q", testAdminToken)+`)`) {
+		t.Fatal("admin token not kept in session storage only")
+	}
+}
