@@ -42,16 +42,17 @@ func (s *Service) purchase(ctx context.Context, u flashsale.User, req flashsale.
 	if err != nil {
 		return nil, err
 	}
-	// From here on a purchase costs I/O (the idempotency lookup, the
-	// reserve): it must fit the rate limits and is admitted within the
-	// bounds or shed at once. A sold-out answer without a key costs none
-	// and is neither limited nor shed.
+	// The breaker's db mode sells from the database (mode.go).
 	if sel := s.sells(); sel != flashsale.SellingEngine {
 		if sel == flashsale.SellingDB {
 			return s.purchaseDirect(ctx, u, sale, req, first)
 		}
 		return nil, errSwitching
 	}
+	// From here on a purchase costs I/O (the idempotency lookup, the
+	// reserve): it must fit the rate limits and is admitted within the
+	// bounds or shed at once. A sold-out answer without a key costs none
+	// and is neither limited nor shed.
 	var admitted *atomic.Int64
 	defer func() {
 		if admitted != nil {
