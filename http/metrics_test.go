@@ -12,10 +12,12 @@ import (
 // a 404 without one.
 func TestRouteTimer(t *testing.T) {
 	var (
-		mu   sync.Mutex
-		seen = map[string]int{}
+		mu    sync.Mutex
+		seen  = map[string]int{}
+		asked = map[string]bool{}
 	)
 	route := func(pattern string) func(time.Duration) {
+		asked[pattern] = true
 		return func(d time.Duration) {
 			mu.Lock()
 			seen[pattern]++
@@ -31,6 +33,9 @@ func TestRouteTimer(t *testing.T) {
 		if seen[pattern] != want {
 			t.Errorf("%q timed %d times, want %d (all: %v)", pattern, seen[pattern], want, seen)
 		}
+	}
+	if asked[eventsRoute] || !asked["GET /api/sales/{id}"] {
+		t.Errorf("timed routes %v: every route but the event stream (a stream's length is no latency)", asked)
 	}
 	if w := do(t, s, "GET", "/metrics", "", ""); w.Code != http.StatusOK || w.Body.String() != "# metrics\n" {
 		t.Errorf("GET /metrics = %d %q", w.Code, w.Body.String())
