@@ -199,11 +199,13 @@ func (s *Server) routes() []route {
 // bounds its own reads and writes) and recovers from handler panics with a
 // JSON 500.
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	ctx := withRequestID(w, r)
 	if !isEventStream(r) {
-		ctx, release := withDeadline(r.Context(), s.timeout)
+		var release func()
+		ctx, release = withDeadline(ctx, s.timeout)
 		defer release()
-		r = r.WithContext(ctx)
 	}
+	r = r.WithContext(ctx)
 	defer func() {
 		if v := recover(); v != nil {
 			if v == http.ErrAbortHandler {
