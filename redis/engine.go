@@ -139,6 +139,7 @@ func Open(ctx context.Context, url string, opts Options, logger *slog.Logger) (*
 	if err != nil {
 		return nil, fmt.Errorf("open redis: %w", err)
 	}
+	setLogger(logger)
 	prefix := cmp.Or(opts.Prefix, PrefixDefault)
 	e := &Engine{
 		client:  client,

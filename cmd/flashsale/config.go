@@ -134,6 +134,7 @@ type Config struct {
 	// client, comma-separated CIDRs. FLASHSALE_TRUSTED_PROXIES.
 	TrustedProxies []netip.Prefix
 	LogLevel       slog.Level // FLASHSALE_LOG_LEVEL: debug, info, warn, error
+	LogFormat      string     // FLASHSALE_LOG_FORMAT: text or json, one stream either way
 	Demo           bool       // --demo: seed a sample sale and enable POST /api/demo/login
 	// DebugAddr is where net/http/pprof listens, never on the public
 	// port; empty is off. FLASHSALE_DEBUG_ADDR, --debug-addr.

@@ -118,7 +118,7 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 	if err != nil {
 		return err
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	logger := newLogger(cfg, stderr)
 	if cmd == "migrate" {
 		ctx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
 		defer cancel()
@@ -139,6 +139,16 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 	m.Drain(cfg.ShutdownDelay)
 	logger.Info("shutting down")
 	return m.Close()
+}
+
+// newLogger is every line's logger: one stream, text or JSON
+// (FLASHSALE_LOG_FORMAT), at FLASHSALE_LOG_LEVEL.
+func newLogger(cfg Config, w io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: cfg.LogLevel}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
 }
 
 // Main is the running program: tests open it on port 0 exactly as the

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -124,6 +125,13 @@ var settings = []setting{
 	}},
 	{env: "FLASHSALE_LOG_LEVEL", def: "info", migrate: true, help: "debug, info, warn or error", set: func(c *Config, v string) error {
 		return c.LogLevel.UnmarshalText([]byte(v))
+	}},
+	{env: "FLASHSALE_LOG_FORMAT", def: "text", migrate: true, help: "text or json: the format of every log line, all on stderr", set: func(c *Config, v string) error {
+		if v != "text" && v != "json" {
+			return errors.New("want text or json")
+		}
+		c.LogFormat = v
+		return nil
 	}},
 	{env: "FLASHSALE_DEBUG_ADDR", help: "a listener of its own for net/http/pprof, e.g. 127.0.0.1:6060; off when empty", set: str(func(c *Config) *string { return &c.DebugAddr })},
 	{env: "FLASHSALE_METRICS_ADDR", help: "serve /metrics on this address instead of the main listener", set: str(func(c *Config) *string { return &c.MetricsAddr })},
