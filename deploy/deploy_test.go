@@ -252,8 +252,8 @@ func TestDashboard(t *testing.T) {
 }
 
 // TestAlerts: every alert rule names metrics and labels that exist and
-// points at a section of docs/runbook.md; promtool checks the file too when
-// it is installed.
+// points at a section of docs/runbook.md; when promtool is installed it
+// checks the file and runs prometheus/alerts_test.yaml.
 func TestAlerts(t *testing.T) {
 	fams := loadFamilies(t)
 	var rs rules
@@ -291,6 +291,11 @@ func TestAlerts(t *testing.T) {
 	out, err := exec.Command(promtool, "check", "rules", "prometheus/alerts.yaml").CombinedOutput()
 	if err != nil {
 		t.Errorf("promtool check rules: %v\n%s", err, out)
+	}
+	// Each alert fires on the series it is about and not on the rest.
+	out, err = exec.Command(promtool, "test", "rules", "prometheus/alerts_test.yaml").CombinedOutput()
+	if err != nil {
+		t.Errorf("promtool test rules: %v\n%s", err, out)
 	}
 }
 
