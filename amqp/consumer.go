@@ -192,6 +192,7 @@ type item struct {
 	tag   uint64
 	count int64 // earlier deliveries of this message (x-delivery-count)
 	r     flashsale.Reservation
+	reqID string // the purchase's request id (x-request-id), for the log lines
 }
 
 // gatherState says why gather returned.
@@ -575,7 +576,7 @@ func (c *Consumer) add(batch []item, d amqp091.Delivery) []item {
 		}
 		return batch
 	}
-	return append(batch, item{tag: d.DeliveryTag, count: deliveryCount(d.Headers), r: r})
+	return append(batch, item{tag: d.DeliveryTag, count: deliveryCount(d.Headers), r: r, reqID: deliveryRequestID(d.Headers)})
 }
 
 // deliveryCount reads the quorum queue's count of earlier deliveries.
@@ -742,6 +743,19 @@ func (c *Consumer) judge(it *item, result, txErr error) (verdict, error) {
 	return verdictDead, fmt.Errorf("order refused: %w", result)
 }
 
+// logWritten says what became of an acknowledged order: one line per
+// order, bounded by the stock rather than by the traffic.
+func (c *Consumer) logWritten(it *item, result error) {
+	switch {
+	case result == nil:
+		c.log.Info("order held", "sale_id", it.r.SaleID, "order_id", it.r.OrderID, "request_id", it.reqID)
+	case errors.Is(result, flashsale.ErrDuplicate):
+		c.log.Debug("order already written", "sale_id", it.r.SaleID, "order_id", it.r.OrderID, "request_id", it.reqID)
+	default:
+		c.log.Info("order failed", "sale_id", it.r.SaleID, "order_id", it.r.OrderID, "request_id", it.reqID, "err", result)
+	}
+}
+
 // settle acknowledges the batch: runs of successes with one multiple=true
 // ack each, failures one by one. Deliveries arrive in tag order and every
 // earlier delivery on the channel is already settled, so a multiple ack
@@ -763,6 +777,7 @@ func (c *Consumer) settle(ctx context.Context, ch *amqp091.Channel, batch []item
 		it := &batch[i]
 		v, reason := c.judge(it, results[i], txErrs[i])
 		if v == verdictAck {
+			c.logWritten(it, results[i])
 			run++
 			continue
 		}
@@ -771,7 +786,7 @@ func (c *Consumer) settle(ctx context.Context, ch *amqp091.Channel, batch []item
 		}
 		switch v {
 		case verdictRequeue:
-			c.log.Warn("requeueing order", "order_id", it.r.OrderID, "attempt", it.count+1, "err", reason)
+			c.log.Warn("requeueing order", "order_id", it.r.OrderID, "sale_id", it.r.SaleID, "request_id", it.reqID, "attempt", it.count+1, "err", reason)
 			if err := ch.Nack(it.tag, false, true); err != nil {
 				return fmt.Errorf("nack: %w", err)
 			}
@@ -781,7 +796,7 @@ func (c *Consumer) settle(ctx context.Context, ch *amqp091.Channel, batch []item
 				if err := c.cfg.OnDead(ctx, it.r, reason); err != nil {
 					// Its failed row is not written (or its units not back):
 					// keep the message until both are done.
-					c.log.Warn("requeueing order: giving up on it failed", "order_id", it.r.OrderID, "sale_id", it.r.SaleID, "err", err)
+					c.log.Warn("requeueing order: giving up on it failed", "order_id", it.r.OrderID, "sale_id", it.r.SaleID, "request_id", it.reqID, "err", err)
 					if err := ch.Nack(it.tag, false, true); err != nil {
 						return fmt.Errorf("nack: %w", err)
 					}
@@ -789,7 +804,7 @@ func (c *Consumer) settle(ctx context.Context, ch *amqp091.Channel, batch []item
 					continue
 				}
 			}
-			c.log.Error("dead-lettering order", "order_id", it.r.OrderID, "sale_id", it.r.SaleID, "attempt", it.count+1, "err", reason)
+			c.log.Error("dead-lettering order", "order_id", it.r.OrderID, "sale_id", it.r.SaleID, "request_id", it.reqID, "attempt", it.count+1, "err", reason)
 			if err := ch.Nack(it.tag, false, false); err != nil {
 				return fmt.Errorf("nack: %w", err)
 			}

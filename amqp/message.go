@@ -1,12 +1,14 @@
 package amqp
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/flashsale/flashsale"
+	amqp091 "github.com/rabbitmq/amqp091-go"
 )
 
 // The message body is a compact binary encoding of a reservation, about a
@@ -175,4 +177,23 @@ func (d *decoder) string() string {
 	s := string(d.b[:n])
 	d.b = d.b[n:]
 	return s
+}
+
+// requestIDHeader carries the purchase's request id beside the body, whose
+// format stays as it is, so the consumer's lines about the order name it.
+const requestIDHeader = "x-request-id"
+
+// requestHeaders are a message's headers: the request id when ctx has one.
+// The relay republishes without one.
+func requestHeaders(ctx context.Context) amqp091.Table {
+	if id := flashsale.RequestID(ctx); id != "" {
+		return amqp091.Table{requestIDHeader: id}
+	}
+	return nil
+}
+
+// deliveryRequestID is the request id a delivery carries, or "".
+func deliveryRequestID(h amqp091.Table) string {
+	id, _ := h[requestIDHeader].(string)
+	return id
 }

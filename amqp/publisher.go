@@ -375,6 +375,7 @@ func (p *Publisher) publish(ctx context.Context, r *flashsale.Reservation, body 
 		// CorrelationId carries the delivery tag so a basic.return, which
 		// has no tag of its own, finds its waiter.
 		CorrelationId: strconv.FormatUint(tag, 10),
+		Headers:       requestHeaders(ctx),
 		Body:          body,
 	})
 	if err != nil {
