@@ -96,7 +96,7 @@ type Config struct {
 	// Observer is told what the funnel does (metrics); nil: nothing.
 	Observer Observer
 	Logger   *slog.Logger
-	Now         func() time.Time
+	Now      func() time.Time
 }
 
 // Service implements flashsale.Service.
@@ -111,6 +111,9 @@ type Service struct {
 	now     func() time.Time
 	audit   auditConfig
 	obs     Observer
+	// soldOutSeen holds the sales whose sold-out answer from the engine
+	// was logged: one line per sale and process, not one per request.
+	soldOutSeen sync.Map
 
 	// sales caches sales by ID: a sale never changes after creation, and the
 	// purchase path must not read the database to find one.

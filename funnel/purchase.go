@@ -119,6 +119,9 @@ func (s *Service) purchase(ctx context.Context, u flashsale.User, req flashsale.
 	case errors.Is(err, flashsale.ErrNotLoaded):
 		s.wakeHeal() // the engine lost the sale: a rebuild puts it back
 		return nil, err
+	case errors.Is(err, flashsale.ErrSoldOut):
+		s.logSoldOut(ctx, sale.ID)
+		return nil, err
 	case err != nil:
 		return nil, err
 	}
@@ -159,22 +162,38 @@ func (s *Service) write(ctx context.Context, sale *flashsale.Sale, r *flashsale.
 		// lost): keep the units, or they would be sold twice. The
 		// reservation stays in the engine's outbox and the relay publishes
 		// it again; a retry with the same Idempotency-Key reads it.
-		s.log.Warn("order path outcome unknown; the relay settles it", "sale_id", r.SaleID, "order_id", r.OrderID, "err", err)
+		s.log.Warn("order path outcome unknown; the relay settles it", "sale_id", r.SaleID, "order_id", r.OrderID, "request_id", flashsale.RequestID(ctx), "err", err)
 		return nil, err
 	}
 	if err != nil {
 		// The database refused (the order is recorded as failed) or the order
 		// path did not take it: either way the units go back.
 		if rerr := s.engine.Release(ctx, r.SaleID, r.OrderID); rerr != nil {
-			s.log.Error("release after refused write", "sale_id", r.SaleID, "order_id", r.OrderID, "err", rerr)
+			s.log.Error("release after refused write", "sale_id", r.SaleID, "order_id", r.OrderID, "request_id", flashsale.RequestID(ctx), "err", rerr)
 		}
 		if status == flashsale.OrderFailed {
-			s.log.Warn("database refused a reserved order", "sale_id", r.SaleID, "order_id", r.OrderID, "err", err)
+			s.log.Warn("order failed: the database refused it", "sale_id", r.SaleID, "order_id", r.OrderID, "request_id", flashsale.RequestID(ctx), "err", err)
 		}
 		return nil, err
 	}
 	s.obs.Written(r.SaleID)
+	if status == flashsale.OrderHeld {
+		s.log.Info("order held", "sale_id", r.SaleID, "order_id", r.OrderID, "request_id", flashsale.RequestID(ctx))
+	} else {
+		s.log.Debug("order queued", "sale_id", r.SaleID, "order_id", r.OrderID, "request_id", flashsale.RequestID(ctx))
+	}
 	return orderOf(sale, r, status), nil
+}
+
+// logSoldOut says once per sale that the engine answered sold out: later
+// sold-out answers, the bulk of a sale's traffic, stay unlogged.
+func (s *Service) logSoldOut(ctx context.Context, saleID string) {
+	if _, seen := s.soldOutSeen.Load(saleID); seen {
+		return
+	}
+	if _, seen := s.soldOutSeen.LoadOrStore(saleID, struct{}{}); !seen {
+		s.log.Info("sale sold out", "sale_id", saleID, "request_id", flashsale.RequestID(ctx))
+	}
 }
 
 // replay returns the order a user's idempotency key already names, or ErrNotFound.
@@ -316,6 +335,7 @@ func (s *Service) Cancel(ctx context.Context, u flashsale.User, id string) (*fla
 	if err != nil {
 		return nil, fmt.Errorf("cancel order=%s: %w", id, err)
 	}
+	s.log.Info("order cancelled", "sale_id", o.SaleID, "order_id", o.ID, "request_id", flashsale.RequestID(ctx))
 	s.release(ctx, o)
 	return o, nil
 }
@@ -395,7 +415,7 @@ func (s *Service) MarkPaid(ctx context.Context, id, paymentRef string) (*flashsa
 		if err != nil {
 			return nil, err
 		}
-		s.log.Info("order paid", "sale_id", o.SaleID, "order_id", o.ID)
+		s.log.Info("order paid", "sale_id", o.SaleID, "order_id", o.ID, "request_id", flashsale.RequestID(ctx))
 		return o, nil
 	}
 	return nil, fmt.Errorf("paid order=%s: %w", id, flashsale.ErrStale)

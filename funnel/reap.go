@@ -40,6 +40,9 @@ func (s *Service) Reap(ctx context.Context) int {
 			s.log.Error("expire holds", "err", err)
 			break
 		}
+		for _, o := range orders {
+			s.log.Info("order expired", "sale_id", o.SaleID, "order_id", o.ID)
+		}
 		s.releaseAll(ctx, orders)
 		expired += len(orders)
 		if len(orders) < ReapBatchDefault {
