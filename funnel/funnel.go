@@ -114,6 +114,7 @@ type Service struct {
 	// soldOutSeen holds the sales whose sold-out answer from the engine
 	// was logged: one line per sale and process, not one per request.
 	soldOutSeen sync.Map
+	soldOutLast atomic.Pointer[string] // the sale last looked up in soldOutSeen
 
 	// sales caches sales by ID: a sale never changes after creation, and the
 	// purchase path must not read the database to find one.

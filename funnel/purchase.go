@@ -86,6 +86,7 @@ func (s *Service) purchase(ctx context.Context, u flashsale.User, req flashsale.
 		return nil, err
 	}
 	if s.engine.SoldOut(sale.ID, first, req.Nights) {
+		s.logSoldOut(ctx, sale.ID)
 		return nil, flashsale.ErrSoldOut
 	}
 	if admitted == nil {
@@ -187,13 +188,22 @@ func (s *Service) write(ctx context.Context, sale *flashsale.Sale, r *flashsale.
 
 // logSoldOut says once per sale that the engine answered sold out: later
 // sold-out answers, the bulk of a sale's traffic, stay unlogged.
+// The last sale logged is checked first: the sold-out flag's answers, the
+// hot path's, are nearly all for one sale, and a string compare is cheaper
+// than the map's hash.
 func (s *Service) logSoldOut(ctx context.Context, saleID string) {
-	if _, seen := s.soldOutSeen.Load(saleID); seen {
-		return
+	if last := s.soldOutLast.Load(); last == nil || *last != saleID {
+		s.logSoldOutSlow(ctx, saleID)
 	}
+}
+
+// logSoldOutSlow is logSoldOut's map lookup, apart so that only it moves
+// saleID to the heap.
+func (s *Service) logSoldOutSlow(ctx context.Context, saleID string) {
 	if _, seen := s.soldOutSeen.LoadOrStore(saleID, struct{}{}); !seen {
 		s.log.Info("sale sold out", "sale_id", saleID, "request_id", flashsale.RequestID(ctx))
 	}
+	s.soldOutLast.Store(&saleID)
 }
 
 // replay returns the order a user's idempotency key already names, or ErrNotFound.
