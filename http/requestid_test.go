@@ -2,6 +2,7 @@ package http
 
 import (
 	"context"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -69,4 +70,33 @@ func TestRequestID(t *testing.T) {
 			seen[got] = true
 		})
 	}
+}
+
+// FuzzRequestID checks whatever a client sends as X-Request-ID, the id the
+// server keeps is 1 to 64 printable ASCII characters, and is the client's
+// exactly when that holds of it.
+func FuzzRequestID(f *testing.F) {
+	for _, s := range []string{"req-abc123", "", " ", "a\nb", "é", strings.Repeat("x", 65)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Header[requestIDHeader] = []string{in}
+		w := httptest.NewRecorder()
+		got := flashsale.RequestID(withRequestID(w, r))
+		if w.Header().Get(requestIDHeader) != got {
+			t.Fatalf("echoed %q, kept %q", w.Header().Get(requestIDHeader), got)
+		}
+		if len(got) < 1 || len(got) > maxRequestID {
+			t.Fatalf("kept %q of %d bytes", got, len(got))
+		}
+		for _, c := range []byte(got) {
+			if c <= ' ' || c > '~' {
+				t.Fatalf("kept %q for %q", got, in)
+			}
+		}
+		if (got == in) != validRequestID(in) {
+			t.Fatalf("in %q: kept %q, valid %v", in, got, validRequestID(in))
+		}
+	})
 }
