@@ -32,12 +32,12 @@ const (
 	// guest cancelled before the payment arrived; refund it.
 	EAlreadyPaid    = "already_paid"
 	EOrderCancelled = "order_cancelled"
-	EAlreadyStarted  = "already_started"
-	EConflict        = "conflict"
-	ETooLarge        = "too_large"
-	ERateLimited     = "rate_limited"
-	EUnavailable     = "unavailable"
-	EInternal        = "internal"
+	EAlreadyStarted = "already_started"
+	EConflict       = "conflict"
+	ETooLarge       = "too_large"
+	ERateLimited    = "rate_limited"
+	EUnavailable    = "unavailable"
+	EInternal       = "internal"
 )
 
 // Error is an application error: a stable code and a message safe to show a user.

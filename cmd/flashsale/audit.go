@@ -99,7 +99,7 @@ func runAudit(ctx context.Context, args []string, getenv func(string) string, st
 		return errors.New("audit --repair needs the stock engine, which the embedded shape keeps in the serving process: " +
 			"POST /api/admin/sales/{id}/audit/repair on the server")
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	logger := newLogger(cfg, stderr)
 
 	openCtx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
 	defer cancel()

@@ -23,8 +23,8 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"sync"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -176,7 +176,7 @@ type Main struct {
 	// metricsAddr is its own listener's address, "" on the main one.
 	metrics     *metrics.Metrics
 	metricsAddr string
-	gate      *drainGate
+	gate        *drainGate
 
 	closers []func() error // in opening order; Close runs them backwards
 }

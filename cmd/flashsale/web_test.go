@@ -120,7 +120,9 @@ func runSteps(t *testing.T, ctx context.Context, steps ...chromedp.Action[chrome
 	}
 }
 
-func visible(css string) chromedp.Action[chromedp.Void] { return chromedp.WaitVisible(chromedp.CSS(css)) }
+func visible(css string) chromedp.Action[chromedp.Void] {
+	return chromedp.WaitVisible(chromedp.CSS(css))
+}
 
 // TestBrowserSalePage: a guest opens the demo sale at phone width, sees
 // the rooms left and the countdown, clicks buy once (the button disables
