@@ -197,9 +197,7 @@ func (s *Service) modeEngine(ctx context.Context, m flashsale.SellMode, sel flas
 	}
 	if s.breaker != nil && s.breaker.Status().State == flashsale.BreakerOpen {
 		next := flashsale.SellMode{Phase: flashsale.PhaseStopping, Epoch: m.Epoch + 1}
-		if ok, err := sl.board.Move(ctx, m, next); err == nil && ok {
-			s.log.Warn("sell mode: the stock engine's breaker is open; moving every instance to the database", "epoch", next.Epoch)
-		}
+		s.moveMode(ctx, m, next, "sell mode: the stock engine's breaker is open; moving every instance to the database")
 	}
 }
 
@@ -227,9 +225,7 @@ func (s *Service) modeStopping(ctx context.Context, m flashsale.SellMode, sel fl
 		return
 	}
 	next := flashsale.SellMode{Phase: flashsale.PhaseDB, Epoch: m.Epoch}
-	if ok, err := sl.board.Move(ctx, m, next); err == nil && ok {
-		s.log.Warn("sell mode: queue drained; every instance sells from the database", "epoch", m.Epoch)
-	}
+	s.moveMode(ctx, m, next, "sell mode: queue drained; every instance sells from the database")
 }
 
 func (s *Service) modeDB(ctx context.Context, m flashsale.SellMode, sel flashsale.Selling) {
@@ -252,9 +248,7 @@ func (s *Service) modeDB(ctx context.Context, m flashsale.SellMode, sel flashsal
 		return
 	}
 	next := flashsale.SellMode{Phase: flashsale.PhaseReturning, Epoch: m.Epoch + 1}
-	if ok, err := sl.board.Move(ctx, m, next); err == nil && ok {
-		s.log.Warn("sell mode: the stock engine answers again; returning to it", "epoch", next.Epoch)
-	}
+	s.moveMode(ctx, m, next, "sell mode: the stock engine answers again; returning to it")
 }
 
 func (s *Service) modeReturning(ctx context.Context, m flashsale.SellMode, sel flashsale.Selling) {
@@ -286,9 +280,7 @@ func (s *Service) modeReturning(ctx context.Context, m flashsale.SellMode, sel f
 		return
 	}
 	next := flashsale.SellMode{Phase: flashsale.PhaseEngine, Epoch: m.Epoch}
-	if ok, err := sl.board.Move(ctx, m, next); err == nil && ok {
-		s.log.Warn("sell mode: stock engine rebuilt from the database; every instance sells from it", "epoch", m.Epoch)
-	}
+	s.moveMode(ctx, m, next, "sell mode: stock engine rebuilt from the database; every instance sells from it")
 }
 
 // reload rebuilds every live sale in the engine from the database: the
@@ -305,6 +297,14 @@ func (s *Service) reload(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// moveMode moves the deployment from m to next and, if this instance's
+// move was the one that took, logs why.
+func (s *Service) moveMode(ctx context.Context, m, next flashsale.SellMode, why string) {
+	if ok, err := s.sell.board.Move(ctx, m, next); err == nil && ok {
+		s.log.Warn(why, "epoch", next.Epoch)
+	}
 }
 
 // stopEngine ends this instance's sales from the engine, waiting for the
