@@ -67,73 +67,32 @@ func TestScalpers(t *testing.T) {
 		if status, err := cl.do(context.Background(), "POST", "/api/sales/"+busy+"/token", cl.jwt(user), nil, nil, &tok); err != nil || status != http.StatusCreated {
 			t.Fatalf("scalper token: %d %v", status, err)
 		}
+		// 500 a second, whatever the answer to the last one was.
 		wg.Go(func() {
-			// 500 a second, open loop: each shot leaves on its tick
-			// whatever the answer to the last one was, up to 32 in
-			// flight (a slow server, or -race, drops shots rather than
-			// piling up goroutines).
-			tick := time.NewTicker(2 * time.Millisecond)
-			defer tick.Stop()
-			var shots sync.WaitGroup
-			defer shots.Wait()
-			inFlight := make(chan struct{}, 32)
-			for {
-				select {
-				case <-stop:
+			openLoop(stop, 2*time.Millisecond, 32, &dropped, func(int) {
+				fired.Add(1)
+				var o orderJSON
+				status, err := cl.do(context.Background(), "POST", "/api/sales/"+busy+"/purchase", cl.jwt(user), map[string]any{"token": tok.Token}, nil, &o)
+				if err != nil {
 					return
-				case <-tick.C:
 				}
-				select {
-				case inFlight <- struct{}{}:
-				default:
-					dropped.Add(1)
-					continue
-				}
-				shots.Go(func() {
-					defer func() { <-inFlight }()
-					fired.Add(1)
-					var o orderJSON
-					status, err := cl.do(context.Background(), "POST", "/api/sales/"+busy+"/purchase", cl.jwt(user), map[string]any{"token": tok.Token}, nil, &o)
-					if err != nil {
-						return
-					}
-					count(status)
-					if status == http.StatusAccepted {
-						scalped[s].Add(1)
-					}
-				})
-			}
-		})
-	}
-	wg.Go(func() {
-		// The flood on the other sale: 1 000 purchases a second by
-		// distinct users, each a real order.
-		tick := time.NewTicker(time.Millisecond)
-		defer tick.Stop()
-		var shots sync.WaitGroup
-		defer shots.Wait()
-		inFlight := make(chan struct{}, 64)
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-			}
-			select {
-			case inFlight <- struct{}{}:
-			default:
-				dropped.Add(1)
-				continue
-			}
-			shots.Go(func() {
-				defer func() { <-inFlight }()
-				status, _, err := cl.purchase(context.Background(), hot, fmt.Sprintf("flood-%06d", i), false, nil, "")
-				flooded.Add(1)
-				if err == nil && status >= 500 {
-					floodBad.Add(1)
+				count(status)
+				if status == http.StatusAccepted {
+					scalped[s].Add(1)
 				}
 			})
-		}
+		})
+	}
+	// The flood on the other sale: 1 000 purchases a second by distinct
+	// users, each a real order.
+	wg.Go(func() {
+		openLoop(stop, time.Millisecond, 64, &dropped, func(i int) {
+			status, _, err := cl.purchase(context.Background(), hot, fmt.Sprintf("flood-%06d", i), false, nil, "")
+			flooded.Add(1)
+			if err == nil && status >= 500 {
+				floodBad.Add(1)
+			}
+		})
 	})
 	time.Sleep(500 * time.Millisecond) // the storm is on before the guests come
 	cpu0, wall0 := cpuTimes(t, server.Process.Pid), time.Now()
@@ -191,6 +150,36 @@ func cpuTimes(t *testing.T, pid int) [2]time.Duration {
 	return [2]time.Duration{
 		time.Duration(ut+st) * tick,
 		time.Duration(self.Utime.Nano() + self.Stime.Nano()),
+	}
+}
+
+// openLoop fires shot(i) on the i-th tick of every until stop, each in a
+// goroutine of its own, whatever became of the last: an open loop. Up to
+// maxInFlight at once; a tick beyond that is dropped and counted (a slow
+// server, or -race, drops shots rather than piling up goroutines). It
+// returns once the shots in flight ended.
+func openLoop(stop <-chan struct{}, every time.Duration, maxInFlight int, dropped *atomic.Int64, shot func(i int)) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	var shots sync.WaitGroup
+	defer shots.Wait()
+	inFlight := make(chan struct{}, maxInFlight)
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+		select {
+		case inFlight <- struct{}{}:
+		default:
+			dropped.Add(1)
+			continue
+		}
+		shots.Go(func() {
+			defer func() { <-inFlight }()
+			shot(i)
+		})
 	}
 }
 
