@@ -715,3 +715,29 @@ func expectRows(res sql.Result, err error) func(want int, refusal error) error {
 		return nil
 	}
 }
+
+// SaleOrders returns up to q.Limit of a sale's orders, newest first, or
+// ErrNotFound for an unknown sale. orders_sale (sale_id, then the primary
+// key, as every InnoDB secondary key) walks them in id order.
+func (s *Store) SaleOrders(ctx context.Context, saleID string, q flashsale.OrderQuery) ([]*flashsale.Order, error) {
+	if err := sqlrows.CheckOrderStatus(q.Status); err != nil {
+		return nil, fmt.Errorf("sale orders: sale=%s: %w", saleID, err)
+	}
+	where, args := `WHERE o.sale_id = ?`, []any{saleID}
+	if q.Status != "" {
+		where += ` AND o.status = ?`
+		args = append(args, string(q.Status))
+	}
+	if q.Before != "" {
+		where += ` AND o.id < ?`
+		args = append(args, q.Before)
+	}
+	orders, err := queryOrders(ctx, s.db, where+` ORDER BY o.id DESC LIMIT ?`, append(args, sqlrows.PageLimit(q.Limit))...)
+	if err == nil && len(orders) == 0 {
+		err = saleExists(ctx, s.db, saleID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sale orders: sale=%s: %w", saleID, down(err))
+	}
+	return orders, nil
+}

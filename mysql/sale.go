@@ -25,30 +25,20 @@ func (s *Store) CreateSale(ctx context.Context, sale *flashsale.Sale) error {
 		rules := sqlrows.RulesOf(sale)
 		_, err := tx.ExecContext(ctx, `INSERT INTO sales (id, title, hotel, room_type, price, original_price,
 			currency, starts_at_ms, ends_at_ms, per_user_limit, hold_seconds, purchase_token, min_tier, created_at_ms,
-			min_stays_30d, channels, limit_per_sale, limit_per_user, limit_per_ip, challenge_difficulty)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			append([]any{sale.ID, sale.Title, sale.Hotel, sale.RoomType, sale.Price, sale.OriginalPrice,
+			min_stays_30d, channels, limit_per_sale, limit_per_user, limit_per_ip, challenge_difficulty,
+			description, paused, revision)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			append(append([]any{sale.ID, sale.Title, sale.Hotel, sale.RoomType, sale.Price, sale.OriginalPrice,
 				sale.Currency, ms(sale.StartsAt), ms(sale.EndsAt), sale.PerUserLimit, sale.HoldSeconds,
-				sale.PurchaseToken, string(sale.Eligibility.MinTier), ms(sale.CreatedAt)}, rules.Args()...)...)
+				sale.PurchaseToken, string(sale.Eligibility.MinTier), ms(sale.CreatedAt)}, rules.Args()...),
+				sale.Description, sale.Paused, sale.Revision)...)
 		if isDuplicate(err) {
 			return flashsale.ErrDuplicate
 		}
 		if err != nil {
 			return err
 		}
-		// One multi-row insert: a sale has at most MaxNights nights.
-		var q strings.Builder
-		q.WriteString("INSERT INTO nights (sale_id, idx, date, stock) VALUES ")
-		args := make([]any, 0, 4*len(sale.Nights))
-		for i, n := range sale.Nights {
-			if i > 0 {
-				q.WriteString(", ")
-			}
-			q.WriteString("(?, ?, ?, ?)")
-			args = append(args, sale.ID, i, n.Date, n.Stock)
-		}
-		_, err = tx.ExecContext(ctx, q.String(), args...)
-		return err
+		return insertNights(ctx, tx, sale)
 	})
 	if err != nil {
 		return fmt.Errorf("create sale: sale=%s: %w", sale.ID, err)
@@ -56,11 +46,28 @@ func (s *Store) CreateSale(ctx context.Context, sale *flashsale.Sale) error {
 	return nil
 }
 
+// insertNights writes a sale's nights, counters zero, with one multi-row
+// insert: a sale has at most MaxNights nights.
+func insertNights(ctx context.Context, tx *sql.Tx, sale *flashsale.Sale) error {
+	var q strings.Builder
+	q.WriteString("INSERT INTO nights (sale_id, idx, date, stock) VALUES ")
+	args := make([]any, 0, 4*len(sale.Nights))
+	for i, n := range sale.Nights {
+		if i > 0 {
+			q.WriteString(", ")
+		}
+		q.WriteString("(?, ?, ?, ?)")
+		args = append(args, sale.ID, i, n.Date, n.Stock)
+	}
+	_, err := tx.ExecContext(ctx, q.String(), args...)
+	return err
+}
+
 // saleColumns joins a sale with its nights: one row per night, in night order.
 const saleColumns = `s.id, s.title, s.hotel, s.room_type, s.price, s.original_price, s.currency,
 	s.starts_at_ms, s.ends_at_ms, s.per_user_limit, s.hold_seconds, s.purchase_token, s.min_tier,
 	s.created_at_ms, s.min_stays_30d, s.channels, s.limit_per_sale, s.limit_per_user, s.limit_per_ip,
-	s.challenge_difficulty, DATE_FORMAT(n.date, '%Y-%m-%d'), n.stock`
+	s.challenge_difficulty, s.description, s.paused, s.revision, DATE_FORMAT(n.date, '%Y-%m-%d'), n.stock`
 
 // Sale returns one sale with its nights, or ErrNotFound.
 func (s *Store) Sale(ctx context.Context, id string) (*flashsale.Sale, error) {

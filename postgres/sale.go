@@ -29,32 +29,25 @@ func (s *Store) CreateSale(ctx context.Context, sale *flashsale.Sale) error {
 	if sale.CreatedAt.IsZero() {
 		sale.CreatedAt = time.Now().UTC().Truncate(time.Millisecond)
 	}
-	idx := make([]int32, len(sale.Nights))
-	dates := make([]string, len(sale.Nights))
-	stocks := make([]int32, len(sale.Nights))
-	for i, n := range sale.Nights {
-		idx[i], dates[i], stocks[i] = int32(i), n.Date, int32(n.Stock)
-	}
 	err := s.inTx(ctx, "create_sale", func(tx pgx.Tx) error {
 		rules := sqlrows.RulesOf(sale)
 		_, err := tx.Exec(ctx, `INSERT INTO sales (id, title, hotel, room_type, price, original_price,
 			currency, starts_at_ms, ends_at_ms, per_user_limit, hold_seconds, purchase_token, min_tier, created_at_ms,
-			min_stays_30d, channels, limit_per_sale, limit_per_user, limit_per_ip, challenge_difficulty)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)`,
-			append([]any{sale.ID, sale.Title, sale.Hotel, sale.RoomType, sale.Price, sale.OriginalPrice,
+			min_stays_30d, channels, limit_per_sale, limit_per_user, limit_per_ip, challenge_difficulty,
+			description, paused, revision)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
+			$21, $22, $23)`,
+			append(append([]any{sale.ID, sale.Title, sale.Hotel, sale.RoomType, sale.Price, sale.OriginalPrice,
 				sale.Currency, ms(sale.StartsAt), ms(sale.EndsAt), sale.PerUserLimit, sale.HoldSeconds,
-				sale.PurchaseToken, string(sale.Eligibility.MinTier), ms(sale.CreatedAt)}, rules.Args()...)...)
+				sale.PurchaseToken, string(sale.Eligibility.MinTier), ms(sale.CreatedAt)}, rules.Args()...),
+				sale.Description, sale.Paused, sale.Revision)...)
 		if isDuplicate(err) {
 			return flashsale.ErrDuplicate
 		}
 		if err != nil {
 			return err
 		}
-		// One statement for all nights: arrays unnested side by side.
-		_, err = tx.Exec(ctx, `INSERT INTO nights (sale_id, idx, date, stock)
-			SELECT $1, i, d::date, st FROM unnest($2::int[], $3::text[], $4::int[]) AS n(i, d, st)`,
-			sale.ID, idx, dates, stocks)
-		return err
+		return insertNights(ctx, tx, sale)
 	})
 	if err != nil {
 		return fmt.Errorf("create sale: sale=%s: %w", sale.ID, err)
@@ -62,11 +55,26 @@ func (s *Store) CreateSale(ctx context.Context, sale *flashsale.Sale) error {
 	return nil
 }
 
+// insertNights writes a sale's nights, counters zero, with one statement:
+// arrays unnested side by side.
+func insertNights(ctx context.Context, tx pgx.Tx, sale *flashsale.Sale) error {
+	idx := make([]int32, len(sale.Nights))
+	dates := make([]string, len(sale.Nights))
+	stocks := make([]int32, len(sale.Nights))
+	for i, n := range sale.Nights {
+		idx[i], dates[i], stocks[i] = int32(i), n.Date, int32(n.Stock)
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO nights (sale_id, idx, date, stock)
+		SELECT $1, i, d::date, st FROM unnest($2::int[], $3::text[], $4::int[]) AS n(i, d, st)`,
+		sale.ID, idx, dates, stocks)
+	return err
+}
+
 // saleColumns joins a sale with its nights: one row per night, in night order.
 const saleColumns = `s.id, s.title, s.hotel, s.room_type, s.price, s.original_price, s.currency,
 	s.starts_at_ms, s.ends_at_ms, s.per_user_limit, s.hold_seconds, s.purchase_token, s.min_tier,
 	s.created_at_ms, s.min_stays_30d, s.channels, s.limit_per_sale, s.limit_per_user, s.limit_per_ip,
-	s.challenge_difficulty, to_char(n.date, 'YYYY-MM-DD'), n.stock`
+	s.challenge_difficulty, s.description, s.paused, s.revision, to_char(n.date, 'YYYY-MM-DD'), n.stock`
 
 // Sale returns one sale with its nights, or ErrNotFound.
 func (s *Store) Sale(ctx context.Context, id string) (*flashsale.Sale, error) {

@@ -597,3 +597,39 @@ func scanOrder(row sqlrows.Scanner) (*flashsale.Order, error) {
 	}
 	return o, nil
 }
+
+// SaleOrders returns up to q.Limit of a sale's orders, newest first, or
+// ErrNotFound for an unknown sale; orders_sale_id (sale_id, id) walks them.
+func (s *Store) SaleOrders(ctx context.Context, saleID string, q flashsale.OrderQuery) ([]*flashsale.Order, error) {
+	orders, err := s.saleOrders(ctx, saleID, q)
+	if err != nil {
+		return nil, fmt.Errorf("sale orders: sale=%s: %w", saleID, err)
+	}
+	return orders, nil
+}
+
+func (s *Store) saleOrders(ctx context.Context, saleID string, q flashsale.OrderQuery) ([]*flashsale.Order, error) {
+	if err := sqlrows.CheckOrderStatus(q.Status); err != nil {
+		return nil, err
+	}
+	where, args := `WHERE o.sale_id = ?`, []any{saleID}
+	if q.Status != "" {
+		where += ` AND o.status = ?`
+		args = append(args, string(q.Status))
+	}
+	if q.Before != "" {
+		where += ` AND o.id < ?`
+		args = append(args, q.Before)
+	}
+	rows, err := s.read.QueryContext(ctx, selectOrderSQL+where+` ORDER BY o.id DESC LIMIT ?`,
+		append(args, sqlrows.PageLimit(q.Limit))...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	orders, err := sqlrows.Orders(rows)
+	if err == nil && len(orders) == 0 {
+		err = saleExists(ctx, s.read, saleID)
+	}
+	return orders, err
+}

@@ -23,24 +23,34 @@ func (s *Store) CreateSale(ctx context.Context, sale *flashsale.Sale) error {
 	rules := sqlrows.RulesOf(sale)
 	_, err = tx.ExecContext(ctx, `INSERT INTO sales (id, title, hotel, room_type, price, original_price, currency,
 		starts_at_ms, ends_at_ms, per_user_limit, hold_seconds, purchase_token, min_tier, created_at_ms,
-		min_stays_30d, channels, limit_per_sale, limit_per_user, limit_per_ip, challenge_difficulty)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		append([]any{sale.ID, sale.Title, sale.Hotel, sale.RoomType, sale.Price, sale.OriginalPrice, sale.Currency,
+		min_stays_30d, channels, limit_per_sale, limit_per_user, limit_per_ip, challenge_difficulty,
+		description, paused, revision)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		append(append([]any{sale.ID, sale.Title, sale.Hotel, sale.RoomType, sale.Price, sale.OriginalPrice, sale.Currency,
 			ms(sale.StartsAt), ms(sale.EndsAt), sale.PerUserLimit, sale.HoldSeconds, sale.PurchaseToken,
-			string(sale.Eligibility.MinTier), ms(sale.CreatedAt)}, rules.Args()...)...)
+			string(sale.Eligibility.MinTier), ms(sale.CreatedAt)}, rules.Args()...),
+			sale.Description, sale.Paused, sale.Revision)...)
 	if constraint(err) == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY {
 		return flashsale.Errorf(flashsale.EConflict, "sale %s already exists", sale.ID)
 	} else if err != nil {
 		return fmt.Errorf("create sale: sale=%s: %w", sale.ID, err)
 	}
-	for i, n := range sale.Nights {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO nights (sale_id, idx, date, stock) VALUES (?, ?, ?, ?)`,
-			sale.ID, i, n.Date, n.Stock); err != nil {
-			return fmt.Errorf("create sale: sale=%s night=%d: %w", sale.ID, i, err)
-		}
+	if err := insertNights(ctx, tx, sale); err != nil {
+		return fmt.Errorf("create sale: sale=%s: %w", sale.ID, err)
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("create sale: sale=%s: %w", sale.ID, err)
+	}
+	return nil
+}
+
+// insertNights writes a sale's nights, counters zero.
+func insertNights(ctx context.Context, tx *sql.Tx, sale *flashsale.Sale) error {
+	for i, n := range sale.Nights {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO nights (sale_id, idx, date, stock) VALUES (?, ?, ?, ?)`,
+			sale.ID, i, n.Date, n.Stock); err != nil {
+			return fmt.Errorf("night=%d: %w", i, err)
+		}
 	}
 	return nil
 }
@@ -73,30 +83,36 @@ func (s *Store) Sales(ctx context.Context, now time.Time) ([]*flashsale.Sale, er
 	if err != nil {
 		return nil, fmt.Errorf("sales: %w", err)
 	}
+	if err := addNights(ctx, tx, sales, `SELECT n.sale_id, n.date, n.stock FROM nights n
+		JOIN sales s ON s.id = n.sale_id WHERE s.ends_at_ms > ? ORDER BY n.sale_id, n.idx`, ms(now)); err != nil {
+		return nil, fmt.Errorf("sales: nights: %w", err)
+	}
+	return sales, nil
+}
+
+// addNights gives sales their nights from a query of (sale_id, date,
+// stock) rows in night order: one query for all of them, not one each.
+func addNights(ctx context.Context, q queryer, sales []*flashsale.Sale, query string, args ...any) error {
 	byID := make(map[string]*flashsale.Sale, len(sales))
 	for _, sale := range sales {
 		byID[sale.ID] = sale
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT n.sale_id, n.date, n.stock FROM nights n
-		JOIN sales s ON s.id = n.sale_id WHERE s.ends_at_ms > ? ORDER BY n.sale_id, n.idx`, ms(now))
+	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
-		return nil, fmt.Errorf("sales: nights: %w", err)
+		return err
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var id string
 		var n flashsale.Night
 		if err := rows.Scan(&id, &n.Date, &n.Stock); err != nil {
-			return nil, fmt.Errorf("sales: nights: %w", err)
+			return err
 		}
 		if sale := byID[id]; sale != nil {
 			sale.Nights = append(sale.Nights, n)
 		}
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sales: nights: %w", err)
-	}
-	return sales, nil
+	return rows.Err()
 }
 
 // NightStocks returns a sale's counters in night order, or ErrNotFound (a
@@ -147,7 +163,8 @@ func findSale(ctx context.Context, q queryer, id string) (*flashsale.Sale, error
 func scanSales(ctx context.Context, q queryer, tail string, args ...any) ([]*flashsale.Sale, error) {
 	rows, err := q.QueryContext(ctx, `SELECT id, title, hotel, room_type, price, original_price, currency,
 		starts_at_ms, ends_at_ms, per_user_limit, hold_seconds, purchase_token, min_tier, created_at_ms,
-		min_stays_30d, channels, limit_per_sale, limit_per_user, limit_per_ip, challenge_difficulty
+		min_stays_30d, channels, limit_per_sale, limit_per_user, limit_per_ip, challenge_difficulty,
+		description, paused, revision
 		FROM sales `+tail, args...)
 	if err != nil {
 		return nil, err
@@ -158,15 +175,16 @@ func scanSales(ctx context.Context, q queryer, tail string, args ...any) ([]*fla
 		var (
 			sale                        flashsale.Sale
 			startsAt, endsAt, createdAt int64
-			token                       int64
+			token, paused               int64
 			tier                        string
 			rules                       sqlrows.Rules
 		)
 		if err := rows.Scan(append([]any{&sale.ID, &sale.Title, &sale.Hotel, &sale.RoomType, &sale.Price, &sale.OriginalPrice,
 			&sale.Currency, &startsAt, &endsAt, &sale.PerUserLimit, &sale.HoldSeconds, &token, &tier, &createdAt},
-			rules.Dest()...)...); err != nil {
+			append(rules.Dest(), &sale.Description, &paused, &sale.Revision)...)...); err != nil {
 			return nil, err
 		}
+		sale.Paused = paused != 0
 		sale.StartsAt, sale.EndsAt, sale.CreatedAt = sqlrows.FromMS(startsAt), sqlrows.FromMS(endsAt), sqlrows.FromMS(createdAt)
 		sale.PurchaseToken = token != 0
 		sale.Eligibility.MinTier = flashsale.Tier(tier)

@@ -27,8 +27,9 @@ type Rows interface {
 // Sales groups sale-night rows into sales. Each row is a sale's columns
 // (id, title, hotel, room_type, price, original_price, currency,
 // starts_at_ms, ends_at_ms, per_user_limit, hold_seconds, purchase_token,
-// min_tier, created_at_ms, then the Rules columns) followed by one night's
-// (date as YYYY-MM-DD, stock), ordered by sale, then night.
+// min_tier, created_at_ms, then the Rules columns, then description,
+// paused, revision) followed by one night's (date as YYYY-MM-DD, stock),
+// ordered by sale, then night.
 func Sales(rows Rows) ([]*flashsale.Sale, error) {
 	sales := []*flashsale.Sale{}
 	for rows.Next() {
@@ -42,6 +43,7 @@ func Sales(rows Rows) ([]*flashsale.Sale, error) {
 		dest := append([]any{&sale.ID, &sale.Title, &sale.Hotel, &sale.RoomType, &sale.Price,
 			&sale.OriginalPrice, &sale.Currency, &startsAt, &endsAt, &sale.PerUserLimit,
 			&sale.HoldSeconds, &sale.PurchaseToken, &minTier, &createdAt}, rules.Dest()...)
+		dest = append(dest, &sale.Description, &sale.Paused, &sale.Revision)
 		if err := rows.Scan(append(dest, &night.Date, &night.Stock)...); err != nil {
 			return nil, err
 		}
@@ -120,6 +122,66 @@ func (r *Rules) Apply(sale *flashsale.Sale) error {
 		*l.to = &rate
 	}
 	return nil
+}
+
+// PageLimit is the number of rows a list query asks for: limit, or
+// PageDefault when it is not positive, at most PageMax.
+func PageLimit(limit int) int {
+	if limit <= 0 {
+		return flashsale.PageDefault
+	}
+	return min(limit, flashsale.PageMax)
+}
+
+// CheckOrderStatus refuses an order filter that names no status; the
+// empty filter is every status.
+func CheckOrderStatus(st flashsale.OrderStatus) error {
+	switch st {
+	case "", flashsale.OrderPending, flashsale.OrderHeld, flashsale.OrderPaid,
+		flashsale.OrderExpired, flashsale.OrderCancelled, flashsale.OrderFailed:
+		return nil
+	}
+	return flashsale.Errorf(flashsale.EInvalid, "unknown order status %q", st)
+}
+
+// SaleChanges reads a sale's (at_ms, kind, revision, detail) rows.
+func SaleChanges(rows Rows, saleID string) ([]flashsale.SaleChange, error) {
+	changes := []flashsale.SaleChange{}
+	for rows.Next() {
+		c := flashsale.SaleChange{SaleID: saleID}
+		var at int64
+		if err := rows.Scan(&at, &c.Kind, &c.Revision, &c.Detail); err != nil {
+			return nil, err
+		}
+		c.At = FromMS(at)
+		changes = append(changes, c)
+	}
+	return changes, rows.Err()
+}
+
+// NightsChanged reports whether want differs from the stored nights in
+// date or stock, so UpdateSale must rewrite them.
+func NightsChanged(stored []flashsale.NightStock, want []flashsale.Night) bool {
+	if len(stored) != len(want) {
+		return true
+	}
+	for i, n := range stored {
+		if n.Date != want[i].Date || n.Stock != want[i].Stock {
+			return true
+		}
+	}
+	return false
+}
+
+// InUse reports whether any night has a room held or sold, which forbids
+// rewriting the nights.
+func InUse(nights []flashsale.NightStock) bool {
+	for _, n := range nights {
+		if n.Held > 0 || n.Sold > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // NightStocks reads (date, stock, held, sold) rows in night order, or
