@@ -191,6 +191,7 @@ func (s *Server) routes() []route {
 	}
 	if s.demo {
 		rs = append(rs, route{"POST /api/demo/login", s.handleDemoLogin})
+		rs = append(rs, route{"POST /api/demo/orders/{id}/pay", s.handleDemoPay})
 	}
 	return rs
 }
