@@ -720,19 +720,11 @@ func expectRows(res sql.Result, err error) func(want int, refusal error) error {
 // ErrNotFound for an unknown sale. orders_sale (sale_id, then the primary
 // key, as every InnoDB secondary key) walks them in id order.
 func (s *Store) SaleOrders(ctx context.Context, saleID string, q flashsale.OrderQuery) ([]*flashsale.Order, error) {
-	if err := sqlrows.CheckOrderStatus(q.Status); err != nil {
+	f := sqlrows.NewFilter(false)
+	if err := f.Orders(saleID, q); err != nil {
 		return nil, fmt.Errorf("sale orders: sale=%s: %w", saleID, err)
 	}
-	where, args := `WHERE o.sale_id = ?`, []any{saleID}
-	if q.Status != "" {
-		where += ` AND o.status = ?`
-		args = append(args, string(q.Status))
-	}
-	if q.Before != "" {
-		where += ` AND o.id < ?`
-		args = append(args, q.Before)
-	}
-	orders, err := queryOrders(ctx, s.db, where+` ORDER BY o.id DESC LIMIT ?`, append(args, sqlrows.PageLimit(q.Limit))...)
+	orders, err := queryOrders(ctx, s.db, f.Where()+` ORDER BY o.id DESC LIMIT `+f.Arg(sqlrows.PageLimit(q.Limit)), f.Args...)
 	if err == nil && len(orders) == 0 {
 		err = saleExists(ctx, s.db, saleID)
 	}

@@ -657,20 +657,11 @@ func expectRows(tag pgconn.CommandTag, err error) func(want int, refusal error) 
 // SaleOrders returns up to q.Limit of a sale's orders, newest first, or
 // ErrNotFound for an unknown sale; orders_sale_id (sale_id, id) walks them.
 func (s *Store) SaleOrders(ctx context.Context, saleID string, q flashsale.OrderQuery) ([]*flashsale.Order, error) {
-	if err := sqlrows.CheckOrderStatus(q.Status); err != nil {
+	f := sqlrows.NewFilter(true)
+	if err := f.Orders(saleID, q); err != nil {
 		return nil, fmt.Errorf("sale orders: sale=%s: %w", saleID, err)
 	}
-	where, args := `WHERE o.sale_id = $1`, []any{saleID}
-	if q.Status != "" {
-		args = append(args, string(q.Status))
-		where += fmt.Sprintf(` AND o.status = $%d`, len(args))
-	}
-	if q.Before != "" {
-		args = append(args, q.Before)
-		where += fmt.Sprintf(` AND o.id < $%d`, len(args))
-	}
-	args = append(args, sqlrows.PageLimit(q.Limit))
-	orders, err := queryOrders(ctx, s.pool, where+fmt.Sprintf(` ORDER BY o.id DESC LIMIT $%d`, len(args)), args...)
+	orders, err := queryOrders(ctx, s.pool, f.Where()+` ORDER BY o.id DESC LIMIT `+f.Arg(sqlrows.PageLimit(q.Limit)), f.Args...)
 	if err == nil && len(orders) == 0 {
 		err = saleExists(ctx, s.pool, saleID)
 	}

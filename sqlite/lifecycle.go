@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/internal/sqlrows"
@@ -19,50 +18,27 @@ import (
 // ListSales returns up to q.Limit sales matching q, newest first, with
 // their nights (one query for the page's sales, one for their nights).
 func (s *Store) ListSales(ctx context.Context, q flashsale.SaleQuery) ([]*flashsale.Sale, error) {
-	var where []string
-	var args []any
-	nowMS := ms(q.Now)
-	switch q.Status {
-	case "":
-	case flashsale.SaleUpcoming:
-		where = append(where, "starts_at_ms > ? AND ends_at_ms > ?")
-		args = append(args, nowMS, nowMS)
-	case flashsale.SaleActive, flashsale.SaleSoldOut:
-		where = append(where, "starts_at_ms <= ? AND ends_at_ms > ? AND paused = 0")
-		args = append(args, nowMS, nowMS)
-	case flashsale.SalePaused:
-		where = append(where, "starts_at_ms <= ? AND ends_at_ms > ? AND paused != 0")
-		args = append(args, nowMS, nowMS)
-	case flashsale.SaleEnded:
-		where = append(where, "ends_at_ms <= ?")
-		args = append(args, nowMS)
-	default:
-		return nil, fmt.Errorf("list sales: %w", flashsale.Errorf(flashsale.EInvalid, "unknown sale status %q", q.Status))
+	sales, err := s.listSales(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("list sales: %w", err)
 	}
-	if q.Hotel != "" {
-		where = append(where, "hotel = ?")
-		args = append(args, q.Hotel)
-	}
-	if q.Before != "" {
-		where = append(where, "id < ?")
-		args = append(args, q.Before)
-	}
-	cond := ""
-	if len(where) > 0 {
-		cond = "WHERE " + strings.Join(where, " AND ")
+	return sales, nil
+}
+
+func (s *Store) listSales(ctx context.Context, q flashsale.SaleQuery) ([]*flashsale.Sale, error) {
+	f := sqlrows.NewFilter(false)
+	if err := f.Sales(q); err != nil {
+		return nil, err
 	}
 	// One read transaction, so the nights are those of the sales read.
 	tx, err := s.read.BeginTx(ctx, nil)
 	if err != nil {
-		return nil, fmt.Errorf("list sales: %w", err)
+		return nil, err
 	}
 	defer tx.Rollback()
-	sales, err := scanSales(ctx, tx, cond+` ORDER BY id DESC LIMIT ?`, append(args, sqlrows.PageLimit(q.Limit))...)
-	if err != nil {
-		return nil, fmt.Errorf("list sales: %w", err)
-	}
-	if len(sales) == 0 {
-		return []*flashsale.Sale{}, nil
+	sales, err := scanSales(ctx, tx, f.Where()+` ORDER BY id DESC LIMIT `+f.Arg(sqlrows.PageLimit(q.Limit)), f.Args...)
+	if err != nil || len(sales) == 0 {
+		return []*flashsale.Sale{}, err
 	}
 	ids := make([]any, len(sales))
 	for i, sale := range sales {
@@ -70,13 +46,14 @@ func (s *Store) ListSales(ctx context.Context, q flashsale.SaleQuery) ([]*flashs
 	}
 	if err := addNights(ctx, tx, sales, `SELECT sale_id, date, stock FROM nights
 		WHERE sale_id IN (`+placeholders(len(ids), 1)+`) ORDER BY sale_id, idx`, ids...); err != nil {
-		return nil, fmt.Errorf("list sales: nights: %w", err)
+		return nil, fmt.Errorf("nights: %w", err)
 	}
 	return sales, nil
 }
 
 // UpdateSale replaces a sale's fields if its revision is still rev; see
-// flashsale.Store. The conditional UPDATE is the guard.
+// flashsale.Store and sqlrows.UpdateSale. The conditional UPDATE is the
+// guard.
 func (s *Store) UpdateSale(ctx context.Context, sale *flashsale.Sale, rev int64, c flashsale.SaleChange) error {
 	if err := s.updateSale(ctx, sale, rev, c); err != nil {
 		return fmt.Errorf("update sale: sale=%s: %w", sale.ID, err)
@@ -91,44 +68,33 @@ func (s *Store) updateSale(ctx context.Context, sale *flashsale.Sale, rev int64,
 		return err
 	}
 	defer tx.Rollback()
-	rules := sqlrows.RulesOf(sale)
-	res, err := tx.ExecContext(ctx, `UPDATE sales SET title = ?, hotel = ?, room_type = ?, price = ?,
-		original_price = ?, currency = ?, starts_at_ms = ?, ends_at_ms = ?, per_user_limit = ?, hold_seconds = ?,
-		purchase_token = ?, min_tier = ?, min_stays_30d = ?, channels = ?, limit_per_sale = ?, limit_per_user = ?,
-		limit_per_ip = ?, challenge_difficulty = ?, description = ?, paused = ?, revision = revision + 1
-		WHERE id = ? AND revision = ?`,
-		append(append([]any{sale.Title, sale.Hotel, sale.RoomType, sale.Price, sale.OriginalPrice, sale.Currency,
-			ms(sale.StartsAt), ms(sale.EndsAt), sale.PerUserLimit, sale.HoldSeconds, sale.PurchaseToken,
-			string(sale.Eligibility.MinTier)}, rules.Args()...),
-			sale.Description, sale.Paused, sale.ID, rev)...)
+	err = sqlrows.UpdateSale(sqlrows.SaleEdit{
+		Update: func() (bool, error) {
+			rules := sqlrows.RulesOf(sale)
+			return affected(tx.ExecContext(ctx, `UPDATE sales SET title = ?, hotel = ?, room_type = ?, price = ?,
+				original_price = ?, currency = ?, starts_at_ms = ?, ends_at_ms = ?, per_user_limit = ?,
+				hold_seconds = ?, purchase_token = ?, min_tier = ?, min_stays_30d = ?, channels = ?,
+				limit_per_sale = ?, limit_per_user = ?, limit_per_ip = ?, challenge_difficulty = ?,
+				description = ?, paused = ?, revision = revision + 1
+				WHERE id = ? AND revision = ?`,
+				append(append([]any{sale.Title, sale.Hotel, sale.RoomType, sale.Price, sale.OriginalPrice,
+					sale.Currency, ms(sale.StartsAt), ms(sale.EndsAt), sale.PerUserLimit, sale.HoldSeconds,
+					sale.PurchaseToken, string(sale.Eligibility.MinTier)}, rules.Args()...),
+					sale.Description, sale.Paused, sale.ID, rev)...))
+		},
+		Exists: func() (bool, error) { return exists(ctx, tx, `SELECT count(*) FROM sales WHERE id = ?`, sale.ID) },
+		// The single writer holds the database: nothing moves a counter
+		// meanwhile, so the locked read is the plain one.
+		Nights: func(bool) ([]flashsale.NightStock, error) { return nightStocks(ctx, tx, sale.ID) },
+		Rewrite: func() error {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM nights WHERE sale_id = ?`, sale.ID); err != nil {
+				return err
+			}
+			return insertNights(ctx, tx, sale)
+		},
+		Log: func(c flashsale.SaleChange) error { return logChange(ctx, tx, sale.ID, c) },
+	}, sale.Nights, rev, c)
 	if err != nil {
-		return err
-	}
-	if n, err := res.RowsAffected(); err != nil {
-		return err
-	} else if n == 0 {
-		if err := saleExists(ctx, tx, sale.ID); err != nil {
-			return err
-		}
-		return flashsale.ErrStale
-	}
-	stored, err := nightStocks(ctx, tx, sale.ID)
-	if err != nil {
-		return err
-	}
-	if sqlrows.NightsChanged(stored, sale.Nights) {
-		if sqlrows.InUse(stored) {
-			return flashsale.ErrStockInUse
-		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM nights WHERE sale_id = ?`, sale.ID); err != nil {
-			return err
-		}
-		if err := insertNights(ctx, tx, sale); err != nil {
-			return err
-		}
-	}
-	c.Revision = rev + 1
-	if err := logChange(ctx, tx, sale.ID, c); err != nil {
 		return err
 	}
 	return tx.Commit()
@@ -141,21 +107,9 @@ func logChange(ctx context.Context, tx *sql.Tx, saleID string, c flashsale.SaleC
 	return err
 }
 
-// saleExists returns ErrNotFound when there is no such sale.
-func saleExists(ctx context.Context, q queryer, id string) error {
-	var n int
-	if err := q.QueryRowContext(ctx, `SELECT count(*) FROM sales WHERE id = ?`, id).Scan(&n); err != nil {
-		return err
-	}
-	if n == 0 {
-		return flashsale.ErrNotFound
-	}
-	return nil
-}
-
-// AdjustStock adds d.Delta rooms to one night; see flashsale.Store. The
-// conditional UPDATE of the night is the guard: the stock stays within
-// [held + sold, MaxStock].
+// AdjustStock adds d.Delta rooms to one night; see flashsale.Store and
+// sqlrows.AdjustStock. The conditional UPDATE of the night is the guard:
+// the stock stays within [held + sold, MaxStock].
 func (s *Store) AdjustStock(ctx context.Context, saleID string, d flashsale.StockDelta, c flashsale.SaleChange) (*flashsale.NightStock, error) {
 	if err := d.Validate(); err != nil {
 		return nil, fmt.Errorf("adjust stock: sale=%s: %w", saleID, err)
@@ -173,34 +127,61 @@ func (s *Store) adjustStock(ctx context.Context, saleID string, d flashsale.Stoc
 		return nil, err
 	}
 	defer tx.Rollback()
-	err = tx.QueryRowContext(ctx, `UPDATE sales SET revision = revision + 1 WHERE id = ? RETURNING revision`,
-		saleID).Scan(&c.Revision)
+	night, err := sqlrows.AdjustStock(sqlrows.StockChange{
+		Bump: func() (rev int64, found bool, err error) {
+			err = tx.QueryRowContext(ctx, `UPDATE sales SET revision = revision + 1 WHERE id = ? RETURNING revision`,
+				saleID).Scan(&rev)
+			return noRow(rev, err)
+		},
+		Adjust: func() (n flashsale.NightStock, changed bool, err error) {
+			err = tx.QueryRowContext(ctx, `UPDATE nights SET stock = stock + ?
+				WHERE sale_id = ? AND date = ? AND stock + ? >= held + sold AND stock + ? <= ?
+				RETURNING date, stock, held, sold`,
+				d.Delta, saleID, d.Date, d.Delta, d.Delta, flashsale.MaxStock).Scan(&n.Date, &n.Stock, &n.Held, &n.Sold)
+			return noRow(n, err)
+		},
+		NightExists: func() (bool, error) {
+			return exists(ctx, tx, `SELECT count(*) FROM nights WHERE sale_id = ? AND date = ?`, saleID, d.Date)
+		},
+		Log: func(c flashsale.SaleChange) error { return logChange(ctx, tx, saleID, c) },
+	}, c)
 	if err != nil {
-		return nil, errNoRows(err)
+		return nil, err
 	}
-	var night flashsale.NightStock
-	err = tx.QueryRowContext(ctx, `UPDATE nights SET stock = stock + ?
-		WHERE sale_id = ? AND date = ? AND stock + ? >= held + sold AND stock + ? <= ?
-		RETURNING date, stock, held, sold`,
-		d.Delta, saleID, d.Date, d.Delta, d.Delta, flashsale.MaxStock).Scan(&night.Date, &night.Stock, &night.Held, &night.Sold)
+	return night, tx.Commit()
+}
+
+// affected reports whether a statement changed a row.
+func affected(res sql.Result, err error) (bool, error) {
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n > 0, err
+}
+
+// noRow turns a RETURNING statement's sql.ErrNoRows into found = false.
+func noRow[T any](v T, err error) (T, bool, error) {
 	if errors.Is(err, sql.ErrNoRows) {
-		var n int
-		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM nights WHERE sale_id = ? AND date = ?`,
-			saleID, d.Date).Scan(&n); err != nil {
-			return nil, err
-		}
-		if n == 0 {
-			return nil, flashsale.ErrNotFound
-		}
-		return nil, flashsale.ErrStockInUse
-	} else if err != nil {
-		return nil, err
+		return v, false, nil
 	}
-	night.Available = night.Stock - night.Held - night.Sold
-	if err := logChange(ctx, tx, saleID, c); err != nil {
-		return nil, err
+	return v, err == nil, err
+}
+
+// exists runs a count(*) query and reports whether it counted a row.
+func exists(ctx context.Context, q queryer, query string, args ...any) (bool, error) {
+	var n int
+	err := q.QueryRowContext(ctx, query, args...).Scan(&n)
+	return n > 0, err
+}
+
+// saleExists returns ErrNotFound when there is no such sale.
+func saleExists(ctx context.Context, q queryer, id string) error {
+	found, err := exists(ctx, q, `SELECT count(*) FROM sales WHERE id = ?`, id)
+	if err == nil && !found {
+		err = flashsale.ErrNotFound
 	}
-	return &night, tx.Commit()
+	return err
 }
 
 // SaleChanges returns a sale's change log, oldest first, or ErrNotFound

@@ -609,20 +609,12 @@ func (s *Store) SaleOrders(ctx context.Context, saleID string, q flashsale.Order
 }
 
 func (s *Store) saleOrders(ctx context.Context, saleID string, q flashsale.OrderQuery) ([]*flashsale.Order, error) {
-	if err := sqlrows.CheckOrderStatus(q.Status); err != nil {
+	f := sqlrows.NewFilter(false)
+	if err := f.Orders(saleID, q); err != nil {
 		return nil, err
 	}
-	where, args := `WHERE o.sale_id = ?`, []any{saleID}
-	if q.Status != "" {
-		where += ` AND o.status = ?`
-		args = append(args, string(q.Status))
-	}
-	if q.Before != "" {
-		where += ` AND o.id < ?`
-		args = append(args, q.Before)
-	}
-	rows, err := s.read.QueryContext(ctx, selectOrderSQL+where+` ORDER BY o.id DESC LIMIT ?`,
-		append(args, sqlrows.PageLimit(q.Limit))...)
+	rows, err := s.read.QueryContext(ctx, selectOrderSQL+f.Where()+` ORDER BY o.id DESC LIMIT `+
+		f.Arg(sqlrows.PageLimit(q.Limit)), f.Args...)
 	if err != nil {
 		return nil, err
 	}

@@ -124,66 +124,6 @@ func (r *Rules) Apply(sale *flashsale.Sale) error {
 	return nil
 }
 
-// PageLimit is the number of rows a list query asks for: limit, or
-// PageDefault when it is not positive, at most PageMax.
-func PageLimit(limit int) int {
-	if limit <= 0 {
-		return flashsale.PageDefault
-	}
-	return min(limit, flashsale.PageMax)
-}
-
-// CheckOrderStatus refuses an order filter that names no status; the
-// empty filter is every status.
-func CheckOrderStatus(st flashsale.OrderStatus) error {
-	switch st {
-	case "", flashsale.OrderPending, flashsale.OrderHeld, flashsale.OrderPaid,
-		flashsale.OrderExpired, flashsale.OrderCancelled, flashsale.OrderFailed:
-		return nil
-	}
-	return flashsale.Errorf(flashsale.EInvalid, "unknown order status %q", st)
-}
-
-// SaleChanges reads a sale's (at_ms, kind, revision, detail) rows.
-func SaleChanges(rows Rows, saleID string) ([]flashsale.SaleChange, error) {
-	changes := []flashsale.SaleChange{}
-	for rows.Next() {
-		c := flashsale.SaleChange{SaleID: saleID}
-		var at int64
-		if err := rows.Scan(&at, &c.Kind, &c.Revision, &c.Detail); err != nil {
-			return nil, err
-		}
-		c.At = FromMS(at)
-		changes = append(changes, c)
-	}
-	return changes, rows.Err()
-}
-
-// NightsChanged reports whether want differs from the stored nights in
-// date or stock, so UpdateSale must rewrite them.
-func NightsChanged(stored []flashsale.NightStock, want []flashsale.Night) bool {
-	if len(stored) != len(want) {
-		return true
-	}
-	for i, n := range stored {
-		if n.Date != want[i].Date || n.Stock != want[i].Stock {
-			return true
-		}
-	}
-	return false
-}
-
-// InUse reports whether any night has a room held or sold, which forbids
-// rewriting the nights.
-func InUse(nights []flashsale.NightStock) bool {
-	for _, n := range nights {
-		if n.Held > 0 || n.Sold > 0 {
-			return true
-		}
-	}
-	return false
-}
-
 // NightStocks reads (date, stock, held, sold) rows in night order, or
 // returns ErrNotFound when there are none (an unknown sale).
 func NightStocks(rows Rows) ([]flashsale.NightStock, error) {
