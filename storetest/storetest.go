@@ -63,6 +63,12 @@ func Run(t *testing.T, open OpenFunc) {
 	t.Run("PlaceOrdersModel", func(t *testing.T) { testPlaceOrdersModel(t, open) })
 	t.Run("Lifecycle", func(t *testing.T) { testLifecycle(t, open) })
 	t.Run("Storm", func(t *testing.T) { testStorm(t, open) })
+	t.Run("UpdateSale", func(t *testing.T) { testUpdateSale(t, open) })
+	t.Run("AdjustStock", func(t *testing.T) { testAdjustStock(t, open) })
+	t.Run("AdjustStorm", func(t *testing.T) { testAdjustStorm(t, open) })
+	t.Run("ListSales", func(t *testing.T) { testListSales(t, open) })
+	t.Run("SaleOrders", func(t *testing.T) { testSaleOrders(t, open) })
+	t.Run("SaleChanges", func(t *testing.T) { testSaleChanges(t, open) })
 }
 
 // now is the suite's clock. It is deliberately not time.Now: stores must
