@@ -33,11 +33,15 @@ const (
 	EAlreadyPaid    = "already_paid"
 	EOrderCancelled = "order_cancelled"
 	EAlreadyStarted = "already_started"
-	EConflict       = "conflict"
-	ETooLarge       = "too_large"
-	ERateLimited    = "rate_limited"
-	EUnavailable    = "unavailable"
-	EInternal       = "internal"
+	// EPaused: the operator paused the sale; EStockInUse: rooms to take
+	// away are held or sold.
+	EPaused      = "paused"
+	EStockInUse  = "stock_in_use"
+	EConflict    = "conflict"
+	ETooLarge    = "too_large"
+	ERateLimited = "rate_limited"
+	EUnavailable = "unavailable"
+	EInternal    = "internal"
 )
 
 // Error is an application error: a stable code and a message safe to show a user.

@@ -78,6 +78,29 @@ type Store interface {
 	// row is written without the key. ErrNotFound when the sale does not
 	// exist (there is nothing to attach the order to).
 	FailOrder(ctx context.Context, r Reservation, reason string) error
+	// ListSales returns up to q.Limit sales matching q, newest first (see
+	// SaleQuery), nights included.
+	ListSales(ctx context.Context, q SaleQuery) ([]*Sale, error)
+	// UpdateSale replaces a sale's fields with s's if, and only if, its
+	// revision is still rev (ErrStale otherwise; ErrNotFound when there
+	// is no such sale), sets s.Revision to rev+1 and appends c (its
+	// Revision set likewise) to the change log, in one transaction.
+	// Changed nights are rewritten only while no order holds or bought a
+	// room of the sale (ErrStockInUse otherwise); the counters of nights
+	// are never written here.
+	UpdateSale(ctx context.Context, s *Sale, rev int64, c SaleChange) error
+	// AdjustStock adds d.Delta rooms to one night (a negative delta takes
+	// them away) if, and only if, the stock stays at most MaxStock and at
+	// least held + sold: ErrStockInUse otherwise, and nothing changes. It
+	// bumps the sale's revision and appends c in the same transaction,
+	// and returns the night's counters after the change. ErrNotFound for
+	// an unknown sale or night.
+	AdjustStock(ctx context.Context, saleID string, d StockDelta, c SaleChange) (*NightStock, error)
+	// SaleChanges returns a sale's change log, oldest first.
+	SaleChanges(ctx context.Context, saleID string) ([]SaleChange, error)
+	// SaleOrders returns up to q.Limit of a sale's orders, newest first
+	// (see OrderQuery).
+	SaleOrders(ctx context.Context, saleID string, q OrderQuery) ([]*Order, error)
 	// Ping reports whether the database answers, for readiness and for
 	// telling an outage (retry for as long as it takes) from a refusal.
 	Ping(ctx context.Context) error
@@ -128,6 +151,11 @@ type StockEngine interface {
 	// Reservation returns a recorded reservation by order ID, or ErrNotFound.
 	// The distributed shape uses it to answer for orders still in flight.
 	Reservation(ctx context.Context, orderID string) (*Reservation, error)
+	// AdjustStock adds delta units to one night of a loaded sale (a
+	// negative delta takes them away) in one atomic step: ErrStockInUse
+	// and nothing changes when fewer than -delta are available. Units it
+	// adds are buyable at once, by every instance. ErrNotLoaded.
+	AdjustStock(ctx context.Context, saleID string, night, delta int) error
 	// Available returns the units left per night, or ErrNotLoaded.
 	Available(ctx context.Context, saleID string) ([]int, error)
 	// Snapshot returns the engine's whole view of a sale, in the shape

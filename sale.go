@@ -24,6 +24,7 @@ const DateLayout = "2006-01-02"
 type Sale struct {
 	ID            string      `json:"id"`
 	Title         string      `json:"title"`
+	Description   string      `json:"description,omitempty"`
 	Hotel         string      `json:"hotel"`
 	RoomType      string      `json:"room_type"`
 	Nights        []Night     `json:"nights"`
@@ -41,6 +42,12 @@ type Sale struct {
 	// Challenge, when its difficulty is set, makes the token endpoint ask
 	// for a proof of work first (it needs PurchaseToken).
 	Challenge Challenge `json:"challenge,omitzero"`
+	// Paused stops new tokens and purchases until the operator resumes
+	// the sale; holds and payments go on.
+	Paused bool `json:"paused"`
+	// Revision counts the sale's changes since it was created (0), so an
+	// instance that caches the sale can tell it changed.
+	Revision  int64     `json:"revision"`
 	CreatedAt time.Time `json:"created_at"`
 }
 
@@ -217,6 +224,7 @@ const (
 	SaleActive   SaleStatus = "active"
 	SaleSoldOut  SaleStatus = "sold_out"
 	SaleEnded    SaleStatus = "ended"
+	SalePaused   SaleStatus = "paused"
 )
 
 // Status returns the sale's state at now given the units left per night.
@@ -226,6 +234,8 @@ func (s *Sale) Status(now time.Time, available []int) SaleStatus {
 		return SaleUpcoming
 	case !now.Before(s.EndsAt):
 		return SaleEnded
+	case s.Paused:
+		return SalePaused
 	}
 	for _, n := range available {
 		if n > 0 {
@@ -235,13 +245,17 @@ func (s *Sale) Status(now time.Time, available []int) SaleStatus {
 	return SaleSoldOut
 }
 
-// Open returns ErrNotStarted or ErrEnded when purchases are not accepted at now.
+// Open returns ErrNotStarted, ErrEnded or ErrPaused when purchases are not
+// accepted at now.
 func (s *Sale) Open(now time.Time) error {
 	if now.Before(s.StartsAt) {
 		return ErrNotStarted
 	}
 	if !now.Before(s.EndsAt) {
 		return ErrEnded
+	}
+	if s.Paused {
+		return ErrPaused
 	}
 	return nil
 }
@@ -254,6 +268,8 @@ func (s *Sale) Validate() error {
 	switch {
 	case s.Title == "" || len(s.Title) > 200:
 		return Errorf(EInvalid, "title is required (at most 200 characters)")
+	case len(s.Description) > 2000:
+		return Errorf(EInvalid, "description must be at most 2000 characters")
 	case s.Hotel == "" || len(s.Hotel) > 200:
 		return Errorf(EInvalid, "hotel is required (at most 200 characters)")
 	case s.RoomType == "" || len(s.RoomType) > 200:

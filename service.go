@@ -66,6 +66,31 @@ type Service interface {
 	// Preheat reloads a sale's stock into the engine; ErrAlreadyStarted once it started.
 	Preheat(ctx context.Context, id string) error
 
+	// The operators' lifecycle of a sale (lifecycle.go). Each change is
+	// recorded in the sale's change log and reaches every instance within
+	// a second.
+	//
+	// ListSales returns a page of sales (newest first) and the cursor of
+	// the next page, "" after the last one. A page may hold fewer than
+	// q.Limit sales when q.Status is active or sold_out.
+	ListSales(ctx context.Context, q SaleQuery) ([]*SaleView, string, error)
+	// UpdateSale applies an edit (see SalePatch.Apply for what may change
+	// once the sale started); ErrEnded once it ended.
+	UpdateSale(ctx context.Context, id string, p SalePatch) (*SaleView, error)
+	// PauseSale pauses (or, with false, resumes) a sale: tokens and
+	// purchases answer ErrPaused meanwhile. Idempotent.
+	PauseSale(ctx context.Context, id string, paused bool) (*SaleView, error)
+	// CloseSale ends a sale now. Idempotent.
+	CloseSale(ctx context.Context, id string) (*SaleView, error)
+	// AdjustStock adds rooms to a night, buyable at once, or takes back
+	// rooms neither held nor sold (ErrStockInUse otherwise).
+	AdjustStock(ctx context.Context, id string, d StockDelta) (*SaleView, error)
+	// SaleChanges returns a sale's change log, oldest first.
+	SaleChanges(ctx context.Context, id string) ([]SaleChange, error)
+	// SaleOrders returns a page of a sale's orders (newest first) and the
+	// next page's cursor, "" after the last one.
+	SaleOrders(ctx context.Context, id string, q OrderQuery) ([]*Order, string, error)
+
 	// Challenge returns a puzzle for a sale that asks for one (EConflict
 	// for a sale that does not).
 	Challenge(ctx context.Context, u User, saleID string) (*Puzzle, error)

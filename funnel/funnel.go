@@ -47,6 +47,9 @@ type Config struct {
 	// ReapInterval is how often expired holds are looked for (default 100 ms):
 	// the bound on how late a hold is released.
 	ReapInterval time.Duration
+	// SaleRefresh is how often the current sales are reread to pick up
+	// other instances' changes (default SaleRefreshDefault).
+	SaleRefresh time.Duration
 	// Fence and Drainer let the engine heal itself when it loses a sale's
 	// state (see heal.go): both set in the distributed shape, both nil in
 	// the embedded one, whose engine lives and dies with the process.
@@ -107,6 +110,7 @@ type Service struct {
 	signer  *signer
 	ttl     time.Duration
 	reapInt time.Duration
+	refresh time.Duration
 	log     *slog.Logger
 	now     func() time.Time
 	audit   auditConfig
@@ -116,8 +120,9 @@ type Service struct {
 	soldOutSeen sync.Map
 	soldOutLast atomic.Pointer[string] // the sale last looked up in soldOutSeen
 
-	// sales caches sales by ID: a sale never changes after creation, and the
-	// purchase path must not read the database to find one.
+	// sales caches sales by ID, so the purchase path never reads the
+	// database to find one; a change replaces the entry (never edits it in
+	// place), and refreshLoop brings in other instances' changes.
 	mu    sync.RWMutex
 	sales map[string]*flashsale.Sale
 	// misses collapses concurrent cache misses for one sale into one read:
@@ -168,6 +173,7 @@ func New(cfg Config) *Service {
 		signer:  newSigner(cfg.TokenKeys, cfg.Secret),
 		ttl:     cmp.Or(cfg.TokenTTL, TokenTTLDefault),
 		reapInt: cmp.Or(cfg.ReapInterval, ReapIntervalDefault),
+		refresh: cmp.Or(cfg.SaleRefresh, SaleRefreshDefault),
 		log:     cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler)),
 		now:     cfg.Now,
 		audit:   newAuditConfig(cfg),
@@ -214,6 +220,8 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	s.done.Add(1)
 	go s.reapLoop(bg)
+	s.done.Add(1)
+	go s.refreshLoop(bg, s.refresh)
 	s.startAudits(bg)
 	if s.fence != nil {
 		s.done.Add(1)
@@ -363,13 +371,17 @@ func (s *Service) AdminSale(ctx context.Context, id string) (*flashsale.SaleView
 	if err != nil {
 		return nil, err
 	}
-	nights, err := s.store.NightStocks(ctx, id)
+	return s.adminView(ctx, sale)
+}
+
+func (s *Service) adminView(ctx context.Context, sale *flashsale.Sale) (*flashsale.SaleView, error) {
+	nights, err := s.store.NightStocks(ctx, sale.ID)
 	if err != nil {
-		return nil, fmt.Errorf("admin sale=%s: %w", id, err)
+		return nil, fmt.Errorf("admin sale=%s: %w", sale.ID, err)
 	}
-	avail, err := s.engine.Available(ctx, id)
+	avail, err := s.engine.Available(ctx, sale.ID)
 	if err != nil && !errors.Is(err, flashsale.ErrNotLoaded) {
-		return nil, fmt.Errorf("admin sale=%s: %w", id, err)
+		return nil, fmt.Errorf("admin sale=%s: %w", sale.ID, err)
 	}
 	for i := range nights {
 		if i < len(avail) {

@@ -12,7 +12,8 @@ import (
 // Reads a flood must not take to the database: the IDs of sales that do
 // not exist (a scalper probing, a stale link shared a million times) and
 // the list of current sales (every guest's landing page). A sale itself is
-// cached for good in Service.sales: it never changes after creation.
+// cached in Service.sales and refreshed when its revision moves
+// (lifecycle.go).
 const (
 	// unknownTTL is how long an ID the database did not have is answered
 	// 404 from memory. A sale's ID is made when it is created, so no ID

@@ -32,6 +32,8 @@ var statuses = map[string]int{
 	flashsale.EAlreadyPaid:     http.StatusConflict,
 	flashsale.EOrderCancelled:  http.StatusConflict,
 	flashsale.EAlreadyStarted:  http.StatusConflict,
+	flashsale.EPaused:          http.StatusConflict,
+	flashsale.EStockInUse:      http.StatusConflict,
 	flashsale.EConflict:        http.StatusConflict,
 	flashsale.ETooLarge:        http.StatusRequestEntityTooLarge,
 	flashsale.ERateLimited:     http.StatusTooManyRequests,

@@ -36,6 +36,7 @@ type stubService struct {
 	err      error // returned by every method when set
 	paidRef  string
 	forced   flashsale.BreakerForce
+	life     lifecycleCalls // lifecycle_test.go
 }
 
 var _ flashsale.Service = (*stubService)(nil)
@@ -324,7 +325,7 @@ func TestRouteFallbacks(t *testing.T) {
 		for _, tt := range []struct{ method, path, allow string }{
 			{"GET", "/api/sales/s1/purchase", "POST"},
 			{"DELETE", "/api/sales/s1", "GET, HEAD"},
-			{"PUT", "/api/admin/sales", "POST"},
+			{"PUT", "/api/admin/sales", "GET, HEAD, POST"},
 			{"POST", "/healthz", "GET, HEAD"},
 		} {
 			w := do(t, s, tt.method, tt.path, "alice", "")

@@ -13,6 +13,7 @@ import (
 // fails validation). Times are strings so a bad one is reported by name.
 type saleBody struct {
 	Title         string            `json:"title"`
+	Description   string            `json:"description"`
 	Hotel         string            `json:"hotel"`
 	RoomType      string            `json:"room_type"`
 	Nights        []flashsale.Night `json:"nights"`
@@ -60,6 +61,7 @@ func decodeSale(r io.Reader) (*flashsale.Sale, error) {
 	}
 	s := &flashsale.Sale{
 		Title:         b.Title,
+		Description:   b.Description,
 		Hotel:         b.Hotel,
 		RoomType:      b.RoomType,
 		Nights:        b.Nights,
@@ -124,6 +126,7 @@ func parseTime(field, v string) (time.Time, error) {
 type saleJSON struct {
 	ID            string                 `json:"id"`
 	Title         string                 `json:"title"`
+	Description   string                 `json:"description,omitempty"`
 	Hotel         string                 `json:"hotel"`
 	RoomType      string                 `json:"room_type"`
 	Price         int64                  `json:"price"`
@@ -137,6 +140,8 @@ type saleJSON struct {
 	Eligibility   flashsale.Eligibility  `json:"eligibility"`
 	Limits        flashsale.SaleLimits   `json:"limits"`
 	Challenge     flashsale.Challenge    `json:"challenge,omitzero"`
+	Paused        bool                   `json:"paused"`
+	Revision      int64                  `json:"revision"`
 	CreatedAt     time.Time              `json:"created_at"`
 	Status        flashsale.SaleStatus   `json:"status"`
 	ServerTime    time.Time              `json:"server_time"`
@@ -150,9 +155,9 @@ func adminView(v *flashsale.SaleView) saleJSON {
 		nights = []flashsale.NightStock{}
 	}
 	return saleJSON{
-		ID: s.ID, Title: s.Title, Hotel: s.Hotel, RoomType: s.RoomType,
+		ID: s.ID, Title: s.Title, Description: s.Description, Hotel: s.Hotel, RoomType: s.RoomType,
 		Price: s.Price, OriginalPrice: s.OriginalPrice, Currency: s.Currency,
-		StartsAt: s.StartsAt, EndsAt: s.EndsAt, PerUserLimit: s.PerUserLimit,
+		StartsAt: s.StartsAt, EndsAt: s.EndsAt, PerUserLimit: s.PerUserLimit, Paused: s.Paused, Revision: s.Revision,
 		HoldSeconds: s.HoldSeconds, PurchaseToken: s.PurchaseToken, Eligibility: s.Eligibility,
 		Limits: s.Limits, Challenge: s.Challenge, CreatedAt: s.CreatedAt, Status: v.Status, ServerTime: v.ServerTime, Nights: nights,
 	}
@@ -163,6 +168,7 @@ func adminView(v *flashsale.SaleView) saleJSON {
 type publicSaleJSON struct {
 	ID            string                `json:"id"`
 	Title         string                `json:"title"`
+	Description   string                `json:"description,omitempty"`
 	Hotel         string                `json:"hotel"`
 	RoomType      string                `json:"room_type"`
 	Price         int64                 `json:"price"`
@@ -192,7 +198,7 @@ func publicView(v *flashsale.SaleView) publicSaleJSON {
 		nights[i] = publicNightJSON{Date: n.Date, Available: n.Available}
 	}
 	return publicSaleJSON{
-		ID: s.ID, Title: s.Title, Hotel: s.Hotel, RoomType: s.RoomType,
+		ID: s.ID, Title: s.Title, Description: s.Description, Hotel: s.Hotel, RoomType: s.RoomType,
 		Price: s.Price, OriginalPrice: s.OriginalPrice, Currency: s.Currency,
 		StartsAt: s.StartsAt, EndsAt: s.EndsAt, PerUserLimit: s.PerUserLimit,
 		PurchaseToken: s.PurchaseToken, Eligibility: s.Eligibility, Challenge: s.Challenge,
@@ -204,6 +210,7 @@ func publicView(v *flashsale.SaleView) publicSaleJSON {
 type createdSaleJSON struct {
 	ID            string                `json:"id"`
 	Title         string                `json:"title"`
+	Description   string                `json:"description,omitempty"`
 	Hotel         string                `json:"hotel"`
 	RoomType      string                `json:"room_type"`
 	Nights        []flashsale.Night     `json:"nights"`
@@ -236,7 +243,7 @@ func (s *Server) handleCreateSale(w http.ResponseWriter, r *http.Request) {
 	// wire struct keeps a future field on flashsale.Sale from leaking out
 	// unreviewed.
 	writeJSON(w, http.StatusCreated, createdSaleJSON{
-		ID: created.ID, Title: created.Title, Hotel: created.Hotel, RoomType: created.RoomType,
+		ID: created.ID, Title: created.Title, Description: created.Description, Hotel: created.Hotel, RoomType: created.RoomType,
 		Nights: created.Nights, Price: created.Price, OriginalPrice: created.OriginalPrice,
 		Currency: created.Currency, StartsAt: created.StartsAt, EndsAt: created.EndsAt,
 		PerUserLimit: created.PerUserLimit, HoldSeconds: created.HoldSeconds,

@@ -166,7 +166,15 @@ type route struct {
 func (s *Server) routes() []route {
 	rs := []route{
 		{"POST /api/admin/sales", s.requireAdmin(s.handleCreateSale)},
+		{"GET /api/admin/sales", s.requireAdmin(s.handleListSales)},
 		{"GET /api/admin/sales/{id}", s.requireAdmin(s.handleAdminSale)},
+		{"PATCH /api/admin/sales/{id}", s.requireAdmin(s.handleUpdateSale)},
+		{"POST /api/admin/sales/{id}/pause", s.requireAdmin(s.handleSaleAction(pauseSale))},
+		{"POST /api/admin/sales/{id}/resume", s.requireAdmin(s.handleSaleAction(resumeSale))},
+		{"POST /api/admin/sales/{id}/close", s.requireAdmin(s.handleSaleAction(closeSale))},
+		{"POST /api/admin/sales/{id}/nights/{date}/stock", s.requireAdmin(s.handleAdjustStock)},
+		{"GET /api/admin/sales/{id}/changes", s.requireAdmin(s.handleSaleChanges)},
+		{"GET /api/admin/sales/{id}/orders", s.requireAdmin(s.handleSaleOrders)},
 		{"POST /api/admin/sales/{id}/preheat", s.requireAdmin(s.handlePreheat)},
 		{"GET /api/admin/sales/{id}/audit", s.requireAdmin(s.handleAudit)},
 		{"POST /api/admin/sales/{id}/audit/repair", s.requireAdmin(s.handleRepairAudit)},

@@ -194,6 +194,25 @@ func (s *sale) updateSoldOut() {
 	s.soldOut.Store(true)
 }
 
+// AdjustStock changes one night's units under the sale's lock.
+func (e *Engine) AdjustStock(ctx context.Context, saleID string, night, delta int) error {
+	s := e.sale(saleID)
+	if s == nil {
+		return flashsale.ErrNotLoaded
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if night < 0 || night >= len(s.avail) {
+		return flashsale.Errorf(flashsale.EInvalid, "night %d is not a night of sale %s", night, saleID)
+	}
+	if s.avail[night]+delta < 0 {
+		return flashsale.ErrStockInUse
+	}
+	s.avail[night] += delta
+	s.updateSoldOut()
+	return nil
+}
+
 // Release returns an active reservation's units and frees the user's
 // limit; the idempotency key stays bound. Releasing an order that is not
 // active, or unknown, does nothing.

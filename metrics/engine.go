@@ -15,7 +15,7 @@ func (m *Metrics) Engine(next flashsale.StockEngine) flashsale.StockEngine {
 	e := &engine{next: next,
 		load: op("load"), reserve: op("reserve"), reserveSpending: op("reserve_spending"),
 		release: op("release"), retake: op("retake"), lookup: op("lookup"),
-		reservation: op("reservation"), available: op("available"), snapshot: op("snapshot"),
+		reservation: op("reservation"), available: op("available"), adjustStock: op("adjust_stock"), snapshot: op("snapshot"),
 		ping: op("ping"), confirm: op("outbox_confirm"), unconfirmed: op("outbox_unconfirmed"),
 	}
 	if ob := next.Outbox(); ob != nil {
@@ -29,7 +29,7 @@ type engine struct {
 	outbox flashsale.Outbox // nil when next keeps none
 
 	load, reserve, reserveSpending, release, retake, lookup *call
-	reservation, available, snapshot, ping                  *call
+	reservation, available, snapshot, ping, adjustStock     *call
 	confirm, unconfirmed                                    *call
 }
 
@@ -82,6 +82,13 @@ func (e *engine) Reservation(ctx context.Context, orderID string) (*flashsale.Re
 	r, err := e.next.Reservation(ctx, orderID)
 	e.reservation.done(start, err)
 	return r, err
+}
+
+func (e *engine) AdjustStock(ctx context.Context, saleID string, night, delta int) error {
+	start := time.Now()
+	err := e.next.AdjustStock(ctx, saleID, night, delta)
+	e.adjustStock.done(start, err)
+	return err
 }
 
 func (e *engine) Available(ctx context.Context, saleID string) ([]int, error) {

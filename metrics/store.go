@@ -36,6 +36,8 @@ func (m *Metrics) Store(next flashsale.Store) flashsale.Store {
 		placeOrders: op("place_orders"), order: op("order"), orderByKey: op("order_by_key"),
 		transition: op("transition"), expireHolds: op("expire_holds"), snapshot: op("snapshot"),
 		failOrder: op("fail_order"), ping: op("ping"),
+		listSales: op("list_sales"), updateSale: op("update_sale"), adjustStock: op("adjust_stock"),
+		saleChanges: op("sale_changes"), saleOrders: op("sale_orders"),
 	}
 	for i, r := range placeResults {
 		s.placed[i] = m.dbPlaced.WithLabelValues(r.name)
@@ -49,6 +51,7 @@ type store struct {
 
 	createSale, sale, sales, nightStocks, placeOrders, order, orderByKey *call
 	transition, expireHolds, snapshot, failOrder, ping                   *call
+	listSales, updateSale, adjustStock, saleChanges, saleOrders          *call
 	placed                                                               [len(placeResults)]prometheus.Counter
 }
 
@@ -149,6 +152,41 @@ func (s *store) FailOrder(ctx context.Context, r flashsale.Reservation, reason s
 	err := s.next.FailOrder(ctx, r, reason)
 	s.failOrder.done(start, err)
 	return err
+}
+
+func (s *store) ListSales(ctx context.Context, q flashsale.SaleQuery) ([]*flashsale.Sale, error) {
+	start := time.Now()
+	sales, err := s.next.ListSales(ctx, q)
+	s.listSales.done(start, err)
+	return sales, err
+}
+
+func (s *store) UpdateSale(ctx context.Context, sale *flashsale.Sale, rev int64, c flashsale.SaleChange) error {
+	start := time.Now()
+	err := s.next.UpdateSale(ctx, sale, rev, c)
+	s.updateSale.done(start, err)
+	return err
+}
+
+func (s *store) AdjustStock(ctx context.Context, saleID string, d flashsale.StockDelta, c flashsale.SaleChange) (*flashsale.NightStock, error) {
+	start := time.Now()
+	n, err := s.next.AdjustStock(ctx, saleID, d, c)
+	s.adjustStock.done(start, err)
+	return n, err
+}
+
+func (s *store) SaleChanges(ctx context.Context, saleID string) ([]flashsale.SaleChange, error) {
+	start := time.Now()
+	cs, err := s.next.SaleChanges(ctx, saleID)
+	s.saleChanges.done(start, err)
+	return cs, err
+}
+
+func (s *store) SaleOrders(ctx context.Context, saleID string, q flashsale.OrderQuery) ([]*flashsale.Order, error) {
+	start := time.Now()
+	os, err := s.next.SaleOrders(ctx, saleID, q)
+	s.saleOrders.done(start, err)
+	return os, err
 }
 
 func (s *store) Ping(ctx context.Context) error {

@@ -106,11 +106,14 @@ var (
 	retakeLua string
 	//go:embed load.lua
 	loadLua string
+	//go:embed adjust.lua
+	adjustLua string
 
 	reserveScript = goredis.NewScript(scriptSource(reserveLua))
 	releaseScript = goredis.NewScript(scriptSource(releaseLua))
 	retakeScript  = goredis.NewScript(scriptSource(retakeLua))
 	loadScript    = goredis.NewScript(scriptSource(loadLua))
+	adjustScript  = goredis.NewScript(scriptSource(adjustLua))
 )
 
 // Engine is the Redis stock engine. It is safe for concurrent use.
@@ -588,6 +591,32 @@ func (e *Engine) Retake(ctx context.Context, saleID, orderID string) error {
 		return flashsale.ErrNotFound
 	}
 	return fmt.Errorf("retake: sale=%s order=%s: unexpected script reply %v", saleID, orderID, reply)
+}
+
+// AdjustStock runs adjust.lua: the units change in one step, and the
+// sold-out broadcast tells every engine when the night crosses zero.
+func (e *Engine) AdjustStock(ctx context.Context, saleID string, night, delta int) error {
+	k := e.saleKeys(saleID)
+	reply, err := adjustScript.Run(ctx, e.client, []string{k.meta, k.stock}, night, delta, e.channel, saleID).Slice()
+	if err != nil {
+		return unavailable("adjust stock: sale="+saleID, err)
+	}
+	switch code(reply) {
+	case replyOK:
+		if left, _ := reply[1].(int64); left > 0 {
+			// As after a release: this engine's next Reserve sees the
+			// units at once, before the broadcast comes back.
+			e.flags.clearNights(saleID, strconv.Itoa(night))
+		}
+		return nil
+	case replySoldOut:
+		return flashsale.ErrStockInUse
+	case replyInvalidStay:
+		return flashsale.Errorf(flashsale.EInvalid, "night %d is not a night of sale %s", night, saleID)
+	case replyNotLoaded:
+		return flashsale.ErrNotLoaded
+	}
+	return fmt.Errorf("adjust stock: sale=%s: unexpected script reply %v", saleID, reply)
 }
 
 // Lookup returns the order ID bound to a user's idempotency key.

@@ -1,0 +1,326 @@
+package funnel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/flashsale/flashsale"
+)
+
+// The operators' lifecycle of a sale: edits, pause, close and stock
+// changes. The database is the truth about a sale (its row and revision),
+// the engine about what is buyable; this file keeps the two in step.
+//
+// A sale used to be cached for good (it never changed); now every change
+// bumps its revision, and each instance's refresh loop reads the current
+// sales every SaleRefreshInterval and swaps in those whose revision moved.
+// That is the cross-instance invalidation: a poll of one small query, which
+// cannot miss a change the way a pub/sub message lost in a reconnect
+// would. The instance that made the change swaps its copy at once; stock
+// itself needs no invalidation, as the engine is shared and its sold-out
+// flags follow the broadcast.
+
+// SaleRefreshDefault is how often an instance rereads the current sales
+// to pick up other instances' changes: well inside the one second a
+// change has to reach every instance.
+const SaleRefreshDefault = 500 * time.Millisecond
+
+// updateRetries bounds the read-modify-write loop of a change that meets a
+// concurrent one (a stock change bumps the revision too).
+const updateRetries = 8
+
+var errEditEnded = flashsale.Errorf(flashsale.EEnded, "the sale has ended; it can no longer change")
+
+// ListSales lists sales for the operators.
+func (s *Service) ListSales(ctx context.Context, q flashsale.SaleQuery) ([]*flashsale.SaleView, string, error) {
+	q.Now = s.now()
+	q.Limit = pageLimit(q.Limit)
+	sales, err := s.store.ListSales(ctx, q)
+	if err != nil {
+		return nil, "", err
+	}
+	views := make([]*flashsale.SaleView, 0, len(sales))
+	for _, sale := range sales {
+		v, err := s.adminView(ctx, sale)
+		if err != nil {
+			return nil, "", err
+		}
+		if q.Status == "" || v.Status == q.Status {
+			views = append(views, v)
+		}
+	}
+	var next string
+	if len(sales) == q.Limit {
+		next = sales[len(sales)-1].ID
+	}
+	return views, next, nil
+}
+
+// SaleOrders lists a sale's orders for the operators.
+func (s *Service) SaleOrders(ctx context.Context, id string, q flashsale.OrderQuery) ([]*flashsale.Order, string, error) {
+	if _, err := s.sale(ctx, id); err != nil {
+		return nil, "", err
+	}
+	q.Limit = pageLimit(q.Limit)
+	orders, err := s.store.SaleOrders(ctx, id, q)
+	if err != nil {
+		return nil, "", err
+	}
+	var next string
+	if len(orders) == q.Limit {
+		next = orders[len(orders)-1].ID
+	}
+	return orders, next, nil
+}
+
+// SaleChanges returns a sale's change log.
+func (s *Service) SaleChanges(ctx context.Context, id string) ([]flashsale.SaleChange, error) {
+	if _, err := s.sale(ctx, id); err != nil {
+		return nil, err
+	}
+	return s.store.SaleChanges(ctx, id)
+}
+
+func pageLimit(n int) int {
+	if n <= 0 {
+		return flashsale.PageDefault
+	}
+	return min(n, flashsale.PageMax)
+}
+
+// UpdateSale applies an operator's edit. Before the start an edit of what
+// the engine holds (nights, the per-user limit) reloads the sale into it:
+// nothing has been bought yet, so the reload loses nothing.
+func (s *Service) UpdateSale(ctx context.Context, id string, p flashsale.SalePatch) (*flashsale.SaleView, error) {
+	return s.change(ctx, id, flashsale.ChangeEdit, func(sale *flashsale.Sale, now time.Time) (*flashsale.Sale, string, error) {
+		if !now.Before(sale.EndsAt) {
+			return nil, "", errEditEnded
+		}
+		next, changed, err := p.Apply(sale, now)
+		if err != nil || len(changed) == 0 {
+			return nil, "", err
+		}
+		return next, strings.Join(changed, ", "), nil
+	}, func(ctx context.Context, prev, next *flashsale.Sale) error {
+		if !slices.Equal(prev.Nights, next.Nights) || prev.PerUserLimit != next.PerUserLimit || !prev.StartsAt.Equal(next.StartsAt) {
+			// Apply refused these once the sale started at its now; the
+			// engine refuses a reload of a started sale as well.
+			return s.load(ctx, next, true)
+		}
+		return nil
+	})
+}
+
+// PauseSale pauses or resumes a sale.
+func (s *Service) PauseSale(ctx context.Context, id string, paused bool) (*flashsale.SaleView, error) {
+	kind := flashsale.ChangeResume
+	if paused {
+		kind = flashsale.ChangePause
+	}
+	return s.change(ctx, id, kind, func(sale *flashsale.Sale, now time.Time) (*flashsale.Sale, string, error) {
+		if !now.Before(sale.EndsAt) {
+			return nil, "", errEditEnded
+		}
+		if sale.Paused == paused {
+			return nil, "", nil
+		}
+		next := *sale
+		next.Paused = paused
+		return &next, kind, nil
+	}, nil)
+}
+
+// CloseSale ends a sale now: its ends_at becomes now (and an upcoming
+// sale's starts_at just before it). Holds stay payable until they expire.
+func (s *Service) CloseSale(ctx context.Context, id string) (*flashsale.SaleView, error) {
+	return s.change(ctx, id, flashsale.ChangeClose, func(sale *flashsale.Sale, now time.Time) (*flashsale.Sale, string, error) {
+		if !now.Before(sale.EndsAt) {
+			return nil, "", nil
+		}
+		next := *sale
+		next.EndsAt = now.UTC().Truncate(time.Millisecond)
+		if !next.StartsAt.Before(next.EndsAt) {
+			next.StartsAt = next.EndsAt.Add(-time.Millisecond)
+		}
+		return &next, "ends_at " + next.EndsAt.Format(time.RFC3339Nano), nil
+	}, nil)
+}
+
+// change is the read-modify-write of a sale's row: edit returns the sale
+// it should become and the change log's detail, or nil for no change. It
+// reads the database (never the cache, which may be a refresh behind) and
+// retries when a concurrent change moved the revision; after the write
+// it runs then (the engine's part) and caches the new sale.
+func (s *Service) change(ctx context.Context, id, kind string,
+	edit func(sale *flashsale.Sale, now time.Time) (*flashsale.Sale, string, error),
+	then func(ctx context.Context, prev, next *flashsale.Sale) error) (*flashsale.SaleView, error) {
+	for range updateRetries {
+		sale, err := s.store.Sale(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		now := s.now()
+		next, detail, err := edit(sale, now)
+		if err != nil {
+			return nil, err
+		}
+		if next == nil {
+			s.cacheNewer(sale)
+			return s.adminView(ctx, sale)
+		}
+		c := flashsale.SaleChange{SaleID: id, At: now.UTC().Truncate(time.Millisecond), Kind: kind, Detail: detail}
+		switch err := s.store.UpdateSale(ctx, next, sale.Revision, c); {
+		case errors.Is(err, flashsale.ErrStale):
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("%s sale=%s: %w", kind, id, err)
+		}
+		if then != nil {
+			if err := then(ctx, sale, next); err != nil {
+				// The row changed; the engine did not follow. The audit
+				// reports the difference and its repair reloads the sale.
+				s.log.Error("sale changed in the database but not in the stock engine", "sale_id", id, "change", kind, "err", err)
+				return nil, fmt.Errorf("%s sale=%s: the change is saved, but the stock engine did not take it (the audit's repair will): %w", kind, id, err)
+			}
+		}
+		s.cacheNewer(next)
+		s.log.Info("sale changed", "sale_id", id, "change", kind, "detail", detail, "revision", next.Revision)
+		return s.adminView(ctx, next)
+	}
+	return nil, flashsale.Errorf(flashsale.EConflict, "the sale kept changing meanwhile; try again")
+}
+
+// AdjustStock adds or takes back rooms of one night. The order of the two
+// steps keeps the engine at or below the database, so a failure between
+// them can only undersell (rooms nobody can buy until the audit's repair
+// rebuilds the sale), never sell a room the database does not have:
+//   - adding: the database first, then the engine;
+//   - taking back: the engine first (it knows what is free, in-flight
+//     purchases included), then the database's guarded update; if the
+//     database refuses, the engine gets its units back.
+//
+// While the breaker sells from the database the engine is not the one
+// selling, so stock changes wait (503) for the engine mode.
+func (s *Service) AdjustStock(ctx context.Context, id string, d flashsale.StockDelta) (*flashsale.SaleView, error) {
+	if err := d.Validate(); err != nil {
+		return nil, err
+	}
+	sale, err := s.store.Sale(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	night := slices.IndexFunc(sale.Nights, func(n flashsale.Night) bool { return n.Date == d.Date })
+	if night < 0 {
+		return nil, flashsale.Errorf(flashsale.EInvalid, "%s is not a night of this sale", d.Date)
+	}
+	now := s.now()
+	if !now.Before(sale.EndsAt) {
+		return nil, errEditEnded
+	}
+	if !s.engineMode() {
+		return nil, flashsale.Errorf(flashsale.EUnavailable, "stock changes wait while the breaker sells from the database; retry when it is back on the stock engine")
+	}
+	// A rebuild in this process (which takes the gate for writing) must
+	// not land between the two steps: it would count the change twice or
+	// not at all.
+	s.gate.RLock()
+	defer s.gate.RUnlock()
+	c := flashsale.SaleChange{SaleID: id, At: now.UTC().Truncate(time.Millisecond), Kind: flashsale.ChangeStock, Detail: d.String()}
+	if d.Delta > 0 {
+		if _, err := s.store.AdjustStock(ctx, id, d, c); err != nil {
+			return nil, err
+		}
+		if err := s.engine.AdjustStock(ctx, id, night, d.Delta); err != nil && !errors.Is(err, flashsale.ErrNotLoaded) {
+			s.log.Error("rooms added in the database but not in the stock engine", "sale_id", id, "night", d.Date, "delta", d.Delta, "err", err)
+			return nil, fmt.Errorf("%w: %w", flashsale.Errorf(flashsale.EUnavailable,
+				"the rooms were added to the database, but the stock engine did not confirm them: do not add them again; they become buyable when the audit's repair rebuilds the sale"), err)
+		}
+	} else {
+		// ErrNotLoaded: nothing in the engine to take from, the
+		// database's guard alone decides (a rebuild reads it).
+		err := s.engine.AdjustStock(ctx, id, night, d.Delta)
+		loaded := !errors.Is(err, flashsale.ErrNotLoaded)
+		if err != nil && loaded {
+			return nil, err
+		}
+		if _, err := s.store.AdjustStock(ctx, id, d, c); err != nil {
+			if loaded && !flashsale.Unreachable(err) {
+				// The database refused for certain: give the units back.
+				if gerr := s.engine.AdjustStock(ctx, id, night, -d.Delta); gerr != nil {
+					s.log.Error("rooms taken from the stock engine and not given back", "sale_id", id, "night", d.Date, "rooms", -d.Delta, "err", gerr)
+				}
+			} else if loaded {
+				// Perhaps committed: giving the units back could sell a
+				// room the database no longer has. Leave the engine
+				// short; the audit's repair settles it.
+				s.log.Error("rooms taken from the stock engine; the database's outcome is unknown", "sale_id", id, "night", d.Date, "rooms", -d.Delta, "err", err)
+			}
+			return nil, err
+		}
+	}
+	fresh, err := s.store.Sale(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	s.cacheNewer(fresh)
+	s.log.Info("sale stock changed", "sale_id", id, "night", d.Date, "delta", d.Delta, "revision", fresh.Revision)
+	return s.adminView(ctx, fresh)
+}
+
+// cacheNewer caches sale unless the cache holds a later revision of it.
+func (s *Service) cacheNewer(sale *flashsale.Sale) {
+	s.mu.Lock()
+	if old := s.sales[sale.ID]; old == nil || old.Revision <= sale.Revision {
+		s.sales[sale.ID] = sale
+	}
+	s.mu.Unlock()
+	s.reads.list.Invalidate(struct{}{})
+}
+
+// refreshLoop picks up changes other instances made to current sales.
+func (s *Service) refreshLoop(ctx context.Context, period time.Duration) {
+	defer s.done.Done()
+	every(ctx, period, nil, func(ctx context.Context) {
+		rctx, cancel := context.WithTimeout(ctx, period)
+		defer cancel()
+		if err := s.refreshSales(rctx); err != nil && ctx.Err() == nil {
+			s.log.Debug("sale refresh failed; the cached sales stay until the next", "err", err)
+		}
+	})
+}
+
+// refreshSales swaps in the current sales whose revision moved, and drops
+// the cached ones that are no longer current though they were not due to
+// end (closed elsewhere): the next read loads them as they are now.
+func (s *Service) refreshSales(ctx context.Context) error {
+	now := s.now()
+	sales, err := s.store.Sales(ctx, now)
+	if err != nil {
+		return err
+	}
+	current := make(map[string]bool, len(sales))
+	changed := false
+	s.mu.Lock()
+	for _, sale := range sales {
+		current[sale.ID] = true
+		if old := s.sales[sale.ID]; old != nil && old.Revision < sale.Revision {
+			s.sales[sale.ID] = sale
+			changed = true
+		}
+	}
+	for id, old := range s.sales {
+		if !current[id] && now.Before(old.EndsAt) && old.CreatedAt.Before(now.Add(-time.Second)) {
+			delete(s.sales, id)
+			changed = true
+		}
+	}
+	s.mu.Unlock()
+	if changed {
+		s.reads.list.Invalidate(struct{}{})
+	}
+	return nil
+}

@@ -1,0 +1,293 @@
+package http
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flashsale/flashsale"
+	"github.com/google/go-cmp/cmp"
+)
+
+// lifecycleCalls is what the lifecycle handlers passed to the stub.
+type lifecycleCalls struct {
+	id      string
+	patch   flashsale.SalePatch
+	delta   flashsale.StockDelta
+	sales   flashsale.SaleQuery
+	orders  flashsale.OrderQuery
+	action  string
+	next    string // the cursor the stub's lists answer with
+	ordersN int    // orders per page of the stub's order list
+}
+
+func (s *stubService) lifeRecord(id string, f func(l *lifecycleCalls)) error {
+	if err := s.record(flashsale.User{}); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.life.id = id
+	f(&s.life)
+	return nil
+}
+
+func (s *stubService) ListSales(ctx context.Context, q flashsale.SaleQuery) ([]*flashsale.SaleView, string, error) {
+	if err := s.lifeRecord("", func(l *lifecycleCalls) { l.sales = q }); err != nil {
+		return nil, "", err
+	}
+	return []*flashsale.SaleView{s.view()}, s.life.next, nil
+}
+
+func (s *stubService) UpdateSale(ctx context.Context, id string, p flashsale.SalePatch) (*flashsale.SaleView, error) {
+	if err := s.lifeRecord(id, func(l *lifecycleCalls) { l.patch = p }); err != nil {
+		return nil, err
+	}
+	return s.view(), nil
+}
+
+func (s *stubService) PauseSale(ctx context.Context, id string, paused bool) (*flashsale.SaleView, error) {
+	act := "resume"
+	if paused {
+		act = "pause"
+	}
+	if err := s.lifeRecord(id, func(l *lifecycleCalls) { l.action = act }); err != nil {
+		return nil, err
+	}
+	return s.view(), nil
+}
+
+func (s *stubService) CloseSale(ctx context.Context, id string) (*flashsale.SaleView, error) {
+	if err := s.lifeRecord(id, func(l *lifecycleCalls) { l.action = "close" }); err != nil {
+		return nil, err
+	}
+	return s.view(), nil
+}
+
+func (s *stubService) AdjustStock(ctx context.Context, id string, d flashsale.StockDelta) (*flashsale.SaleView, error) {
+	if err := s.lifeRecord(id, func(l *lifecycleCalls) { l.delta = d }); err != nil {
+		return nil, err
+	}
+	return s.view(), nil
+}
+
+func (s *stubService) SaleChanges(ctx context.Context, id string) ([]flashsale.SaleChange, error) {
+	if err := s.lifeRecord(id, func(*lifecycleCalls) {}); err != nil {
+		return nil, err
+	}
+	return []flashsale.SaleChange{{SaleID: id, At: t0, Kind: flashsale.ChangePause, Revision: 1, Detail: "pause"}}, nil
+}
+
+// SaleOrders answers pages of ordersN orders (3 by default) numbered
+// down from o9, the cursor being the last ID, until o1.
+func (s *stubService) SaleOrders(ctx context.Context, id string, q flashsale.OrderQuery) ([]*flashsale.Order, string, error) {
+	if err := s.lifeRecord(id, func(l *lifecycleCalls) { l.orders = q }); err != nil {
+		return nil, "", err
+	}
+	per := max(s.life.ordersN, 3)
+	n := 10
+	if q.Before != "" {
+		n = int(q.Before[1] - '0')
+	}
+	var out []*flashsale.Order
+	for i := n - 1; i >= 1 && len(out) < per; i-- {
+		out = append(out, &flashsale.Order{ID: "o" + string(rune('0'+i)), SaleID: id, UserID: "u,\"q\"", Status: flashsale.OrderHeld,
+			CheckIn: "2026-12-24", Nights: 1, Rooms: 1, Amount: 39900, Currency: "CNY", HoldExpiresAt: t0, CreatedAt: t0, UpdatedAt: t0})
+	}
+	next := ""
+	if len(out) == per && out[len(out)-1].ID != "o1" {
+		next = out[len(out)-1].ID
+	}
+	return out, next, nil
+}
+
+func TestLifecycleRoutes(t *testing.T) {
+	svc := &stubService{}
+	srv := newStubServer(svc)
+	admin := func(method, path, body string, hdr ...string) *httptest.ResponseRecorder {
+		t.Helper()
+		return do(t, srv, method, path, "admin", body, hdr...)
+	}
+	t.Run("List", func(t *testing.T) {
+		svc.life.next = "s0"
+		w := admin("GET", "/api/admin/sales?status=paused&hotel=Harbour+View&limit=7&cursor=s9", "")
+		if w.Code != 200 {
+			t.Fatalf("status %d: %s", w.Code, w.Body)
+		}
+		want := flashsale.SaleQuery{Status: flashsale.SalePaused, Hotel: "Harbour View", Before: "s9", Limit: 7}
+		if diff := cmp.Diff(want, svc.life.sales); diff != "" {
+			t.Errorf("query (-want +got):\n%s", diff)
+		}
+		var got struct {
+			Sales []struct {
+				ID       string `json:"id"`
+				Revision int64  `json:"revision"`
+			} `json:"sales"`
+			NextCursor string `json:"next_cursor"`
+		}
+		if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil || len(got.Sales) != 1 || got.Sales[0].ID != "s1" || got.NextCursor != "s0" {
+			t.Errorf("body %s (%v)", w.Body, err)
+		}
+	})
+	t.Run("Patch", func(t *testing.T) {
+		w := admin("PATCH", "/api/admin/sales/s1", `{"title":"New","ends_at":"2026-12-25T20:00:00+08:00","limits":{"per_user":"5/s,10"},"nights":[{"date":"2026-12-24","stock":9}]}`)
+		if w.Code != 200 {
+			t.Fatalf("status %d: %s", w.Code, w.Body)
+		}
+		p := svc.life.patch
+		ends := time.Date(2026, 12, 25, 12, 0, 0, 0, time.UTC)
+		if *p.Title != "New" || !p.EndsAt.Equal(ends) || p.Limits.PerUser.N != 5 || p.Limits.PerSale != nil ||
+			len(p.Nights) != 1 || p.Nights[0].Stock != 9 || p.Hotel != nil || p.StartsAt != nil || p.Eligibility != nil {
+			t.Errorf("patch = %+v", p)
+		}
+	})
+	for _, act := range []string{"pause", "resume", "close"} {
+		t.Run(act, func(t *testing.T) {
+			w := admin("POST", "/api/admin/sales/s1/"+act, "")
+			if w.Code != 200 || svc.life.action != act || svc.life.id != "s1" {
+				t.Fatalf("status %d action %q id %q: %s", w.Code, svc.life.action, svc.life.id, w.Body)
+			}
+		})
+	}
+	t.Run("Stock", func(t *testing.T) {
+		w := admin("POST", "/api/admin/sales/s1/nights/2026-12-24/stock", `{"delta":-2}`)
+		if w.Code != 200 || svc.life.delta != (flashsale.StockDelta{Date: "2026-12-24", Delta: -2}) {
+			t.Fatalf("status %d delta %+v: %s", w.Code, svc.life.delta, w.Body)
+		}
+	})
+	t.Run("Changes", func(t *testing.T) {
+		w := admin("GET", "/api/admin/sales/s1/changes", "")
+		if w.Code != 200 || !strings.Contains(w.Body.String(), `"kind":"pause"`) {
+			t.Fatalf("status %d: %s", w.Code, w.Body)
+		}
+	})
+	t.Run("Orders", func(t *testing.T) {
+		w := admin("GET", "/api/admin/sales/s1/orders?status=held&limit=3", "")
+		if w.Code != 200 || svc.life.orders != (flashsale.OrderQuery{Status: flashsale.OrderHeld, Limit: 3}) {
+			t.Fatalf("status %d query %+v: %s", w.Code, svc.life.orders, w.Body)
+		}
+		if !strings.Contains(w.Body.String(), `"next_cursor":"o7"`) {
+			t.Errorf("body %s, want next_cursor o7", w.Body)
+		}
+	})
+	t.Run("OrdersCSV", func(t *testing.T) {
+		// Every order, page after page, with a header row; fields are
+		// quoted as CSV wants (the user ID has a comma and quotes).
+		w := admin("GET", "/api/admin/sales/s1/orders", "", "Accept", "text/csv")
+		if w.Code != 200 || !strings.HasPrefix(w.Header().Get("Content-Type"), "text/csv") {
+			t.Fatalf("status %d type %q: %s", w.Code, w.Header().Get("Content-Type"), w.Body)
+		}
+		rows, err := csv.NewReader(bytes.NewReader(w.Body.Bytes())).ReadAll()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rows) != 10 || rows[0][0] != "order_id" || rows[1][0] != "o9" || rows[9][0] != "o1" || rows[1][1] != `u,"q"` {
+			t.Errorf("rows = %q", rows)
+		}
+	})
+}
+
+// TestLifecycleBadInput is the table of bad lifecycle requests: each is
+// a 4xx with a message, and none reaches the service.
+func TestLifecycleBadInput(t *testing.T) {
+	cases := []struct {
+		name, method, path, body string
+		status                   int
+		msg                      string
+	}{
+		{"ListBadStatus", "GET", "/api/admin/sales?status=open", "", 400, "status must be one of"},
+		{"ListLimitZero", "GET", "/api/admin/sales?limit=0", "", 400, "limit must be"},
+		{"ListLimitHuge", "GET", "/api/admin/sales?limit=1001", "", 400, "limit must be"},
+		{"ListLimitNaN", "GET", "/api/admin/sales?limit=ten", "", 400, "limit must be"},
+		{"ListCursorBinary", "GET", "/api/admin/sales?cursor=%00%01", "", 400, "cursor"},
+		{"ListHotelLong", "GET", "/api/admin/sales?hotel=" + strings.Repeat("h", 201), "", 400, "hotel"},
+		{"PatchEmpty", "PATCH", "/api/admin/sales/s1", "", 400, "empty"},
+		{"PatchArray", "PATCH", "/api/admin/sales/s1", `[]`, 400, "JSON object"},
+		{"PatchUnknown", "PATCH", "/api/admin/sales/s1", `{"paused":true}`, 400, "paused"},
+		{"PatchRevision", "PATCH", "/api/admin/sales/s1", `{"revision":3}`, 400, "revision"},
+		{"PatchCase", "PATCH", "/api/admin/sales/s1", `{"TITLE":"x"}`, 400, "TITLE"},
+		{"PatchDuplicate", "PATCH", "/api/admin/sales/s1", `{"title":"a","title":"b"}`, 400, "duplicate"},
+		{"PatchBadTime", "PATCH", "/api/admin/sales/s1", `{"ends_at":"tomorrow"}`, 400, "ends_at"},
+		{"PatchBadLimit", "PATCH", "/api/admin/sales/s1", `{"limits":{"per_ip":"fast"}}`, 400, "limits.per_ip"},
+		{"PatchWrongType", "PATCH", "/api/admin/sales/s1", `{"price":"cheap"}`, 400, "price"},
+		{"PatchTooLarge", "PATCH", "/api/admin/sales/s1", `{"title":"` + strings.Repeat("x", MaxBodyBytes) + `"}`, 413, "larger"},
+		{"StockNoDelta", "POST", "/api/admin/sales/s1/nights/2026-12-24/stock", `{}`, 400, "delta is required"},
+		{"StockZero", "POST", "/api/admin/sales/s1/nights/2026-12-24/stock", `{"delta":0}`, 400, "non-zero"},
+		{"StockHuge", "POST", "/api/admin/sales/s1/nights/2026-12-24/stock", `{"delta":1000001}`, 400, "between"},
+		{"StockFloat", "POST", "/api/admin/sales/s1/nights/2026-12-24/stock", `{"delta":1.5}`, 400, "delta"},
+		{"StockBadDate", "POST", "/api/admin/sales/s1/nights/Dec24/stock", `{"delta":1}`, 400, "date"},
+		{"StockExtra", "POST", "/api/admin/sales/s1/nights/2026-12-24/stock", `{"delta":1,"why":"x"}`, 400, "why"},
+		{"PauseBody", "POST", "/api/admin/sales/s1/pause", `{"now":true}`, 400, "now"},
+		{"OrdersBadStatus", "GET", "/api/admin/sales/s1/orders?status=pending", "", 400, "status must be one of"},
+		{"OrdersBadLimit", "GET", "/api/admin/sales/s1/orders?limit=-1", "", 400, "limit"},
+		{"LongID", "PATCH", "/api/admin/sales/" + strings.Repeat("s", 129), `{"title":"x"}`, 404, "not found"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			svc := &stubService{}
+			w := do(t, newStubServer(svc), c.method, c.path, "admin", c.body)
+			if w.Code != c.status || !strings.Contains(w.Body.String(), c.msg) {
+				t.Errorf("%s %s = %d %s, want %d containing %q", c.method, c.path, w.Code, w.Body, c.status, c.msg)
+			}
+			if n := svc.calls(); n != 0 {
+				t.Errorf("the service was called %d times", n)
+			}
+		})
+	}
+	t.Run("UserTokenForbidden", func(t *testing.T) {
+		svc := &stubService{}
+		srv := newStubServer(svc)
+		for _, path := range []string{"/api/admin/sales/s1/pause", "/api/admin/sales/s1/close"} {
+			w := do(t, srv, "POST", path, "alice", "")
+			if w.Code != http.StatusForbidden && w.Code != http.StatusUnauthorized {
+				t.Errorf("user token on %s = %d, want 401/403", path, w.Code)
+			}
+		}
+		if svc.calls() != 0 {
+			t.Error("the service was called")
+		}
+	})
+}
+
+// FuzzDecodeSalePatch: no input panics, and a decoded edit names only
+// valid times and rates.
+func FuzzDecodeSalePatch(f *testing.F) {
+	for _, s := range []string{`{"title":"x"}`, `{"ends_at":"2026-12-25T20:00:00Z"}`, `{"nights":null}`,
+		`{"limits":{"per_sale":"off"}}`, `{"eligibility":{"channels":["a"]}}`, `{}`, `{"price":1e99}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		p, err := decodeSalePatch(strings.NewReader(body))
+		if err != nil {
+			if flashsale.ErrorCode(err) != flashsale.EInvalid && flashsale.ErrorCode(err) != flashsale.ETooLarge {
+				t.Fatalf("error %v has code %q", err, flashsale.ErrorCode(err))
+			}
+			return
+		}
+		if p.EndsAt != nil && p.EndsAt.IsZero() {
+			t.Fatalf("zero ends_at accepted from %q", body)
+		}
+	})
+}
+
+// FuzzDecodeStock: a decoded delta is always within bounds and non-zero.
+func FuzzDecodeStock(f *testing.F) {
+	for _, s := range []string{`{"delta":1}`, `{"delta":-5}`, `{"delta":0}`, `{"delta":1e9}`, `{"delta":null}`} {
+		f.Add(s, "2026-12-24")
+	}
+	f.Fuzz(func(t *testing.T, body, date string) {
+		d, err := decodeStock(strings.NewReader(body), date)
+		if err != nil {
+			return
+		}
+		if d.Delta == 0 || d.Delta > flashsale.MaxStock || d.Delta < -flashsale.MaxStock {
+			t.Fatalf("delta %d accepted from %q", d.Delta, body)
+		}
+	})
+}
