@@ -216,6 +216,18 @@ func testUpdateSale(t *testing.T, open OpenFunc) {
 	})
 }
 
+// inUse opens a store with sale s1 of nights (5, 3) in which o1 holds two
+// rooms of the first nights nights and o2 bought one room of the first.
+func inUse(t *testing.T, open OpenFunc, nights int) (flashsale.Store, *flashsale.Sale) {
+	t.Helper()
+	s := open(t)
+	sale := mustCreateSale(t, s, newSale("s1", 3, 5, 3))
+	placeWant(t, s, []error{nil}, res("o1", "s1", "u1", "", 0, nights, 2))
+	placeWant(t, s, []error{nil}, res("o2", "s1", "u2", "", 0, 1, 1))
+	mustTransition(t, s, "o2", flashsale.OrderHeld, flashsale.OrderPaid, "pay-2")
+	return s, sale
+}
+
 func testAdjustStock(t *testing.T, open OpenFunc) {
 	delta := func(date string, n int) flashsale.StockDelta { return flashsale.StockDelta{Date: date, Delta: n} }
 	adjust := func(t *testing.T, s flashsale.Store, d flashsale.StockDelta, c flashsale.SaleChange) *flashsale.NightStock {
@@ -227,11 +239,7 @@ func testAdjustStock(t *testing.T, open OpenFunc) {
 		return got
 	}
 	t.Run("OK", func(t *testing.T) {
-		s := open(t)
-		sale := mustCreateSale(t, s, newSale("s1", 3, 5, 3))
-		placeWant(t, s, []error{nil}, res("o1", "s1", "u1", "", 0, 1, 2))
-		placeWant(t, s, []error{nil}, res("o2", "s1", "u2", "", 0, 1, 1))
-		mustTransition(t, s, "o2", flashsale.OrderHeld, flashsale.OrderPaid, "pay-2")
+		s, sale := inUse(t, open, 1)
 
 		add := change(flashsale.ChangeStock, "2026-12-24 +4", time.Minute)
 		if diff := cmp.Diff(&flashsale.NightStock{Date: "2026-12-24", Stock: 9, Available: 6, Held: 2, Sold: 1},
@@ -255,11 +263,7 @@ func testAdjustStock(t *testing.T, open OpenFunc) {
 		checkChanges(t, s, "s1", logged(add, 1), logged(remove, 2), logged(zero, 3))
 	})
 	t.Run("ErrStockInUse", func(t *testing.T) {
-		s := open(t)
-		sale := mustCreateSale(t, s, newSale("s1", 3, 5, 3))
-		placeWant(t, s, []error{nil}, res("o1", "s1", "u1", "", 0, 2, 2))
-		placeWant(t, s, []error{nil}, res("o2", "s1", "u2", "", 0, 1, 1))
-		mustTransition(t, s, "o2", flashsale.OrderHeld, flashsale.OrderPaid, "pay-2")
+		s, sale := inUse(t, open, 2)
 		for _, d := range []flashsale.StockDelta{
 			delta("2026-12-24", -3),                                        // 2 unsold and unheld: one too many
 			delta("2026-12-24", -5),                                        // every room, the held and sold ones too
