@@ -206,8 +206,10 @@ func (p *placer) run(ctx context.Context) error {
 }
 
 // readTerms reads the limit and currency of every sale in the batch and
-// locks their rows, in primary key order. Nothing else locks a sale row, so
-// this only makes batches on the same sale take turns, as they did when
+// locks their rows, in primary key order. Only the operator's changes
+// (UpdateSale, AdjustStock: see lifecycle.go) lock a sale row too, and
+// they take it before its nights as a batch does, so this only makes
+// batches on the same sale take turns, as they did when
 // they locked the nights first: two batches running side by side would
 // deadlock on the gap locks InnoDB takes for the user_rooms upserts of new
 // users (even in READ COMMITTED). A sale missing here is unknown.

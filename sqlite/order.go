@@ -47,8 +47,9 @@ const (
 		FROM orders o LEFT JOIN nights n ON n.sale_id = o.sale_id AND n.idx = o.first_night `
 )
 
-// saleTerms is what the order path needs to know about a sale. Sales do
-// not change after creation, so reading them inside the transaction is safe.
+// saleTerms is what the order path needs to know about a sale. A sale
+// changes (UpdateSale) only on the single writer, so what the batch's
+// transaction reads holds until it commits.
 type saleTerms struct {
 	limit    int
 	currency string
