@@ -130,6 +130,10 @@ type Service struct {
 	// instance has not seen yet.
 	misses singleflight.Group
 	reads  *reads
+	// lifeMu serialises this instance's operator changes of sales
+	// (lifecycle.go), so a pause does not keep losing its conditional
+	// update to a run of stock changes.
+	lifeMu sync.Mutex
 
 	queued    bool
 	admit     *admission

@@ -30,7 +30,8 @@ import (
 const SaleRefreshDefault = 500 * time.Millisecond
 
 // updateRetries bounds the read-modify-write loop of a change that meets a
-// concurrent one (a stock change bumps the revision too).
+// concurrent one on another instance (a stock change bumps the revision
+// too); on one instance Service.lifeMu serialises them.
 const updateRetries = 8
 
 var errEditEnded = flashsale.Errorf(flashsale.EEnded, "the sale has ended; it can no longer change")
@@ -158,6 +159,8 @@ func (s *Service) CloseSale(ctx context.Context, id string) (*flashsale.SaleView
 func (s *Service) change(ctx context.Context, id, kind string,
 	edit func(sale *flashsale.Sale, now time.Time) (*flashsale.Sale, string, error),
 	then func(ctx context.Context, prev, next *flashsale.Sale) error) (*flashsale.SaleView, error) {
+	s.lifeMu.Lock()
+	defer s.lifeMu.Unlock()
 	for range updateRetries {
 		sale, err := s.store.Sale(ctx, id)
 		if err != nil {
@@ -224,6 +227,8 @@ func (s *Service) AdjustStock(ctx context.Context, id string, d flashsale.StockD
 	if !s.engineMode() {
 		return nil, flashsale.Errorf(flashsale.EUnavailable, "stock changes wait while the breaker sells from the database; retry when it is back on the stock engine")
 	}
+	s.lifeMu.Lock()
+	defer s.lifeMu.Unlock()
 	// A rebuild in this process (which takes the gate for writing) must
 	// not land between the two steps: it would count the change twice or
 	// not at all.
