@@ -277,9 +277,10 @@ func TestBrowserConsole(t *testing.T) {
 		chromedp.SendKeys(chromedp.CSS("#token"), "wrong"), chromedp.Click(chromedp.CSS(`#signin button[type="submit"]`)),
 		chromedp.Poll[chromedp.Void](`document.getElementById('msg').textContent.includes('refused')`, chromedp.WithPollingTimeout(5*time.Second)))
 	runSteps(t, ctx, chromedp.SetValue(chromedp.CSS("#token"), testAdminToken), chromedp.Click(chromedp.CSS(`#signin button[type="submit"]`)),
-		visible(`#dash .sale-card`), visible(`#signout`),
-		chromedp.Poll[chromedp.Void](`[...document.querySelectorAll('.sale-card')].some(c => c.textContent.includes('Storm') &&
-			[...c.querySelectorAll('tr.total td')].map(td => td.textContent).join() === '10,9,1,0')`,
+		visible(`#sales button[data-open]`), visible(`#signout`),
+		chromedp.Click(chromedp.CSS(fmt.Sprintf(`#sales button[data-open=%q]`, id))),
+		chromedp.Poll[chromedp.Void](`document.getElementById('d-title').textContent.startsWith('Storm') &&
+			[...document.querySelectorAll('#d-nights tr.total td')].map(td => td.textContent).join() === '10,9,1,0'`,
 			chromedp.WithPollingTimeout(10*time.Second)))
 	if !jsBool(t, ctx, `getComputedStyle(document.getElementById('signin')).display === 'none'`) {
 		t.Fatal("the sign-in form still shows once signed in")

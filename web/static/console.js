@@ -1,28 +1,46 @@
 // The operator console: GET /console. The admin token is kept in this
 // tab's sessionStorage only and sent in the Authorization header, never in
-// a URL. It reads the admin endpoints every 2 s (the audit every 10 s) and
-// offers the actions the API has today: force the breaker, preheat a
-// sale, repair an audit. Pause, add rooms and close do not exist yet.
-import { t, setupSwitch } from './i18n.js';
-import { call, errorMessage } from './api.js';
+// a URL. It lists the sales (GET /api/admin/sales, or the public list on a
+// server without it), creates one through a checked form, and shows one
+// sale's dashboard updated every second: its nights from the admin view,
+// its funnel, purchases, 429s, 503s and the purchase route's p99 from
+// /metrics, its audit every 10 s, the breaker; with the actions the API
+// has: pause, resume, close, add and take back rooms, preheat, repair.
+import { t, setupSwitch, apply, money } from './i18n.js';
+import { call, errorCode, errorMessage } from './api.js';
+import { lineChart, stackBars } from './chart.js';
+import { parse, saleFigures, rates, STEPS } from './promtext.js';
+import * as form from './saleform.js';
 
 const KEY = 'flashsale.admin';
+const HISTORY = 60; // seconds of figures the charts keep
 const $ = (x) => document.getElementById(x);
 let admin = null;
 try { admin = sessionStorage.getItem(KEY); } catch { /* storage off: sign in each time */ }
+
 let timer = null;
-let state = { ready: null, breaker: null, sales: [], views: {}, audits: {}, at: null };
 let tick = 0;
+let busy = false;
+const inst = { ready: null, breaker: null };
+const list = { sales: [], next: null, pages: 1, source: 'admin', filter: '', drawn: '' };
+// detail is the open sale's dashboard state.
+let detail = null;
 
 const el = (tag, props = {}, ...kids) => {
   const e = document.createElement(tag);
-  Object.assign(e, props);
+  for (const [k, v] of Object.entries(props)) {
+    if (k === 'data') Object.assign(e.dataset, v);
+    else if (k.startsWith('aria-')) e.setAttribute(k, v);
+    else e[k] = v;
+  }
   e.append(...kids);
   return e;
 };
+const enc = encodeURIComponent;
 
 function say(key, vars) { $('msg').textContent = t(key, vars); }
 
+// --- signing in -------------------------------------------------------------
 async function signIn(tok) {
   const res = await call('GET', '/api/admin/breaker', { token: tok });
   if (res.status === 401 || res.status === 403) { say('console.bad_token'); return false; }
@@ -32,8 +50,10 @@ async function signIn(tok) {
   $('dash').hidden = false;
   $('signout').hidden = false;
   $('msg').textContent = '';
-  refresh();
-  timer = setInterval(refresh, 2000);
+  const want = new URLSearchParams(location.hash.slice(1)).get('sale');
+  if (want) open(want);
+  await refresh();
+  timer = setInterval(refresh, 1000);
   return true;
 }
 
@@ -41,87 +61,444 @@ function signOut() {
   admin = null;
   try { sessionStorage.removeItem(KEY); } catch { /* nothing kept */ }
   clearInterval(timer);
+  detail = null;
+  $('detail').hidden = true;
   $('dash').hidden = true;
   $('signout').hidden = true;
   $('signin').hidden = false;
   $('token').value = '';
 }
 
+// --- the loop ---------------------------------------------------------------
+// refresh runs every second: the instance and the open sale every time,
+// the list every 5 s, the audit every 10 s. A slow answer skips ticks
+// rather than piling requests up.
 async function refresh() {
-  const withAudit = tick++ % 5 === 0;
-  const [ready, brk, list] = await Promise.all([
-    call('GET', '/readyz'), call('GET', '/api/admin/breaker', { token: admin }), call('GET', '/api/sales'),
-  ]);
-  if (brk.status === 401) { signOut(); say('console.bad_token'); return; }
-  state.ready = ready.body;
-  state.breaker = brk.status === 200 ? brk.body : null;
-  state.sales = list.status === 200 ? list.body.sales : state.sales;
-  await Promise.all(state.sales.map(async (s) => {
-    const v = await call('GET', `/api/admin/sales/${encodeURIComponent(s.id)}`, { token: admin });
-    if (v.status === 200) state.views[s.id] = v.body;
-    if (withAudit || !state.audits[s.id]) {
-      const a = await call('GET', `/api/admin/sales/${encodeURIComponent(s.id)}/audit`, { token: admin });
-      if (a.status === 200) state.audits[s.id] = a.body;
-    }
-  }));
-  state.at = new Date();
-  render();
+  if (busy || !admin) return;
+  busy = true;
+  try {
+    const n = tick++;
+    const [ready, brk] = await Promise.all([call('GET', '/readyz'), call('GET', '/api/admin/breaker', { token: admin })]);
+    if (brk.status === 401) { signOut(); say('console.bad_token'); return; }
+    inst.ready = ready.body;
+    inst.breaker = brk.status === 200 ? brk.body : null;
+    renderInstance();
+    const jobs = [];
+    if (n % 5 === 0) jobs.push(loadList(false));
+    if (detail) jobs.push(loadDetail(n % 10 === 0 || !detail.audit));
+    await Promise.all(jobs);
+  } finally {
+    busy = false;
+  }
 }
 
-async function act(what, method, path, body) {
-  const res = await call(method, path, { token: admin, body });
-  if (res.status === 200) say('console.done', { what });
-  else say('console.error', { what, msg: errorMessage(res) });
-  if (path.endsWith('/repair') && res.status === 200) state.audits[path.split('/')[4]] = res.body;
-  refresh();
-}
-
-function render() {
-  const r = state.ready || {};
-  const b = state.breaker;
+function renderInstance() {
+  const r = inst.ready || {};
+  const b = inst.breaker;
   $('instance').replaceChildren(
     el('strong', { textContent: r.ready ? t('console.ready') : t('console.not_ready') }),
     ` · ${t('console.engine')}: ${r.engine || '?'} · ${t('console.database')}: ${r.database || '?'}`,
     r.selling ? ` · ${t('console.selling')}: ${r.selling}` : '',
-    ` · ${t('console.breaker')}: ${b ? (b.state + (b.forced && b.forced !== 'auto' ? ' (' + b.forced + ')' : '')) : t('console.no_breaker')}`,
-    el('br'), el('small', { textContent: state.at ? t('console.updated', { t: state.at.toLocaleTimeString() }) : '' }),
+    ` · ${t('console.breaker')}: ${breakerText(b)}`,
   );
   for (const btn of document.querySelectorAll('[data-force]')) btn.disabled = !b;
-
-  const box = $('sales');
-  if (!state.sales.length) { box.replaceChildren(el('p', { textContent: t('console.no_sales') })); return; }
-  box.replaceChildren(...state.sales.map((s) => {
-    const v = state.views[s.id] || { nights: [], status: s.status };
-    const a = state.audits[s.id];
-    const head = el('tr', {}, ...['console.date', 'console.stock', 'console.available', 'console.held', 'console.sold']
-      .map((k) => el('th', { scope: 'col', textContent: t(k) })));
-    const total = { stock: 0, available: 0, held: 0, sold: 0 };
-    const rows = v.nights.map((n) => {
-      for (const k in total) total[k] += n[k];
-      return el('tr', {}, el('th', { scope: 'row', textContent: n.date }),
-        ...['stock', 'available', 'held', 'sold'].map((k) => el('td', { textContent: String(n[k]) })));
-    });
-    rows.push(el('tr', { className: 'total' }, el('th', { scope: 'row', textContent: 'Σ' }),
-      ...['stock', 'available', 'held', 'sold'].map((k) => el('td', { textContent: String(total[k]) }))));
-    const audit = a ? `${t('console.audit')}: ${a.balanced ? t('console.balanced') : t('console.unbalanced')}` +
-      (a.findings && a.findings.length ? ' · ' + t('console.findings', { n: a.findings.length }) : '') : '';
-    const id = encodeURIComponent(s.id);
-    return el('section', { className: 'sale-card' },
-      el('h2', { textContent: `${s.title} · ${v.status}` }),
-      el('p', { textContent: `${s.hotel} · ${s.room_type} · ${s.id}` }),
-      el('table', {}, el('thead', {}, head), el('tbody', {}, ...rows)),
-      el('p', { className: a && !a.balanced ? 'bad' : '', textContent: audit }),
-      el('p', { className: 'actions' },
-        el('button', { type: 'button', textContent: t('console.preheat'), onclick: () => act(t('console.preheat'), 'POST', `/api/admin/sales/${id}/preheat`) }),
-        ' ',
-        el('button', { type: 'button', textContent: t('console.repair'), onclick: () => act(t('console.repair'), 'POST', `/api/admin/sales/${id}/audit/repair`) })));
-  }));
 }
 
-setupSwitch(render);
+const breakerText = (b) => (b ? b.state + (b.forced && b.forced !== 'auto' ? ' (' + b.forced + ')' : '') : t('console.no_breaker'));
+
+// --- the list ---------------------------------------------------------------
+// loadList reads the first page (or, with more, the next one) of the
+// admin list; a server without it (404 or 405 on GET /api/admin/sales)
+// gets the public list of upcoming and active sales instead.
+async function loadList(more) {
+  const q = new URLSearchParams({ limit: '50' });
+  if (list.filter) q.set('status', list.filter);
+  if (more && list.next) q.set('cursor', list.next);
+  let res = list.source === 'admin' ? await call('GET', '/api/admin/sales?' + q, { token: admin }) : null;
+  if (res && (res.status === 404 || res.status === 405)) list.source = 'public';
+  if (list.source === 'public') {
+    res = await call('GET', '/api/sales');
+    if (res.status === 200) {
+      list.sales = res.body.sales.filter((s) => !list.filter || s.status === list.filter);
+      list.next = null;
+    }
+  } else if (res.status === 200) {
+    const page = res.body.sales || [];
+    if (more) {
+      const have = new Set(list.sales.map((s) => s.id));
+      list.sales = list.sales.concat(page.filter((s) => !have.has(s.id)));
+      list.next = res.body.next_cursor || null;
+      list.pages++;
+    } else if (list.pages > 1) {
+      list.sales = mergeFirstPage(page); // keep the later pages and their cursor
+    } else {
+      list.sales = page;
+      list.next = res.body.next_cursor || null;
+    }
+  }
+  renderList();
+}
+
+// mergeFirstPage refreshes the first page without dropping the pages
+// "more" loaded after it.
+function mergeFirstPage(page) {
+  const fresh = new Map(page.map((s) => [s.id, s]));
+  return page.concat(list.sales.filter((s) => !fresh.has(s.id)));
+}
+
+const total = (s, k) => (s.nights || []).reduce((a, n) => a + (n[k] || 0), 0);
+const statusOf = (s) => (s.paused && s.status !== 'ended' ? 'paused' : s.status);
+
+function renderList() {
+  $('list-note').textContent = list.source === 'public' ? t('console.list_public') : '';
+  $('more').hidden = !list.next;
+  const drawn = JSON.stringify([list.sales, document.documentElement.lang, detail && detail.id]);
+  if (drawn === list.drawn) return; // unchanged: keep the focus where it is
+  list.drawn = drawn;
+  const box = $('sales');
+  if (!list.sales.length) { box.replaceChildren(el('p', { textContent: t('console.no_sales') })); return; }
+  const focused = document.activeElement && document.activeElement.dataset.open;
+  const head = el('tr', {}, ...['console.sale', 'console.status', 'console.left_sold', '']
+    .map((k) => el('th', { scope: 'col', textContent: k ? t(k) : '' })));
+  const rows = list.sales.map((s) => {
+    const st = statusOf(s);
+    const btn = el('button', { type: 'button', textContent: t('console.open'), data: { open: s.id },
+      'aria-label': t('console.open_sale', { title: s.title }), onclick: () => open(s.id) });
+    if (detail && detail.id === s.id) btn.setAttribute('aria-current', 'true');
+    return el('tr', { data: { sale: s.id } },
+      el('th', { scope: 'row' }, el('span', { textContent: s.title }), el('br'),
+        el('small', { textContent: `${s.hotel} · ${s.room_type} · ${when(s.starts_at)} – ${when(s.ends_at)}` })),
+      el('td', {}, el('span', { className: 'pill ' + st, textContent: t('status.' + st) })),
+      el('td', { textContent: total(s, 'available') + ' / ' + (s.nights && s.nights[0] && 'sold' in s.nights[0] ? total(s, 'sold') : '–') }),
+      el('td', {}, btn));
+  });
+  box.replaceChildren(el('table', { className: 'list' }, el('thead', {}, head), el('tbody', {}, ...rows)));
+  if (focused) { const b = box.querySelector(`[data-open="${CSS.escape(focused)}"]`); if (b) b.focus(); }
+}
+
+function when(iso) {
+  const d = new Date(iso);
+  return Number.isNaN(d.getTime()) ? '?' : d.toLocaleString(document.documentElement.lang, { dateStyle: 'short', timeStyle: 'short' });
+}
+
+// --- one sale's dashboard ---------------------------------------------------
+// open shows a sale's dashboard; its ID goes in the fragment (never sent
+// to a server) so a reload comes back to it.
+function open(id) {
+  detail = { id, view: null, audit: null, figures: null, at: 0, history: [], metrics: true };
+  history.replaceState(null, '', '#sale=' + enc(id));
+  buildDetail();
+  list.drawn = '';
+  renderList();
+  loadDetail(true);
+  $('detail').hidden = false;
+  $('d-title').focus();
+}
+
+function closeDetail() {
+  const id = detail && detail.id;
+  detail = null;
+  history.replaceState(null, '', location.pathname);
+  $('detail').hidden = true;
+  list.drawn = '';
+  renderList();
+  const b = id && $('sales').querySelector(`[data-open="${CSS.escape(id)}"]`);
+  if (b) b.focus();
+}
+
+// buildDetail draws the dashboard's frame once per sale: its controls are
+// never redrawn, so a keyboard user's focus and a half-typed room count
+// survive the updates.
+function buildDetail() {
+  const fig = (key, id, legend) => el('figure', { className: 'panel' },
+    el('figcaption', { data: { i18n: key }, textContent: t(key) }), el('div', { id }), legend || '');
+  const legend = (...parts) => el('p', { className: 'legend' }, ...parts.map(([cls, key]) =>
+    el('span', {}, el('i', { className: 'swatch ' + cls, 'aria-hidden': 'true' }), el('span', { data: { i18n: key }, textContent: t(key) }))));
+  const btn = (id, key, onclick) => el('button', { type: 'button', id, textContent: t(key), data: { i18n: key }, onclick });
+  const dates = el('select', { id: 'd-night' });
+  $('detail').replaceChildren(
+    el('p', {}, el('button', { type: 'button', className: 'link', data: { i18n: 'console.back' }, textContent: t('console.back'), onclick: closeDetail })),
+    el('h2', { id: 'd-title', tabIndex: -1 }),
+    el('p', { id: 'd-meta', className: 'hint' }),
+    el('p', { className: 'actions' },
+      btn('d-pause', 'console.pause', () => lifecycle('pause')),
+      btn('d-resume', 'console.resume', () => lifecycle('resume')),
+      btn('d-close', 'console.close', () => lifecycle('close')),
+      btn('d-preheat', 'console.preheat', () => act(t('console.preheat'), 'POST', `/api/admin/sales/${enc(detail.id)}/preheat`)),
+      btn('d-repair', 'console.repair', () => act(t('console.repair'), 'POST', `/api/admin/sales/${enc(detail.id)}/audit/repair`))),
+    el('form', { id: 'd-rooms', className: 'rooms-form', onsubmit: (e) => e.preventDefault() },
+      el('label', { htmlFor: 'd-night', data: { i18n: 'console.night' }, textContent: t('console.night') }), dates,
+      el('label', { htmlFor: 'd-delta', data: { i18n: 'console.rooms' }, textContent: t('console.rooms') }),
+      el('input', { id: 'd-delta', type: 'number', min: '1', max: '1000000', step: '1', value: '1', inputMode: 'numeric' }),
+      btn('d-add', 'console.add_rooms', () => stock(1)),
+      btn('d-remove', 'console.remove_rooms', () => stock(-1))),
+    el('p', { id: 'd-msg', className: 'result', role: 'status', 'aria-live': 'polite' }),
+    el('p', { id: 'd-health', className: 'health', 'aria-live': 'polite' }),
+    el('div', { className: 'panels' },
+      fig('console.chart_stock', 'c-stock', legend(['sold', 'console.sold'], ['held', 'console.held'], ['available', 'console.available'])),
+      fig('console.chart_purchases', 'c-purchases', legend(['ok', 'console.orders_s'], ['requested', 'console.requests_s'])),
+      fig('console.chart_funnel', 'c-funnel'),
+      fig('console.chart_refusals', 'c-refusals', legend(['limited', 'console.r429'], ['unavailable', 'console.r503'])),
+      fig('console.chart_p99', 'c-p99', el('p', { className: 'hint', data: { i18n: 'console.p99_note' }, textContent: t('console.p99_note') }))),
+    el('div', { className: 'table-wrap' }, el('table', { id: 'd-nights' })),
+  );
+}
+
+async function loadDetail(withAudit) {
+  const d = detail;
+  if (!d) return;
+  const id = enc(d.id);
+  const [v, m, a] = await Promise.all([
+    call('GET', `/api/admin/sales/${id}`, { token: admin }),
+    d.metrics ? fetchText('/metrics') : Promise.resolve(null),
+    withAudit ? call('GET', `/api/admin/sales/${id}/audit`, { token: admin }) : Promise.resolve(null),
+  ]);
+  if (detail !== d) return;
+  if (v.status === 200) d.view = v.body;
+  else if (v.status === 404) d.missing = true;
+  if (a && a.status === 200) d.audit = a.body;
+  if (m === null && d.metrics) d.metrics = false; // no /metrics on this listener
+  if (m) {
+    const f = saleFigures(parse(m.text), d.id);
+    const now = m.at;
+    if (d.figures) {
+      const dt = (now - d.at) / 1000;
+      if (dt > 0.2) d.history.push(rates(d.figures, f, dt));
+      if (d.history.length > HISTORY) d.history.shift();
+    }
+    d.figures = f;
+    d.at = now;
+  }
+  renderDetail();
+}
+
+// fetchText reads a text endpoint: {text, at}, or null when it is not there.
+async function fetchText(path) {
+  try {
+    const r = await fetch(path, { cache: 'no-store' });
+    if (!r.ok) return null;
+    return { text: await r.text(), at: performance.now() };
+  } catch {
+    return null;
+  }
+}
+
+function renderDetail() {
+  const d = detail;
+  if (!d) return;
+  const v = d.view;
+  if (!v) {
+    $('d-title').textContent = d.missing ? t('console.no_such_sale', { id: d.id }) : t('loading');
+    return;
+  }
+  const st = statusOf(v);
+  $('d-title').textContent = `${v.title} · ${t('status.' + st)}`;
+  $('d-title').dataset.status = st;
+  $('d-meta').textContent = `${v.hotel} · ${v.room_type} · ${money(v.price, v.currency)}` +
+    (v.original_price > v.price ? ` (${money(v.original_price, v.currency)})` : '') +
+    ` · ${when(v.starts_at)} – ${when(v.ends_at)} · ${v.id}`;
+  const ended = st === 'ended';
+  $('d-pause').hidden = st === 'paused';
+  $('d-pause').disabled = ended;
+  $('d-resume').hidden = st !== 'paused';
+  $('d-close').disabled = ended;
+
+  const sel = $('d-night');
+  const dates = v.nights.map((n) => n.date).join();
+  if (sel.dataset.dates !== dates) {
+    const keep = sel.value;
+    sel.replaceChildren(...v.nights.map((n) => new Option(n.date, n.date)));
+    if (v.nights.some((n) => n.date === keep)) sel.value = keep;
+    sel.dataset.dates = dates;
+  }
+
+  const a = d.audit;
+  const audit = a ? (a.balanced ? t('console.balanced') : t('console.unbalanced')) +
+    (a.findings && a.findings.length ? ' · ' + t('console.findings', { n: a.findings.length }) : '') : '…';
+  const health = $('d-health');
+  health.replaceChildren(
+    el('span', { className: a && !a.balanced ? 'bad' : '', id: 'd-audit', textContent: `${t('console.audit')}: ${audit}` }),
+    ` · ${t('console.breaker')}: `, el('span', { id: 'd-breaker', textContent: breakerText(inst.breaker) }));
+
+  const sum = { stock: 0, available: 0, held: 0, sold: 0 };
+  const rows = v.nights.map((n) => {
+    for (const k in sum) sum[k] += n[k];
+    return el('tr', {}, el('th', { scope: 'row', textContent: n.date }), ...['stock', 'available', 'held', 'sold'].map((k) => el('td', { textContent: String(n[k]) })));
+  });
+  rows.push(el('tr', { className: 'total' }, el('th', { scope: 'row', textContent: 'Σ' }), ...['stock', 'available', 'held', 'sold'].map((k) => el('td', { textContent: String(sum[k]) }))));
+  $('d-nights').replaceChildren(
+    el('caption', { textContent: t('console.nights_caption') }),
+    el('thead', {}, el('tr', {}, ...['console.date', 'console.stock', 'console.available', 'console.held', 'console.sold'].map((k) => el('th', { scope: 'col', textContent: t(k) })))),
+    el('tbody', {}, ...rows));
+
+  $('c-stock').replaceChildren(stackBars(v.nights.map((n) => ({ label: n.date, parts: [
+    { name: t('console.sold'), cls: 'sold', value: n.sold }, { name: t('console.held'), cls: 'held', value: n.held },
+    { name: t('console.available'), cls: 'available', value: n.available }] })), { label: t('console.chart_stock') }));
+
+  if (!d.metrics) {
+    for (const id of ['c-purchases', 'c-funnel', 'c-refusals', 'c-p99']) $(id).replaceChildren(el('p', { className: 'hint', textContent: t('console.no_metrics') }));
+    return;
+  }
+  const h = d.history;
+  const pad = (xs) => Array(Math.max(0, HISTORY - xs.length)).fill(null).concat(xs);
+  const series = (k) => pad(h.map((r) => r[k]));
+  $('c-purchases').replaceChildren(lineChart([
+    { name: t('console.orders_s'), cls: 'ok', points: series('ok') },
+    { name: t('console.requests_s'), cls: 'requested', points: series('requested') }], { label: t('console.chart_purchases'), unit: '/s' }));
+  $('c-refusals').replaceChildren(lineChart([
+    { name: t('console.r429'), cls: 'limited', points: series('limited') },
+    { name: t('console.r503'), cls: 'unavailable', points: series('unavailable') }], { label: t('console.chart_refusals'), unit: '/s' }));
+  $('c-p99').replaceChildren(lineChart([
+    { name: 'p99', cls: 'p99', points: pad(h.map((r) => (r.p99 == null ? null : r.p99 * 1000))) }], { label: t('console.chart_p99'), unit: ' ms' }));
+  const steps = (d.figures && d.figures.steps) || {};
+  $('c-funnel').replaceChildren(stackBars(STEPS.map((s) => ({ label: t('step.' + s), parts: [{ name: String(steps[s] || 0), cls: 'step', value: steps[s] || 0 }] })),
+    { label: t('console.chart_funnel') }));
+  $('c-funnel').dataset.steps = STEPS.map((s) => steps[s] || 0).join();
+}
+
+// --- actions ----------------------------------------------------------------
+// ask opens the confirmation dialog and resolves true on Confirm; the
+// dialog is modal (focus stays in it, Escape cancels) and gives the
+// focus back to the button that opened it.
+function ask(text) {
+  const box = $('d-msg');
+  if (box) { box.textContent = ''; box.className = 'result'; } // the last action's outcome is not this one's
+  const dlg = $('confirm');
+  $('confirm-text').textContent = text;
+  return new Promise((resolve) => {
+    dlg.returnValue = '';
+    dlg.addEventListener('close', () => resolve(dlg.returnValue === 'ok'), { once: true });
+    dlg.showModal();
+    $('confirm-cancel').focus();
+  });
+}
+
+// result shows an action's outcome on the dashboard: the API's message on
+// failure, in words for the codes an operator meets.
+function result(what, res) {
+  const box = $('d-msg');
+  if (!box) return;
+  box.className = 'result ' + (res.status === 200 ? 'ok' : 'bad');
+  if (res.status === 200) { box.textContent = t('console.done', { what }); return; }
+  const code = errorCode(res);
+  const known = { stock_in_use: 'console.stock_in_use', ended: 'console.err_ended', paused: 'console.err_paused' };
+  let msg = known[code] ? t(known[code]) : errorMessage(res);
+  if ((res.status === 404 && /no route/.test(errorMessage(res))) || res.status === 405) msg = t('console.not_on_server');
+  box.textContent = t('console.error', { what, msg });
+}
+
+async function lifecycle(kind) {
+  const v = detail && detail.view;
+  if (!v) return;
+  const what = t('console.' + kind);
+  if (!(await ask(t('console.ask_' + kind, { title: v.title })))) return;
+  const res = await call('POST', `/api/admin/sales/${enc(v.id)}/${kind}`, { token: admin });
+  if (res.status === 200 && res.body && res.body.id === v.id) detail.view = res.body;
+  result(what, res);
+  renderDetail();
+  loadList(false);
+}
+
+async function stock(sign) {
+  const v = detail && detail.view;
+  if (!v) return;
+  const date = $('d-night').value;
+  const n = parseInt($('d-delta').value, 10);
+  const what = t(sign > 0 ? 'console.add_rooms' : 'console.remove_rooms');
+  if (!Number.isInteger(n) || n < 1 || n > 1e6 || String(n) !== $('d-delta').value.trim()) {
+    $('d-delta').setAttribute('aria-invalid', 'true');
+    result(what, { status: 400, body: { error: { code: 'invalid', message: t('v.range', { lo: 1, hi: 1000000 }) } } });
+    $('d-delta').focus();
+    return;
+  }
+  $('d-delta').removeAttribute('aria-invalid');
+  if (!(await ask(t(sign > 0 ? 'console.ask_add' : 'console.ask_remove', { n, date, title: v.title })))) return;
+  const res = await call('POST', `/api/admin/sales/${enc(v.id)}/nights/${enc(date)}/stock`, { token: admin, body: { delta: sign * n } });
+  if (res.status === 200 && res.body && res.body.id === v.id) detail.view = res.body;
+  result(what, res);
+  renderDetail();
+}
+
+async function act(what, method, path, body) {
+  const res = await call(method, path, { token: admin, body });
+  if (path.endsWith('/audit/repair') && res.status === 200 && detail) detail.audit = res.body;
+  if (detail && path.startsWith('/api/admin/sales/')) result(what, res);
+  else say(res.status === 200 ? 'console.done' : 'console.error', { what, msg: errorMessage(res) });
+  refresh();
+}
+
+// --- creating a sale --------------------------------------------------------
+function showCreate(show) {
+  $('create').hidden = !show;
+  $('new').setAttribute('aria-expanded', String(show));
+  if (!show) { $('new').focus(); return; }
+  if (!$('nights-rows').children.length) {
+    const tomorrow = new Date(Date.now() + 86400e3).toISOString().slice(0, 10);
+    form.addNight(tomorrow, 5);
+    const start = new Date(Math.ceil((Date.now() + 10 * 60e3) / 60e3) * 60e3);
+    $('f-starts_at').value = form.localValue(start);
+    $('f-ends_at').value = form.localValue(new Date(start.getTime() + 86400e3));
+  }
+  form.clear();
+  $('f-title').focus();
+}
+
+function priceHints() {
+  const cur = $('f-currency').value.trim().toUpperCase();
+  for (const k of ['price', 'original_price']) {
+    const v = parseInt($('f-' + k).value, 10);
+    $('h-' + k).textContent = Number.isInteger(v) && /^[A-Z]{3}$/.test(cur) ? '= ' + money(v, cur) : '';
+  }
+}
+
+async function submitCreate(e) {
+  e.preventDefault();
+  const { body, errors } = form.read();
+  if (errors.length) { form.show(errors); return; }
+  const btn = $('create').querySelector('button[type="submit"]');
+  btn.disabled = true;
+  const res = await call('POST', '/api/admin/sales', { token: admin, body });
+  btn.disabled = false;
+  if (res.status === 201) {
+    form.clear();
+    $('create').reset();
+    $('nights-rows').replaceChildren();
+    showCreate(false);
+    say('console.created', { title: res.body.title });
+    await loadList(false);
+    open(res.body.id);
+    return;
+  }
+  const msg = errorMessage(res);
+  const field = res.status === 400 ? form.fieldOfMessage(msg) : '';
+  form.show([[field || 'form', t('v.server', { msg })]]);
+}
+
+// --- start ------------------------------------------------------------------
+setupSwitch(() => {
+  renderInstance();
+  list.drawn = '';
+  renderList();
+  if (detail) { apply(); renderDetail(); }
+  form.labelRemoveButtons();
+  priceHints();
+});
 $('signin').addEventListener('submit', (e) => { e.preventDefault(); signIn($('token').value.trim()); });
 $('signout').addEventListener('click', signOut);
 for (const btn of document.querySelectorAll('[data-force]')) {
   btn.addEventListener('click', () => act(t('console.breaker') + ' ' + btn.dataset.force, 'POST', '/api/admin/breaker', { force: btn.dataset.force }));
 }
+$('filter').addEventListener('change', () => { list.filter = $('filter').value; list.next = null; list.pages = 1; loadList(false); });
+$('more').addEventListener('click', () => loadList(true));
+$('new').addEventListener('click', () => showCreate($('create').hidden));
+$('create-cancel').addEventListener('click', () => showCreate(false));
+$('add-night').addEventListener('click', () => {
+  const rows = $('nights-rows').children;
+  const last = rows.length ? rows[rows.length - 1].querySelector('[data-part="date"]').value : '';
+  const next = last ? new Date(Date.parse(last + 'T00:00:00Z') + 86400e3).toISOString().slice(0, 10) : '';
+  const stockOf = rows.length ? rows[rows.length - 1].querySelector('[data-part="stock"]').value : '5';
+  form.addNight(next, stockOf).querySelector('input').focus();
+});
+$('create').addEventListener('submit', submitCreate);
+for (const id of ['f-price', 'f-original_price', 'f-currency']) $(id).addEventListener('input', priceHints);
 if (admin) signIn(admin);

@@ -29,7 +29,7 @@ function render() {
     const when = document.createElement('p');
     when.className = 'when';
     when.textContent = s.status === 'upcoming' ? t('list.upcoming', { when: fmt.format(Date.parse(s.starts_at)) })
-      : s.status === 'sold_out' ? t('list.sold_out') : t('list.open');
+      : s.status === 'sold_out' ? t('list.sold_out') : s.status === 'paused' ? t('status.paused') : t('list.open');
     a.append(h, p, price, when);
     li.append(a);
     return li;
@@ -43,7 +43,7 @@ async function start() {
     document.getElementById('status').textContent = t('list.failed');
     return;
   }
-  sales = res.body.sales.filter((s) => s.status === 'active' || s.status === 'upcoming' || s.status === 'sold_out');
+  sales = res.body.sales.filter((s) => ['active', 'upcoming', 'sold_out', 'paused'].includes(s.status));
   render();
 }
 

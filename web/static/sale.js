@@ -183,6 +183,7 @@ async function fail(res) {
     case 'unavailable': blockFor(res.retryAfter); setPhase('unavailable'); break;
     case 'limit_exceeded': setPhase('limit'); break;
     case 'ended': setPhase('ended'); break;
+    case 'paused': saleStatus = 'paused'; setPhase(''); break; // until the stream says it resumed
     case 'not_started': await load(); setPhase(''); break;
     case 'unauthenticated':
       token = null;
@@ -254,6 +255,26 @@ async function follow() {
   render();
 }
 
+// payDemo pays the held order through the demo's own endpoint (demo mode
+// only: a real guest pays on the platform, which confirms to the API).
+let paying = false;
+let payError = '';
+async function payDemo() {
+  if (!order || paying) return;
+  paying = true;
+  payError = '';
+  render();
+  const cur = order;
+  const res = await call('POST', `/api/demo/orders/${encodeURIComponent(cur.order_id)}/pay`, { token });
+  paying = false;
+  if (order !== cur) return;
+  if (res.status === 200) order = { ...order, ...res.body };
+  else payError = errorMessage(res);
+  render();
+  // The pay button is gone once paid: keep a keyboard user's place.
+  if (document.activeElement === document.body || $('pay').hidden) $('state').focus();
+}
+
 async function cancelHold() {
   if (!order) return;
   $('cancel').disabled = true;
@@ -269,6 +290,7 @@ function baseState(now) {
   if (!sale) return 'loading';
   if (now < Date.parse(sale.starts_at)) return 'waiting';
   if (now >= Date.parse(sale.ends_at) || saleStatus === 'ended') return 'ended';
+  if (saleStatus === 'paused') return 'paused';
   if (saleStatus === 'sold_out' || stayLeft() <= 0) return 'sold_out';
   if (!token) return demo ? 'signing_in' : 'no_token';
   return 'ready';
@@ -332,11 +354,15 @@ function render() {
   const hold = $('hold');
   if (order && order.status === 'held') {
     const ms = Date.parse(order.hold_expires_at) - now;
-    hold.textContent = t('state.pay_within', { t: clock(ms) }) + ' · ' + money(order.amount, order.currency) + ' · ' + t(demo ? 'state.pay_demo_none' : 'state.pay_platform');
+    hold.textContent = t('state.pay_within', { t: clock(ms) }) + ' · ' + money(order.amount, order.currency) + ' · ' +
+      (paying ? t('state.paying') : payError ? t('state.retry', { reason: payError }) : t(demo ? 'state.pay_demo' : 'state.pay_platform'));
     $('cancel').hidden = false;
+    $('pay').hidden = !demo;
+    $('pay').disabled = paying;
   } else {
     hold.textContent = '';
     $('cancel').hidden = true;
+    $('pay').hidden = true;
   }
   $('buy').disabled = !canBuy();
 }
@@ -366,6 +392,7 @@ async function start() {
   $('nights').addEventListener('change', render);
   $('buy').addEventListener('click', buy);
   $('cancel').addEventListener('click', cancelHold);
+  $('pay').addEventListener('click', payDemo);
   if (!(await load())) return;
   $('sale').hidden = false;
   if (demo && !token) await demoLogin();

@@ -1,0 +1,79 @@
+// Reading GET /metrics (the Prometheus text format) in the console: the
+// figures of one sale out of two scrapes a second apart.
+
+const LINE = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)/;
+const LABEL = /([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g;
+const unescape = (v) => v.replace(/\\(.)/g, (_, c) => (c === 'n' ? '\n' : c));
+
+// parse returns the samples of a text exposition: [{name, labels, value}].
+export function parse(text) {
+  const out = [];
+  for (const line of text.split('\n')) {
+    if (!line || line[0] === '#') continue;
+    const m = LINE.exec(line);
+    if (!m) continue;
+    const labels = {};
+    if (m[2]) for (const l of m[2].matchAll(LABEL)) labels[l[1]] = unescape(l[2]);
+    const value = m[3] === '+Inf' ? Infinity : Number(m[3]);
+    if (!Number.isNaN(value)) out.push({ name: m[1], labels, value });
+  }
+  return out;
+}
+
+// PURCHASE_ROUTE is the route whose latency the console charts.
+export const PURCHASE_ROUTE = 'POST /api/sales/{id}/purchase';
+
+// The purchase outcomes counted as 503 (metrics/funnel.go splits them).
+const UNAVAILABLE = ['unavailable', 'overloaded', 'indeterminate'];
+
+export const STEPS = ['requested', 'admitted', 'reserved', 'written', 'paid'];
+
+// saleFigures picks one sale's counters and the purchase route's latency
+// buckets out of parsed samples.
+export function saleFigures(samples, saleID) {
+  const f = { ok: 0, requested: 0, limited: 0, unavailable: 0, steps: {}, buckets: [], found: false };
+  for (const s of samples) {
+    if (s.name === 'flashsale_purchases_total' && s.labels.sale === saleID) {
+      f.found = true;
+      f.requested += s.value;
+      if (s.labels.outcome === 'ok') f.ok += s.value;
+      else if (s.labels.outcome === 'rate_limited') f.limited += s.value;
+      else if (UNAVAILABLE.includes(s.labels.outcome)) f.unavailable += s.value;
+    } else if (s.name === 'flashsale_funnel_steps_total' && s.labels.sale === saleID) {
+      f.steps[s.labels.step] = s.value;
+    } else if (s.name === 'flashsale_http_request_duration_seconds_bucket' && s.labels.route === PURCHASE_ROUTE) {
+      f.buckets.push({ le: s.labels.le === '+Inf' ? Infinity : Number(s.labels.le), count: s.value });
+    }
+  }
+  f.buckets.sort((a, b) => a.le - b.le);
+  return f;
+}
+
+// quantile is the q-quantile (0..1) of the requests between two scrapes'
+// cumulative buckets, as the upper bound of the bucket it falls in (as
+// Prometheus' histogram_quantile does, without interpolating); null when
+// no request was answered between them.
+export function quantile(q, before, after) {
+  if (!after.length) return null;
+  const prev = new Map(before.map((b) => [b.le, b.count]));
+  const delta = after.map((b) => ({ le: b.le, count: b.count - (prev.get(b.le) || 0) }));
+  const total = delta[delta.length - 1].count;
+  if (!(total > 0)) return null;
+  const rank = q * total;
+  for (let i = 0; i < delta.length; i++) {
+    if (delta[i].count >= rank) {
+      if (delta[i].le !== Infinity) return delta[i].le;
+      return i > 0 ? delta[i - 1].le : null; // past the last bound: say the last bound
+    }
+  }
+  return null;
+}
+
+// rates turns two scrapes dt seconds apart into per-second figures.
+export function rates(before, after, dt) {
+  const per = (k) => Math.max(0, after[k] - before[k]) / dt;
+  return {
+    ok: per('ok'), requested: per('requested'), limited: per('limited'), unavailable: per('unavailable'),
+    p99: quantile(0.99, before.buckets, after.buckets),
+  };
+}

@@ -1,0 +1,233 @@
+// The console's create-sale form: the body POST /api/admin/sales takes,
+// checked here as flashsale.Sale.Validate checks it (so most mistakes are
+// named before a request), and the server's 400 mapped back to its field.
+import { t } from './i18n.js';
+
+const $ = (x) => document.getElementById(x);
+
+// FIELDS maps a field's JSON path to its input and its error line.
+const FIELDS = {
+  title: ['f-title', 'e-title'], hotel: ['f-hotel', 'e-hotel'], room_type: ['f-room_type', 'e-room_type'],
+  price: ['f-price', 'e-price'], original_price: ['f-original_price', 'e-original_price'], currency: ['f-currency', 'e-currency'],
+  starts_at: ['f-starts_at', 'e-starts_at'], ends_at: ['f-ends_at', 'e-ends_at'],
+  per_user_limit: ['f-per_user_limit', 'e-per_user_limit'], hold_seconds: ['f-hold_seconds', 'e-hold_seconds'],
+  purchase_token: ['f-purchase_token', 'e-purchase_token'], 'challenge.difficulty': ['f-challenge', 'e-challenge'],
+  'eligibility.min_tier': ['f-min_tier', 'e-min_tier'], 'eligibility.min_stays_30d': ['f-min_stays', 'e-min_stays'],
+  'eligibility.channels': ['f-channels', 'e-channels'],
+  'limits.per_sale': ['f-per_sale', 'e-per_sale'], 'limits.per_user': ['f-per_user', 'e-per_user'], 'limits.per_ip': ['f-per_ip', 'e-per_ip'],
+  nights: ['add-night', 'e-nights'],
+};
+
+// elementsOf returns a field's input and error line, nights rows included.
+function elementsOf(key) {
+  const m = /^nights\[(\d+)\]\.(date|stock)$/.exec(key);
+  if (m) {
+    const row = $('nights-rows').children[Number(m[1])];
+    if (row) return [row.querySelector(`[data-part="${m[2]}"]`), row.querySelector('.err')];
+  }
+  const f = FIELDS[key];
+  return f ? [$(f[0]), $(f[1])] : [null, null];
+}
+
+const MAX_MONEY = 2 ** 40;
+const RATE = /^([0-9]+)\/[smh](?:,([0-9]+))?$/;
+const CHANNEL = /^[a-z0-9._-]{1,64}$/;
+const DATE = /^\d{4}-\d{2}-\d{2}$/;
+const utf8 = new TextEncoder();
+
+// --- the nights' rows -------------------------------------------------------
+let rowSeq = 0;
+
+export function addNight(date = '', stock = '') {
+  const i = rowSeq++;
+  const row = document.createElement('div');
+  row.className = 'night-row';
+  const mk = (part, type, label, value) => {
+    const id = `n${i}-${part}`;
+    const l = document.createElement('label');
+    l.htmlFor = id;
+    l.textContent = t(label);
+    l.dataset.i18n = label;
+    const inp = document.createElement('input');
+    Object.assign(inp, { id, type, value: String(value) });
+    inp.dataset.part = part;
+    inp.setAttribute('aria-describedby', `n${i}-err`);
+    if (type === 'number') Object.assign(inp, { min: '0', max: '1000000', step: '1', inputMode: 'numeric' });
+    return [l, inp];
+  };
+  const rm = document.createElement('button');
+  rm.type = 'button';
+  rm.className = 'remove-night';
+  rm.textContent = '×';
+  rm.addEventListener('click', () => {
+    const rows = $('nights-rows');
+    if (rows.children.length > 1) { row.remove(); labelRemoveButtons(); rows.querySelector('input').focus(); }
+  });
+  const err = document.createElement('p');
+  err.className = 'err';
+  err.id = `n${i}-err`;
+  row.append(...mk('date', 'date', 'f.night_date', date), ...mk('stock', 'number', 'f.night_stock', stock), rm, err);
+  $('nights-rows').append(row);
+  labelRemoveButtons();
+  return row;
+}
+
+// labelRemoveButtons names each row's remove button by its night, and
+// disables the last one: a sale has at least one night.
+export function labelRemoveButtons() {
+  const rows = [...$('nights-rows').children];
+  rows.forEach((row, i) => {
+    const b = row.querySelector('.remove-night');
+    b.setAttribute('aria-label', t('f.remove_night', { n: i + 1 }));
+    b.disabled = rows.length === 1;
+  });
+}
+
+// --- times ------------------------------------------------------------------
+const pad = (n) => String(n).padStart(2, '0');
+
+// rfc3339 turns a datetime-local value (the operator's own time zone) into
+// RFC 3339 with that zone's offset; '' when it is not a time.
+export function rfc3339(local) {
+  const d = new Date(local);
+  if (!local || Number.isNaN(d.getTime())) return '';
+  const off = -d.getTimezoneOffset();
+  const sign = off >= 0 ? '+' : '-';
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}` +
+    `${sign}${pad(Math.floor(Math.abs(off) / 60))}:${pad(Math.abs(off) % 60)}`;
+}
+
+// localValue is a datetime-local value for a Date.
+export function localValue(d) {
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
+}
+
+// --- reading and checking ---------------------------------------------------
+const intOf = (v) => (/^-?\d+$/.test(v.trim()) ? Number(v.trim()) : NaN);
+
+// read returns {body, errors}: the request body, and [key, message]
+// pairs for every field the server would refuse.
+export function read() {
+  const errs = [];
+  const bad = (k, msg, vars) => errs.push([k, t(msg, vars)]);
+  const val = (id) => $(id).value;
+  const body = {};
+  for (const k of ['title', 'hotel', 'room_type']) {
+    body[k] = val('f-' + k).trim();
+    // The server counts bytes of UTF-8: 200 of them is 66 Chinese characters.
+    if (!body[k] || utf8.encode(body[k]).length > 200) bad(k, 'v.required', { max: 200 });
+  }
+  const rows = [...$('nights-rows').children];
+  body.nights = rows.map((row) => ({ date: row.querySelector('[data-part="date"]').value, stock: intOf(row.querySelector('[data-part="stock"]').value) }));
+  if (body.nights.length < 1 || body.nights.length > 366) bad('nights', 'v.nights_count');
+  let prev = '';
+  body.nights.forEach((n, i) => {
+    if (!DATE.test(n.date)) bad(`nights[${i}].date`, 'v.night_date');
+    else if (prev && n.date <= prev) bad(`nights[${i}].date`, 'v.night_order');
+    if (!Number.isInteger(n.stock) || n.stock < 0 || n.stock > 1e6) bad(`nights[${i}].stock`, 'v.night_stock');
+    if (DATE.test(n.date)) prev = n.date;
+  });
+  for (const k of ['price', 'original_price']) {
+    body[k] = intOf(val('f-' + k));
+    if (!Number.isInteger(body[k]) || body[k] < 0 || body[k] > MAX_MONEY) bad(k, 'v.money');
+  }
+  body.currency = val('f-currency').trim().toUpperCase();
+  if (!/^[A-Z]{3}$/.test(body.currency)) bad('currency', 'v.currency');
+  body.starts_at = rfc3339(val('f-starts_at'));
+  body.ends_at = rfc3339(val('f-ends_at'));
+  if (!body.starts_at) bad('starts_at', 'v.time');
+  if (!body.ends_at) bad('ends_at', 'v.time');
+  else if (body.starts_at && Date.parse(body.ends_at) <= Date.parse(body.starts_at)) bad('ends_at', 'v.ends_after');
+  const range = (k, id, lo, hi) => {
+    const v = intOf(val(id));
+    if (!Number.isInteger(v) || v < lo || v > hi) bad(k, 'v.range', { lo, hi });
+    return v;
+  };
+  body.per_user_limit = range('per_user_limit', 'f-per_user_limit', 1, 1000);
+  body.hold_seconds = range('hold_seconds', 'f-hold_seconds', 1, 86400);
+  body.purchase_token = $('f-purchase_token').checked;
+  const difficulty = range('challenge.difficulty', 'f-challenge', 0, 32);
+  if (difficulty > 0) {
+    body.challenge = { difficulty };
+    if (!body.purchase_token) bad('challenge.difficulty', 'v.challenge_token');
+  }
+  const elig = {};
+  if (val('f-min_tier')) elig.min_tier = val('f-min_tier');
+  const stays = range('eligibility.min_stays_30d', 'f-min_stays', 0, 30);
+  if (stays > 0) elig.min_stays_30d = stays;
+  const channels = val('f-channels').split(',').map((c) => c.trim()).filter(Boolean);
+  if (channels.length) {
+    elig.channels = channels;
+    if (channels.length > 16) bad('eligibility.channels', 'v.channels_count');
+    else if (channels.some((c) => !CHANNEL.test(c))) bad('eligibility.channels', 'v.channel');
+    else if (new Set(channels).size !== channels.length) bad('eligibility.channels', 'v.channel_repeat');
+  }
+  if (Object.keys(elig).length) body.eligibility = elig;
+  const limits = {};
+  for (const k of ['per_sale', 'per_user', 'per_ip']) {
+    const v = val('f-' + k).trim();
+    if (!v) continue;
+    limits[k] = v;
+    const m = RATE.exec(v);
+    if (v !== 'off' && (!m || Number(m[1]) < 1 || Number(m[1]) > 1e6 || (m[2] !== undefined && (Number(m[2]) < 1 || Number(m[2]) > 1e6)))) bad('limits.' + k, 'v.rate');
+  }
+  if (Object.keys(limits).length) body.limits = limits;
+  return { body, errors: errs };
+}
+
+// fieldOfMessage names the field a server's 400 message is about (its
+// messages start with the field's JSON path), or '' for the whole form.
+export function fieldOfMessage(msg) {
+  if (/^starts_at and ends_at/.test(msg)) return 'ends_at';
+  if (/^challenge needs/.test(msg)) return 'challenge.difficulty';
+  const m = /^((?:nights\[\d+\]\.(?:date|stock))|(?:eligibility\.[a-z_0-9]+)|(?:limits\.[a-z_]+)|(?:challenge\.difficulty)|[a-z_]+)/.exec(msg || '');
+  if (!m) return '';
+  const key = m[1];
+  return elementsOf(key)[1] ? key : '';
+}
+
+// clear removes every error the form shows.
+export function clear() {
+  for (const el of document.querySelectorAll('#create .err')) el.textContent = '';
+  for (const el of document.querySelectorAll('#create [aria-invalid]')) el.removeAttribute('aria-invalid');
+  const box = $('create-errors');
+  box.hidden = true;
+  box.replaceChildren();
+}
+
+// show puts each [key, message] at its field (a key with no field goes
+// to the summary only), lists them all in the summary, and moves focus to
+// the first field in error so a keyboard or screen-reader user lands on it.
+export function show(errors) {
+  clear();
+  const box = $('create-errors');
+  const ul = document.createElement('ul');
+  let first = null;
+  for (const [key, msg] of errors) {
+    const [input, line] = elementsOf(key);
+    if (line) line.textContent = line.textContent ? line.textContent + ' ' + msg : msg;
+    if (input) {
+      input.setAttribute('aria-invalid', 'true');
+      first = first || input;
+    }
+    // Each item names its field and takes the focus there.
+    const li = document.createElement('li');
+    li.dataset.field = key;
+    const label = input && (document.querySelector(`label[for="${input.id}"]`) || input.closest('fieldset')?.querySelector('legend'));
+    if (input) {
+      const go = document.createElement('button');
+      go.type = 'button';
+      go.className = 'link';
+      go.textContent = label ? label.textContent : key;
+      go.addEventListener('click', () => input.focus());
+      li.append(go, ': ');
+    }
+    li.append(msg);
+    ul.append(li);
+  }
+  const h = document.createElement('p');
+  h.textContent = t('v.summary', { n: errors.length });
+  box.append(h, ul);
+  box.hidden = false;
+  (first || box).focus();
+}
