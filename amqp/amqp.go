@@ -18,6 +18,8 @@ import (
 	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/flashsale/flashsale"
 )
@@ -102,6 +104,14 @@ type Config struct {
 	// OnDead succeeds. It may be called more than once for a reservation,
 	// so it must be idempotent.
 	OnDead func(ctx context.Context, r flashsale.Reservation, reason error) error
+
+	// TracerProvider, when set, traces the order path: a producer span
+	// around each publish and its confirm, whose context rides in the
+	// message's headers (Propagator's, W3C traceparent by default), and a
+	// consumer span per delivery that continues that trace. Nil: no span
+	// and no header work at all.
+	TracerProvider trace.TracerProvider
+	Propagator     propagation.TextMapPropagator
 }
 
 // withDefaults returns cfg with every zero field set to its default.

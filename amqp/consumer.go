@@ -14,6 +14,7 @@ import (
 	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/time/rate"
 
 	"github.com/flashsale/flashsale"
@@ -72,6 +73,7 @@ type Consumer struct {
 	cfg       Config
 	store     Handler
 	log       *slog.Logger
+	tr        *tracer       // nil: tracing off
 	limiter   *rate.Limiter // nil when RatePerSec is 0
 	batchSize int           // the largest batch
 	slice     int           // the smallest batch a capped consumer aims for
@@ -113,6 +115,7 @@ func NewConsumer(ctx context.Context, cfg Config, store Handler, logger *slog.Lo
 		cfg:       cfg,
 		store:     store,
 		log:       logger.With("component", "amqp.consumer", "queue", cfg.queue()),
+		tr:        newTracer(cfg),
 		batchSize: cfg.BatchSize,
 		slice:     cfg.BatchSize,
 		retryMin:  retryMinDefault,
@@ -192,7 +195,8 @@ type item struct {
 	tag   uint64
 	count int64 // earlier deliveries of this message (x-delivery-count)
 	r     flashsale.Reservation
-	reqID string // the purchase's request id (x-request-id), for the log lines
+	reqID string     // the purchase's request id (x-request-id), for the log lines
+	span  trace.Span // its consumer span, until it is settled; nil when not tracing
 }
 
 // gatherState says why gather returned.
@@ -576,7 +580,8 @@ func (c *Consumer) add(batch []item, d amqp091.Delivery) []item {
 		}
 		return batch
 	}
-	return append(batch, item{tag: d.DeliveryTag, count: deliveryCount(d.Headers), r: r, reqID: deliveryRequestID(d.Headers)})
+	return append(batch, item{tag: d.DeliveryTag, count: deliveryCount(d.Headers), r: r, reqID: deliveryRequestID(d.Headers),
+		span: c.tr.startProcess(&d, c.cfg.queue(), &r)})
 }
 
 // deliveryCount reads the quorum queue's count of earlier deliveries.
@@ -627,6 +632,7 @@ func (c *Consumer) process(ctx context.Context, ch *amqp091.Channel, batch []ite
 
 // write writes a batch and settles its deliveries (process without the cap).
 func (c *Consumer) write(ctx context.Context, ch *amqp091.Channel, batch []item) error {
+	ctx = c.tr.batchContext(ctx, batch)
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 	defer cancel()
 	rs := make([]flashsale.Reservation, len(batch))
@@ -776,6 +782,9 @@ func (c *Consumer) settle(ctx context.Context, ch *amqp091.Channel, batch []item
 	for i := range batch {
 		it := &batch[i]
 		v, reason := c.judge(it, results[i], txErrs[i])
+		if v != verdictDead {
+			c.tr.endProcess(it, v, results[i], reason)
+		}
 		if v == verdictAck {
 			c.logWritten(it, results[i])
 			run++
@@ -793,10 +802,11 @@ func (c *Consumer) settle(ctx context.Context, ch *amqp091.Channel, batch []item
 			c.stats.requeued.Add(1)
 		case verdictDead:
 			if c.cfg.OnDead != nil {
-				if err := c.cfg.OnDead(ctx, it.r, reason); err != nil {
+				if err := c.cfg.OnDead(c.tr.itemContext(ctx, it), it.r, reason); err != nil {
 					// Its failed row is not written (or its units not back):
 					// keep the message until both are done.
 					c.log.Warn("requeueing order: giving up on it failed", "order_id", it.r.OrderID, "sale_id", it.r.SaleID, "request_id", it.reqID, "err", err)
+					c.tr.endProcess(it, verdictRequeue, results[i], err)
 					if err := ch.Nack(it.tag, false, true); err != nil {
 						return fmt.Errorf("nack: %w", err)
 					}
@@ -805,6 +815,7 @@ func (c *Consumer) settle(ctx context.Context, ch *amqp091.Channel, batch []item
 				}
 			}
 			c.log.Error("dead-lettering order", "order_id", it.r.OrderID, "sale_id", it.r.SaleID, "request_id", it.reqID, "attempt", it.count+1, "err", reason)
+			c.tr.endProcess(it, verdictDead, results[i], reason)
 			if err := ch.Nack(it.tag, false, false); err != nil {
 				return fmt.Errorf("nack: %w", err)
 			}

@@ -44,6 +44,7 @@ var (
 type Publisher struct {
 	cfg Config
 	log *slog.Logger
+	tr  *tracer // nil: tracing off
 	// slots holds one token per publish awaiting its confirm; the token is
 	// taken before the publish and given back when the outcome is known, so
 	// a caller that gave up early still counts until the broker answers.
@@ -103,6 +104,7 @@ func NewPublisher(ctx context.Context, cfg Config, logger *slog.Logger) (*Publis
 	p := &Publisher{
 		cfg:     cfg,
 		log:     logger.With("component", "amqp.publisher", "exchange", cfg.exchange()),
+		tr:      newTracer(cfg),
 		slots:   make(chan struct{}, cfg.MaxInFlight),
 		closing: make(chan struct{}),
 		done:    make(chan struct{}),
@@ -295,7 +297,18 @@ func (p *Publisher) drain(s *session, ev events) {
 //
 // Write does not queue: it fails at once rather than wait for a slot or a
 // connection. It waits for the confirm at most ConfirmTimeout or until ctx ends.
+// Traced, the publish and its confirm are one producer span.
 func (p *Publisher) Write(ctx context.Context, r *flashsale.Reservation) (flashsale.OrderStatus, error) {
+	if p.tr == nil {
+		return p.write(ctx, r)
+	}
+	ctx, span := p.tr.startPublish(ctx, p.cfg.exchange(), r)
+	status, err := p.write(ctx, r)
+	endPublish(span, err)
+	return status, err
+}
+
+func (p *Publisher) write(ctx context.Context, r *flashsale.Reservation) (flashsale.OrderStatus, error) {
 	if err := ctx.Err(); err != nil {
 		return "", p.fail(r, err)
 	}
@@ -375,7 +388,7 @@ func (p *Publisher) publish(ctx context.Context, r *flashsale.Reservation, body 
 		// CorrelationId carries the delivery tag so a basic.return, which
 		// has no tag of its own, finds its waiter.
 		CorrelationId: strconv.FormatUint(tag, 10),
-		Headers:       requestHeaders(ctx),
+		Headers:       p.tr.headers(ctx),
 		Body:          body,
 	})
 	if err != nil {

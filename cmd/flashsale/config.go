@@ -16,6 +16,7 @@ import (
 
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/funnel"
+	"github.com/flashsale/flashsale/tracing"
 )
 
 // Defaults for Config.
@@ -146,6 +147,9 @@ type Config struct {
 	// while still serving, before it stops accepting: a load balancer's
 	// probe period times its failure threshold. FLASHSALE_SHUTDOWN_DELAY.
 	ShutdownDelay time.Duration
+	// Tracing is read from the standard OTEL_* variables (no flags): on
+	// when OTEL_EXPORTER_OTLP_ENDPOINT is set.
+	Tracing tracing.Config
 }
 
 // errPrintConfig asks the caller to print c instead of running: the
@@ -160,6 +164,7 @@ func parseConfig(fset *flag.FlagSet, args []string, getenv func(string) string) 
 	if err := applySettings(&c, fset, getenv, migrate); err != nil {
 		return c, err
 	}
+	c.Tracing = tracing.FromEnv(getenv)
 	if fset != nil {
 		printCfg := false
 		if !migrate {
@@ -272,6 +277,7 @@ func (c Config) LogValue() slog.Value {
 			slog.Duration("timeout", c.UserServiceTimeout), slog.Duration("stale", c.UserServiceStale)),
 		slog.Any("token_keys", tokenKeyIDs(c.TokenKeys)),
 		slog.Bool("demo", c.Demo),
+		slog.Any("tracing", c.Tracing.LogValue()),
 	)
 }
 

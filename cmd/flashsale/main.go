@@ -36,6 +36,7 @@ import (
 	"github.com/flashsale/flashsale/inmem"
 	"github.com/flashsale/flashsale/jwks"
 	"github.com/flashsale/flashsale/metrics"
+	"github.com/flashsale/flashsale/tracing"
 	"github.com/flashsale/flashsale/usersvc"
 	"github.com/flashsale/flashsale/web"
 )
@@ -176,6 +177,7 @@ type Main struct {
 	// metricsAddr is its own listener's address, "" on the main one.
 	metrics     *metrics.Metrics
 	metricsAddr string
+	tracing     *tracing.Tracing // nil when off: nothing is wrapped
 	gate        *drainGate
 
 	closers []func() error // in opening order; Close runs them backwards
@@ -215,6 +217,10 @@ func (m *Main) open(ctx context.Context) error {
 		return err
 	}
 
+	if m.tracing, err = tracing.Open(ctx, cfg.Tracing, m.log); err != nil {
+		return err
+	}
+	m.closers = append(m.closers, m.tracing.Close) // last: after everything that makes spans
 	var board flashsale.ModeBoard
 	if m.store, board, err = openStoreBoard(ctx, cfg, m.log); err != nil {
 		return err
@@ -224,7 +230,7 @@ func (m *Main) open(ctx context.Context) error {
 	}
 	m.closers = append(m.closers, m.store.Close)
 	m.metrics = metrics.New(metrics.Config{})
-	m.store = m.metrics.Store(m.store)
+	m.store = m.tracing.Store(m.metrics.Store(m.store), dbSystem(cfg.DatabaseURL))
 	if err := m.openStock(ctx); err != nil {
 		return err
 	}
@@ -289,7 +295,7 @@ func (m *Main) open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	m.gate = &drainGate{next: pages}
+	m.gate = &drainGate{next: m.tracing.Handler(pages)}
 	if err := m.openDebug(); err != nil {
 		return err
 	}
@@ -347,10 +353,11 @@ func (m *Main) openStock(ctx context.Context) error {
 		m.limiter = shared
 	}
 	m.engine = m.metrics.Engine(m.engine)
+	m.engine = m.tracing.Engine(m.engine, engineSystem(cfg))
 	if cfg.AMQPURL == "" {
 		w := inmem.NewWriter(m.store, inmem.WriterConfig{Committed: m.metrics.Commit}, m.log)
 		m.closers = append(m.closers, w.Close)
-		m.writer = w
+		m.writer = m.tracing.Writer(w)
 		if m.fence != nil {
 			m.republish = w // Redis without a queue: a stranded reservation is written directly
 		}
@@ -368,6 +375,7 @@ func (m *Main) openStock(ctx context.Context) error {
 	// seconds, not after minutes.
 	qcfg := queueConfig(cfg)
 	qcfg.RatePerSec, qcfg.OnDead = cfg.OrderRate, released.Dead
+	qcfg.TracerProvider, qcfg.Propagator = m.tracing.Provider(), m.tracing.Propagator()
 	pub, err := amqp.NewPublisher(ctx, qcfg, m.log)
 	if err != nil {
 		return fmt.Errorf("open amqp publisher: %w", err)

@@ -196,6 +196,10 @@ func settingsUsage(fset *flag.FlagSet, forMigrate bool) {
 		fmt.Fprintf(tw, "--%s\t%s\t%s\t%s\n", s.flagName(), s.env, def, s.help)
 	}
 	tw.Flush()
+	if !forMigrate {
+		fmt.Fprintf(w, "\nTracing (OpenTelemetry, off by default) takes the standard OTEL_* variables, no flags:\n"+
+			"OTEL_EXPORTER_OTLP_ENDPOINT=http://collector:4318 turns it on; see the README.\n")
+	}
 	first := true
 	fset.VisitAll(func(f *flag.Flag) {
 		if known[f.Name] {

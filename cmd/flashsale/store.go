@@ -69,3 +69,22 @@ func openStoreBoard(ctx context.Context, cfg Config, logger *slog.Logger) (flash
 	}
 	return s, board, nil
 }
+
+// dbSystem names the database for the traces' db.system.name.
+func dbSystem(url string) string {
+	switch {
+	case strings.HasPrefix(url, "mysql://"):
+		return "mysql"
+	case strings.HasPrefix(url, "sqlite://"):
+		return "sqlite"
+	}
+	return "postgresql"
+}
+
+// engineSystem names the stock engine for the traces.
+func engineSystem(cfg Config) string {
+	if cfg.RedisURL != "" {
+		return "redis"
+	}
+	return "inmem"
+}

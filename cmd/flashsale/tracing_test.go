@@ -1,0 +1,279 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/flashsale/flashsale/internal/testenv"
+	"github.com/flashsale/flashsale/tracing"
+)
+
+// runDistributed runs the distributed shape in-process (Redis on a prefix
+// of its own, RabbitMQ on a queue name of its own, dbURL) with mod applied
+// last.
+func runDistributed(t *testing.T, dbURL string, mod func(*Config)) (*Main, *client, string) {
+	t.Helper()
+	prefix, queue := testenv.Name("fs-tr-")+":", testenv.Name("fs-trq-")
+	m, c := MustRunMain(t, func(cfg *Config) {
+		cfg.DatabaseURL = dbURL
+		cfg.RedisURL, cfg.RedisPrefix = testenv.URL(t, testenv.Redis), prefix
+		cfg.AMQPURL, cfg.QueueName = testenv.URL(t, testenv.AMQP), queue
+		if mod != nil {
+			mod(cfg)
+		}
+	})
+	t.Cleanup(func() {
+		testenv.DeleteKeys(testenv.URL(t, testenv.Redis), prefix)
+		deleteTopology(testenv.URL(t, testenv.AMQP), queue)
+	})
+	return m, c, queue
+}
+
+// TestTracingAcrossQueue follows one purchase's trace through the
+// distributed shape with the in-memory exporter: the HTTP server span
+// continues the caller's traceparent; the Redis reserve and the publish
+// are its children; the consumer's span continues the publish from the
+// trace context the message's headers carried (another goroutine, the
+// broker in between); the SQL write is the consumer span's child. One
+// trace ID throughout, each parent link as said.
+func TestTracingAcrossQueue(t *testing.T) {
+	for name, db := range distributedDatabases(t) {
+		t.Run(name, func(t *testing.T) {
+			exp := tracetest.NewInMemoryExporter()
+			_, c, queue := runDistributed(t, db(t), func(cfg *Config) {
+				cfg.Tracing = tracing.Config{Exporter: exp, ServiceName: "flashsale-test"}
+			})
+			id := c.createSale(t, saleJSON([]int{5}, 1, false))
+
+			// The caller's trace: the purchase must join it, not start one.
+			callerTrace, callerSpan := "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+			var o orderJSON
+			status, err := c.do(context.Background(), "POST", "/api/sales/"+id+"/purchase", c.jwt("guest-1"), map[string]any{},
+				map[string]string{"Idempotency-Key": "k1", "traceparent": "00-" + callerTrace + "-" + callerSpan + "-01"}, &o)
+			if err != nil || status != http.StatusAccepted {
+				t.Fatalf("purchase: %d %v %+v", status, err, o.Error)
+			}
+
+			dbName := map[string]string{"mysql": "mysql", "postgres": "postgresql"}[name]
+			write := waitSpan(t, exp, func(s tracetest.SpanStub) bool {
+				return s.Name == dbName+" place_orders" && hasAttr(s, "flashsale.order.id", o.OrderID)
+			})
+			spans := exp.GetSpans()
+			server := findSpan(t, spans, func(s tracetest.SpanStub) bool {
+				return s.SpanKind == trace.SpanKindServer && hasAttr(s, "url.path", "/api/sales/"+id+"/purchase")
+			})
+			reserve := findSpan(t, spans, func(s tracetest.SpanStub) bool { return s.Name == "redis reserve" })
+			publish := findSpan(t, spans, func(s tracetest.SpanStub) bool { return s.Name == queue+".orders publish" })
+			process := findSpan(t, spans, func(s tracetest.SpanStub) bool {
+				return s.Name == queue+".orders process" && hasAttr(s, "flashsale.order.id", o.OrderID)
+			})
+
+			if got := server.SpanContext.TraceID().String(); got != callerTrace {
+				t.Errorf("server span's trace %s, want the caller's %s", got, callerTrace)
+			}
+			if got := server.Parent.SpanID().String(); got != callerSpan || !server.Parent.IsRemote() {
+				t.Errorf("server span's parent %s (remote %v), want the caller's span %s", got, server.Parent.IsRemote(), callerSpan)
+			}
+			for _, link := range []struct {
+				name          string
+				child, parent tracetest.SpanStub
+				kind          trace.SpanKind
+			}{
+				{"redis reserve", reserve, server, trace.SpanKindClient},
+				{"publish", publish, server, trace.SpanKindProducer},
+				{"process", process, publish, trace.SpanKindConsumer},
+				{"place_orders", write, process, trace.SpanKindClient},
+			} {
+				if got := link.child.SpanContext.TraceID().String(); got != callerTrace {
+					t.Errorf("%s: trace %s, want %s", link.name, got, callerTrace)
+				}
+				if got, want := link.child.Parent.SpanID(), link.parent.SpanContext.SpanID(); got != want {
+					t.Errorf("%s: parent %s, want %s (%s)", link.name, got, want, link.parent.Name)
+				}
+				if link.child.SpanKind != link.kind {
+					t.Errorf("%s: kind %v, want %v", link.name, link.child.SpanKind, link.kind)
+				}
+			}
+			if !process.Parent.IsRemote() {
+				t.Error("the consumer's parent is not remote: the context did not come from the message")
+			}
+			if !hasAttr(process, "flashsale.order.result", "held") {
+				t.Errorf("process span attributes %v, want flashsale.order.result=held", process.Attributes)
+			}
+			if !hasAttr(write, "db.system.name", dbName) {
+				t.Errorf("place_orders attributes %v, want db.system.name=%s", write.Attributes, dbName)
+			}
+		})
+	}
+}
+
+// TestTracingOff: with no OTLP endpoint nothing of tracing is installed in
+// the distributed shape (no middleware, no store or engine wrapper, no
+// provider handed to the queue); the same checks find each of them with it
+// on, so the test cannot pass by looking in the wrong place.
+func TestTracingOff(t *testing.T) {
+	dbURL := testenv.MySQLDatabase(t)
+	pkg := reflect.TypeFor[tracing.Tracing]().PkgPath()
+	fromTracing := func(v any) bool {
+		ty := reflect.TypeOf(v)
+		if ty.Kind() == reflect.Pointer {
+			ty = ty.Elem()
+		}
+		return ty.PkgPath() == pkg
+	}
+	installed := func(m *Main) map[string]bool {
+		return map[string]bool{
+			"tracing": m.tracing != nil, "handler": fromTracing(m.gate.next), "store": fromTracing(m.store),
+			"engine": fromTracing(m.engine), "outbox": fromTracing(m.engine.Outbox()), "queue": m.tracing.Provider() != nil,
+		}
+	}
+
+	cfg, err := parseConfig(nil, nil, func(string) string { return "" })
+	if err != nil || cfg.Tracing.Enabled() {
+		t.Fatalf("no OTEL_* variables: tracing enabled %v, err %v", cfg.Tracing.Enabled(), err)
+	}
+	off, _, _ := runDistributed(t, dbURL, nil)
+	for what, on := range installed(off) {
+		if on {
+			t.Errorf("tracing off, yet the %s is traced", what)
+		}
+	}
+	on, _, _ := runDistributed(t, dbURL, func(cfg *Config) {
+		cfg.Tracing = tracing.Config{Exporter: tracetest.NewInMemoryExporter()}
+	})
+	for what, ok := range installed(on) {
+		if !ok {
+			t.Errorf("tracing on, yet the %s is not traced", what)
+		}
+	}
+}
+
+// TestTracingSettings: the standard variables turn tracing on, the
+// standard off switches win, and the start-up line names the endpoint.
+func TestTracingSettings(t *testing.T) {
+	for _, tc := range []struct {
+		env  map[string]string
+		want string // the endpoint; "" is off
+	}{
+		{map[string]string{}, ""},
+		{map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"}, "http://collector:4318"},
+		{map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://c:4318/v1/traces", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://x:4318"}, "http://c:4318/v1/traces"},
+		{map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318", "OTEL_SDK_DISABLED": "true"}, ""},
+		{map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318", "OTEL_TRACES_EXPORTER": "none"}, ""},
+		{map[string]string{"OTEL_SERVICE_NAME": "fs-eu"}, ""},
+	} {
+		cfg, err := parseConfig(nil, nil, func(k string) string { return tc.env[k] })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Tracing.Endpoint != tc.want || cfg.Tracing.Enabled() != (tc.want != "") {
+			t.Errorf("%v: endpoint %q enabled %v, want %q", tc.env, cfg.Tracing.Endpoint, cfg.Tracing.Enabled(), tc.want)
+		}
+	}
+	cfg, _ := parseConfig(nil, nil, func(k string) string {
+		return map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318", "OTEL_EXPORTER_OTLP_HEADERS": "authorization=Bearer s3cret"}[k]
+	})
+	var out strings.Builder
+	printConfig(&out, cfg)
+	if !strings.Contains(out.String(), "tracing.endpoint=http://collector:4318") || strings.Contains(out.String(), "s3cret") {
+		t.Errorf("--print-config shows:\n%s\nwant tracing.endpoint and no header value", out.String())
+	}
+}
+
+// BenchmarkSoldOutTracing is a sold-out purchase through the program's
+// whole handler (embedded shape), tracing off and on with every span
+// sampled: what turning it on costs the hottest answer.
+func BenchmarkSoldOutTracing(b *testing.B) {
+	for _, on := range []bool{false, true} {
+		b.Run(map[bool]string{false: "off", true: "on"}[on], func(b *testing.B) {
+			m, c := MustRunMain(b, func(cfg *Config) {
+				if on {
+					cfg.Tracing = tracing.Config{Exporter: discard{}}
+				}
+			})
+			id := c.createSale(b, saleJSON([]int{1}, 1, false))
+			if status, _, err := c.purchase(context.Background(), id, "first", false, nil, ""); err != nil || status != http.StatusAccepted {
+				b.Fatalf("first purchase: %d %v", status, err)
+			}
+			body := `{}`
+			auth := "Bearer " + c.jwt("late")
+			h := m.server.Handler
+			b.ReportAllocs()
+			for b.Loop() {
+				req := httptest.NewRequest("POST", "/api/sales/"+id+"/purchase", strings.NewReader(body))
+				req.Header.Set("Authorization", auth)
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, req)
+				if w.Code != http.StatusConflict {
+					b.Fatalf("status %d, want 409 sold_out: %s", w.Code, w.Body)
+				}
+			}
+		})
+	}
+}
+
+// discard is an exporter that drops what it is given.
+type discard struct{}
+
+func (discard) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
+func (discard) Shutdown(context.Context) error                             { return nil }
+
+// waitSpan polls the exporter until a span matches, for up to 15 s.
+func waitSpan(t *testing.T, exp *tracetest.InMemoryExporter, match func(tracetest.SpanStub) bool) tracetest.SpanStub {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		for _, s := range exp.GetSpans() {
+			if match(s) {
+				return s
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no such span after 15 s; have:\n%s", spanList(exp.GetSpans()))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// findSpan returns the one span that matches.
+func findSpan(t *testing.T, spans tracetest.SpanStubs, match func(tracetest.SpanStub) bool) tracetest.SpanStub {
+	t.Helper()
+	var found []tracetest.SpanStub
+	for _, s := range spans {
+		if match(s) {
+			found = append(found, s)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("%d matching spans, want 1; have:\n%s", len(found), spanList(spans))
+	}
+	return found[0]
+}
+
+func hasAttr(s tracetest.SpanStub, key, value string) bool {
+	for _, a := range s.Attributes {
+		if a.Key == attribute.Key(key) && a.Value.Emit() == value {
+			return true
+		}
+	}
+	return false
+}
+
+func spanList(spans tracetest.SpanStubs) string {
+	var b strings.Builder
+	for _, s := range spans {
+		fmt.Fprintf(&b, "  %s %s parent=%s kind=%v\n", s.SpanContext.SpanID(), s.Name, s.Parent.SpanID(), s.SpanKind)
+	}
+	return b.String()
+}

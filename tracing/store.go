@@ -1,0 +1,117 @@
+package tracing
+
+import (
+	"context"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/flashsale/flashsale"
+)
+
+// Store wraps a store so each call made on behalf of a traced request or
+// order is a client span, "<system> <operation>" (system is the
+// db.system.name: mysql, postgresql, sqlite). It embeds the store, so a
+// method added to flashsale.Store later passes straight through, untraced,
+// until it is listed here. Off, it returns s itself.
+func (t *Tracing) Store(s flashsale.Store, system string) flashsale.Store {
+	if t == nil {
+		return s
+	}
+	return &store{Store: s, calls: calls{t: t, system: system, kind: trace.SpanKindClient,
+		attrs: []attribute.KeyValue{semconv.DBSystemNameKey.String(system)}}}
+}
+
+type store struct {
+	flashsale.Store
+	calls
+}
+
+var _ flashsale.Store = (*store)(nil)
+
+func (s *store) CreateSale(ctx context.Context, sale *flashsale.Sale) error {
+	return run(&s.calls, ctx, "create_sale", func(ctx context.Context) error { return s.Store.CreateSale(ctx, sale) })
+}
+
+func (s *store) Sale(ctx context.Context, id string) (*flashsale.Sale, error) {
+	return call(&s.calls, ctx, "sale", func(ctx context.Context) (*flashsale.Sale, error) { return s.Store.Sale(ctx, id) },
+		saleKey.String(id))
+}
+
+func (s *store) Sales(ctx context.Context, now time.Time) ([]*flashsale.Sale, error) {
+	return call(&s.calls, ctx, "sales", func(ctx context.Context) ([]*flashsale.Sale, error) { return s.Store.Sales(ctx, now) })
+}
+
+func (s *store) NightStocks(ctx context.Context, saleID string) ([]flashsale.NightStock, error) {
+	return call(&s.calls, ctx, "night_stocks", func(ctx context.Context) ([]flashsale.NightStock, error) {
+		return s.Store.NightStocks(ctx, saleID)
+	}, saleKey.String(saleID))
+}
+
+// PlaceOrders is the order's database write: the consumer's batch (or the
+// group commit's) in one transaction. The span counts the batch and how
+// many rows went in held.
+func (s *store) PlaceOrders(ctx context.Context, rs []flashsale.Reservation) ([]error, error) {
+	attrs := []attribute.KeyValue{semconv.DBOperationBatchSize(len(rs))}
+	if len(rs) == 1 {
+		attrs = append(attrs, saleKey.String(rs[0].SaleID), orderKey.String(rs[0].OrderID))
+	}
+	ctx, span := s.span(ctx, "place_orders", attrs...)
+	results, err := s.Store.PlaceOrders(ctx, rs)
+	if span != nil && err == nil {
+		held := 0
+		for _, r := range results {
+			if r == nil {
+				held++
+			}
+		}
+		span.SetAttributes(heldKey.Int(held))
+	}
+	end(span, err)
+	return results, err
+}
+
+func (s *store) Order(ctx context.Context, id string) (*flashsale.Order, error) {
+	return call(&s.calls, ctx, "order", func(ctx context.Context) (*flashsale.Order, error) { return s.Store.Order(ctx, id) },
+		orderKey.String(id))
+}
+
+func (s *store) OrderByKey(ctx context.Context, saleID, userID, key string) (*flashsale.Order, error) {
+	return call(&s.calls, ctx, "order_by_key", func(ctx context.Context) (*flashsale.Order, error) {
+		return s.Store.OrderByKey(ctx, saleID, userID, key)
+	}, saleKey.String(saleID))
+}
+
+func (s *store) Transition(ctx context.Context, id string, from, to flashsale.OrderStatus, paymentRef string, now time.Time) (*flashsale.Order, error) {
+	return call(&s.calls, ctx, "transition", func(ctx context.Context) (*flashsale.Order, error) {
+		return s.Store.Transition(ctx, id, from, to, paymentRef, now)
+	}, orderKey.String(id), fromKey.String(string(from)), toKey.String(string(to)))
+}
+
+func (s *store) ExpireHolds(ctx context.Context, now time.Time, limit int) ([]*flashsale.Order, error) {
+	return call(&s.calls, ctx, "expire_holds", func(ctx context.Context) ([]*flashsale.Order, error) {
+		return s.Store.ExpireHolds(ctx, now, limit)
+	})
+}
+
+func (s *store) Snapshot(ctx context.Context, saleID string) (*flashsale.StockSnapshot, error) {
+	return call(&s.calls, ctx, "snapshot", func(ctx context.Context) (*flashsale.StockSnapshot, error) {
+		return s.Store.Snapshot(ctx, saleID)
+	}, saleKey.String(saleID))
+}
+
+func (s *store) FailOrder(ctx context.Context, r flashsale.Reservation, reason string) error {
+	return run(&s.calls, ctx, "fail_order", func(ctx context.Context) error { return s.Store.FailOrder(ctx, r, reason) },
+		saleKey.String(r.SaleID), orderKey.String(r.OrderID))
+}
+
+// The attributes that name what a call is about.
+var (
+	saleKey  = attribute.Key("flashsale.sale.id")
+	orderKey = attribute.Key("flashsale.order.id")
+	heldKey  = attribute.Key("flashsale.orders.held")
+	fromKey  = attribute.Key("flashsale.order.from")
+	toKey    = attribute.Key("flashsale.order.to")
+)
