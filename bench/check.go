@@ -36,6 +36,11 @@ type Check struct {
 	Stock int `json:"stock"`
 	Held  int `json:"held"`
 	Sold  int `json:"sold"`
+	// Oversold is how many rooms beyond the stock were taken: the larger
+	// of the server's held + sold over stock (any night) and the client's
+	// active 202s over the first night's stock. It is what the comparison
+	// table quotes; 0 unless the oversold invariant broke.
+	Oversold int `json:"oversold"`
 	// Orders counts the 202s' orders by the status their owners read.
 	Orders   map[string]int `json:"orders"`
 	Findings []string       `json:"findings,omitempty"`
@@ -168,10 +173,12 @@ func judge(audit Audit, byOrder map[string][]Accepted, statuses map[string]Order
 	var oversold []string
 	for _, n := range audit.Nights {
 		if n.Held+n.Sold > n.Stock {
+			ck.Oversold = max(ck.Oversold, n.Held+n.Sold-n.Stock)
 			oversold = append(oversold, fmt.Sprintf("night %s: held %d + sold %d > stock %d", n.Date, n.Held, n.Sold, n.Stock))
 		}
 	}
 	if active > ck.Stock {
+		ck.Oversold = max(ck.Oversold, active-ck.Stock)
 		oversold = append(oversold, fmt.Sprintf("the client holds %d active 202s for %d rooms", active, ck.Stock))
 	}
 	oversold = append(oversold, finding("db_oversold", "engine_negative")...)

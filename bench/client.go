@@ -311,3 +311,13 @@ func (c *Client) Audit(ctx context.Context, saleID string) (Audit, error) {
 	}
 	return a, nil
 }
+
+// ForceBreaker sets the server's override of its circuit breaker in front
+// of the stock engine: "open", "closed" or "auto" (POST /api/admin/breaker).
+// The embedded shape has no breaker: 404.
+func (c *Client) ForceBreaker(ctx context.Context, force string) error {
+	if err := c.adminJSON(ctx, "POST", "/api/admin/breaker", map[string]string{"force": force}, nil, http.StatusOK); err != nil {
+		return fmt.Errorf("force breaker %s: %w", force, err)
+	}
+	return nil
+}

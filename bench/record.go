@@ -42,6 +42,13 @@ const (
 
 func newHist() *hdrhistogram.Histogram { return hdrhistogram.New(histMin, histMax, histDigits) }
 
+// secondDigits is the precision of each second's own histograms (the
+// time series): two significant figures, 1 %, keep them at about 20 kB
+// a second where three would take 140.
+const secondDigits = 2
+
+func newSecondHist() *hdrhistogram.Histogram { return hdrhistogram.New(histMin, histMax, secondDigits) }
+
 // outcome is one endpoint's answers of one status and code; status 0 is a
 // transport error (code "transport") or a connection the client dropped on
 // purpose (code "dropped").
@@ -69,20 +76,39 @@ type recorder struct {
 	window   *hdrhistogram.Histogram // since the last progress line
 	outcomes map[outcome]int
 	seconds  []Second
-	accepted []Accepted
-	unknown  int // purchases whose answer was lost: they may have bought
-	lag      time.Duration
-	sessions int
+	// perSecond are each second's latencies, every request's and the
+	// purchases', by the second the answer came in, like seconds.
+	perSecond []secondHists
+	accepted  []Accepted
+	unknown   int // purchases whose answer was lost: they may have bought
+	lag       time.Duration
+	sessions  int
 }
 
-// Second is what completed in one second of a run.
+// Second is one second of a run. Sent counts the requests due in it (by
+// the schedule: a session's first request at its arrival, each next one
+// when the previous answer came), so a generator running late cannot hide
+// them; everything else is the answers that came in during it.
 type Second struct {
-	Requests int `json:"requests"`
+	Sent     int `json:"sent"`
+	Requests int `json:"requests"` // answered
 	Accepted int `json:"accepted"`
 	SoldOut  int `json:"sold_out"`
 	Limited  int `json:"rate_limited"`
 	Errors   int `json:"errors_5xx"`
+	// Latencies of the answers of this second, in milliseconds from each
+	// request's scheduled send, to two significant figures: every
+	// request's, and the purchases' alone (0 when none came).
+	P50      float64 `json:"p50_ms"`
+	P99      float64 `json:"p99_ms"`
+	Max      float64 `json:"max_ms"`
+	Purchase struct {
+		P50 float64 `json:"p50_ms"`
+		P99 float64 `json:"p99_ms"`
+	} `json:"purchase"`
 }
+
+type secondHists struct{ all, purchase *hdrhistogram.Histogram }
 
 func newRecorder(start time.Time) *recorder {
 	r := &recorder{start: start, window: newHist(), outcomes: map[outcome]int{}}
@@ -110,12 +136,14 @@ func (r *recorder) record(ep endpoint, intended time.Time, resp Response, err er
 	r.hist[ep].RecordValue(us)
 	r.window.RecordValue(us)
 	r.outcomes[o]++
-	sec := int(now.Sub(r.start) / time.Second)
-	for len(r.seconds) <= sec {
-		r.seconds = append(r.seconds, Second{})
-	}
-	s := &r.seconds[sec]
+	r.second(intended).Sent++
+	s := r.second(now)
 	s.Requests++
+	h := &r.perSecond[int(now.Sub(r.start)/time.Second)]
+	h.all.RecordValue(us)
+	if ep == epPurchase {
+		h.purchase.RecordValue(us)
+	}
 	switch {
 	case o.status == 202 && ep == epPurchase:
 		s.Accepted++
@@ -126,6 +154,17 @@ func (r *recorder) record(ep endpoint, intended time.Time, resp Response, err er
 	case o.status >= 500:
 		s.Errors++
 	}
+}
+
+// second is the second of the run t falls in (the first for a time
+// before the start), grown as the run goes on. r.mu is held.
+func (r *recorder) second(t time.Time) *Second {
+	sec := max(0, int(t.Sub(r.start)/time.Second))
+	for len(r.seconds) <= sec {
+		r.seconds = append(r.seconds, Second{})
+		r.perSecond = append(r.perSecond, secondHists{newSecondHist(), newSecondHist()})
+	}
+	return &r.seconds[sec]
 }
 
 // dropped notes a request the client cut off on purpose: no answer, no latency.
@@ -190,7 +229,12 @@ type Result struct {
 	Endpoints []EndpointStats `json:"endpoints"`
 	Outcomes  []Outcome       `json:"outcomes"`
 	Funnel    Funnel          `json:"funnel"`
-	Series    []Second        `json:"series"`
+	// Series is the run second by second, from the first arrival.
+	Series []Second `json:"series"`
+	// DB is the server's database calls second by second, when its
+	// metrics could be read (nil: they could not; DBMissing says why).
+	DB        *DBLoad `json:"db,omitempty"`
+	DBMissing string  `json:"db_missing,omitempty"`
 
 	// Accepted is every 202, and Unknown the purchases whose answer was
 	// lost, for the invariant check.
@@ -203,6 +247,7 @@ type Result struct {
 type EndpointStats struct {
 	Name  string  `json:"name"`
 	Count int64   `json:"count"`
+	Mean  float64 `json:"mean_ms"`
 	P50   float64 `json:"p50_ms"`
 	P90   float64 `json:"p90_ms"`
 	P99   float64 `json:"p99_ms"`
@@ -244,8 +289,18 @@ func (r *recorder) result(target string, shape Shape, mix Mix) *Result {
 			continue
 		}
 		q := func(p float64) float64 { return float64(h.ValueAtQuantile(p)) / 1000 }
-		res.Endpoints = append(res.Endpoints, EndpointStats{Name: endpoint(e).String(), Count: n,
+		res.Endpoints = append(res.Endpoints, EndpointStats{Name: endpoint(e).String(), Count: n, Mean: h.Mean() / 1000,
 			P50: q(50), P90: q(90), P99: q(99), P999: q(99.9), Max: float64(h.Max()) / 1000})
+	}
+	for i, h := range r.perSecond {
+		s := &res.Series[i]
+		q := func(h *hdrhistogram.Histogram, p float64) float64 { return float64(h.ValueAtQuantile(p)) / 1000 }
+		if h.all.TotalCount() > 0 {
+			s.P50, s.P99, s.Max = q(h.all, 50), q(h.all, 99), float64(h.all.Max())/1000
+		}
+		if h.purchase.TotalCount() > 0 {
+			s.Purchase.P50, s.Purchase.P99 = q(h.purchase, 50), q(h.purchase, 99)
+		}
 	}
 	res.Seconds = elapsed
 	if elapsed > 0 {
@@ -276,8 +331,8 @@ func (r *recorder) result(target string, shape Shape, mix Mix) *Result {
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// statusText is how an outcome's status reads in the report.
-func (o Outcome) statusText() string {
+// StatusText is how an outcome's status reads in the report.
+func (o Outcome) StatusText() string {
 	if o.Status == 0 {
 		return "-"
 	}

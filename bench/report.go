@@ -13,11 +13,14 @@ import (
 // check, and the medians and ratios over the rounds. It is what --json
 // writes.
 type Report struct {
-	Target  string    `json:"target"`
-	Ceiling string    `json:"ceiling,omitempty"` // what the ceiling was, when one ran
-	Shape   string    `json:"shape"`
-	Mix     string    `json:"mix"`
-	Rounds  []*Result `json:"rounds"`
+	Target  string `json:"target"`
+	Ceiling string `json:"ceiling,omitempty"` // what the ceiling was, when one ran
+	Shape   string `json:"shape"`
+	Mix     string `json:"mix"`
+	// Notes are what the reader must know of how it was measured that the
+	// figures do not say (where the server ran, what was forced).
+	Notes  []string  `json:"notes,omitempty"`
+	Rounds []*Result `json:"rounds"`
 	// Ceilings are the ceiling's rounds, each run just before the round
 	// of the same index, so that noise hits both.
 	Ceilings []*Result `json:"ceiling_rounds,omitempty"`
@@ -50,7 +53,7 @@ func (r *Report) Summarize() {
 				continue
 			}
 			ce := c.Endpoints[i]
-			ratio.Endpoints = append(ratio.Endpoints, EndpointStats{Name: e.Name, Count: e.Count,
+			ratio.Endpoints = append(ratio.Endpoints, EndpointStats{Name: e.Name, Count: e.Count, Mean: div(e.Mean, ce.Mean),
 				P50: div(e.P50, ce.P50), P90: div(e.P90, ce.P90), P99: div(e.P99, ce.P99), P999: div(e.P999, ce.P999), Max: div(e.Max, ce.Max)})
 		}
 		r.Ratio = &ratio
@@ -87,6 +90,7 @@ func summarize(rs []*Result) Summary {
 		m := func(f func(EndpointStats) float64) float64 { return median(es, f) }
 		s.Endpoints = append(s.Endpoints, EndpointStats{Name: name,
 			Count: int64(m(func(e EndpointStats) float64 { return float64(e.Count) })),
+			Mean:  m(func(e EndpointStats) float64 { return e.Mean }),
 			P50:   m(func(e EndpointStats) float64 { return e.P50 }), P90: m(func(e EndpointStats) float64 { return e.P90 }),
 			P99: m(func(e EndpointStats) float64 { return e.P99 }), P999: m(func(e EndpointStats) float64 { return e.P999 }),
 			Max: m(func(e EndpointStats) float64 { return e.Max })})
@@ -118,6 +122,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	if r.Ceiling != "" {
 		fmt.Fprintf(&b, "ceiling: %s, its round run just before each of the target's\n", r.Ceiling)
 	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(&b, "note: %s\n", n)
+	}
 	var sessions, requests int
 	var lag float64
 	for _, res := range r.Rounds {
@@ -130,16 +137,17 @@ func (r *Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(&b, ", ceiling %.0f req/s: %.2f× the ceiling", r.CeilingMedian.Throughput, r.Ratio.Throughput)
 	}
 	fmt.Fprintf(&b, "\ngenerator at most %.0f ms behind its schedule (that wait is in the latencies)\n", lag)
+	writeDBLoad(&b, r.Rounds)
 
 	b.WriteString("\nlatency, ms from each request's scheduled send (median of rounds)\n")
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	head := "endpoint\trequests\tp50\tp90\tp99\tp99.9\tmax\t"
+	head := "endpoint\trequests\tmean\tp50\tp90\tp99\tp99.9\tmax\t"
 	if r.Ratio != nil {
 		head += "p50 ×ceil\tp99 ×ceil\tp99.9 ×ceil\t"
 	}
 	fmt.Fprintln(tw, head)
 	for _, e := range r.Median.Endpoints {
-		line := fmt.Sprintf("%s\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t", e.Name, e.Count, e.P50, e.P90, e.P99, e.P999, e.Max)
+		line := fmt.Sprintf("%s\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t", e.Name, e.Count, e.Mean, e.P50, e.P90, e.P99, e.P999, e.Max)
 		if r.Ratio != nil {
 			if i := slices.IndexFunc(r.Ratio.Endpoints, func(x EndpointStats) bool { return x.Name == e.Name }); i >= 0 {
 				x := r.Ratio.Endpoints[i]
@@ -155,7 +163,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	b.WriteString("\noutcomes (all rounds)\n")
 	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	for _, o := range sumOutcomes(r.Rounds) {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\n", o.Endpoint, o.statusText(), o.Code, o.Count)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\n", o.Endpoint, o.StatusText(), o.Code, o.Count)
 	}
 	tw.Flush()
 
@@ -180,8 +188,14 @@ func (r *Report) WriteText(w io.Writer) error {
 			}
 		}
 	}
-	if r.OK {
-		b.WriteString("\nevery invariant held\n")
+	return writeVerdict(w, &b, r.OK, "every invariant held")
+}
+
+// writeVerdict ends a text report with whether every invariant held
+// (saying so as held does) and writes it to w.
+func writeVerdict(w io.Writer, b *strings.Builder, ok bool, held string) error {
+	if ok {
+		fmt.Fprintf(b, "\n%s\n", held)
 	} else {
 		b.WriteString("\nINVARIANT BROKEN\n")
 	}
@@ -218,4 +232,19 @@ func sumOutcomes(rs []*Result) []Outcome {
 		return slices.Index(endpointNames[:], a.Endpoint) - slices.Index(endpointNames[:], b.Endpoint)
 	})
 	return out
+}
+
+// writeDBLoad says what the server's database did: each round's peak and
+// mean calls per second, or why they are unknown.
+func writeDBLoad(b *strings.Builder, rounds []*Result) {
+	for i, res := range rounds {
+		switch {
+		case res.DB != nil:
+			fmt.Fprintf(b, "round %d: the server's database calls peak %.0f/s, mean %.0f/s; orders placed peak %.0f/s, mean %.0f/s "+
+				"(its %s, watched %.1f s: the busiest one-second window, and the mean)\n",
+				i+1, res.DB.PeakCalls, res.DB.MeanCalls, res.DB.PeakOrders, res.DB.MeanOrders, dbCallsFamily, res.DB.Seconds)
+		case res.DBMissing != "":
+			fmt.Fprintf(b, "round %d: the server's database load is unknown: %s\n", i+1, res.DBMissing)
+		}
+	}
 }

@@ -40,6 +40,9 @@ type Config struct {
 	// MaxSessions caps the sessions in flight; beyond it the schedule
 	// waits, and the wait is in the waiting guests' latency.
 	MaxSessions int
+	// Metrics is the server's Prometheus endpoint (empty: none), read once
+	// a second while the run lasts for its database calls (Result.DB).
+	Metrics string
 	// Progress receives a line a second while the run lasts (nil: none).
 	Progress io.Writer
 	// Seed makes the think times and choices reproducible.
@@ -85,6 +88,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 	}
 
+	stopDB := func(time.Time) (*DBLoad, string) { return nil, "" }
+	if cfg.Metrics != "" {
+		stopDB = watchDB(ctx, cfg.Metrics)
+	}
 	start := time.Now()
 	r.rec = newRecorder(start)
 	stop := r.progress(ctx)
@@ -121,7 +128,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	wg.Wait()
 	stop()
-	return r.rec.result(cfg.Client.Base, cfg.Shape, cfg.Mix), ctx.Err()
+	res := r.rec.result(cfg.Client.Base, cfg.Shape, cfg.Mix)
+	res.DB, res.DBMissing = stopDB(start)
+	return res, ctx.Err()
 }
 
 type run struct {

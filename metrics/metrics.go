@@ -138,9 +138,12 @@ func (m *Metrics) WatchSelling(fn func() (flashsale.SellMode, flashsale.Selling)
 // WatchQueue reports the queue's counters and backlog.
 func (m *Metrics) WatchQueue(src *QueueSource) { m.reg.MustRegister(&queueCollector{src: src}) }
 
-// Handler serves the registry in the Prometheus exposition formats.
+// Handler serves the registry in the Prometheus exposition formats. A
+// collector that fails (the stock per night while the breaker is open)
+// leaves its family out instead of failing the scrape: the metrics are
+// most wanted while a dependency is out.
 func (m *Metrics) Handler() http.Handler {
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg, ErrorHandling: promhttp.ContinueOnError})
 }
 
 // Registry is the registry, for tests that gather it.

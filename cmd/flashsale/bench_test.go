@@ -4,14 +4,11 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -257,6 +254,16 @@ func TestBenchFlags(t *testing.T) {
 		{[]string{"--target", "http://x", "--pay", "1.5"}, "--pay"},
 		{[]string{"--target", "http://x", "--difficulty", "40"}, "--difficulty"},
 		{[]string{"--target", "http://x", "extra"}, "unexpected arguments"},
+		{[]string{"--target", "http://x", "--target", "http://y"}, "one --target, or --compare"},
+		{[]string{"--target", "http://x", "--metrics", "http://x/m", "--metrics", "http://y/m"}, "one --metrics"},
+		{[]string{"--compare", "--target", "http://x"}, "want PATH=URL"},
+		{[]string{"--compare", "--target", "cluster=http://x"}, "want PATH=URL"},
+		{[]string{"--compare", "--target", "embedded=x"}, "want PATH=URL"},
+		{[]string{"--compare", "--target", "embedded=http://x", "--target", "embedded=http://y"}, "embedded given twice"},
+		{[]string{"--compare", "--target", "embedded=http://x", "--metrics", "http://x/metrics"}, "--metrics"},
+		{[]string{"--compare", "--self", "--paths", "embedded,bogus"}, "unknown path \"bogus\""},
+		{[]string{"--compare", "--self", "--paths", "embedded,embedded"}, "embedded given twice"},
+		{[]string{"--compare", "--self", "--target", "embedded=http://x"}, "exactly one of --self and --target"},
 	} {
 		err := run(t.Context(), append([]string{"bench"}, tt.args...), env, io.Discard, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
@@ -279,31 +286,14 @@ func TestBenchSelf(t *testing.T) {
 	}
 	bin := buildBinary(t)
 	jsonFile := filepath.Join(t.TempDir(), "bench.json")
-	cmd := exec.Command(bin, "bench", "--self", "--ceiling", "--ceiling-src", sharedCeiling, "--rounds", "2",
+	out := runBuiltBench(t, bin, "--self", "--ceiling", "--ceiling-src", sharedCeiling, "--rounds", "2",
 		"--shape", "burst", "--guests", "300", "--stock", "30", "--hold", "2", "--think", "50ms", "--json", jsonFile)
-	cmd.Env = append(os.Environ(), "CI=true")
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("bench --self: %v\n%s\n%s", err, out.String(), errOut.String())
-	}
-	t.Logf("%s", out.String())
-	if errOut.Len() > 0 {
-		t.Errorf("progress or noise on stderr with CI=true and a pipe:\n%s", errOut.String())
-	}
 	for _, want := range []string{"every invariant held", "×ceil", "ceiling: ", "funnel (all rounds)", "purchase  202"} {
-		if !strings.Contains(out.String(), want) {
+		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q", want)
 		}
 	}
-	b, err := os.ReadFile(jsonFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep bench.Report
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep := readJSON[bench.Report](t, jsonFile)
 	if !rep.OK || len(rep.Rounds) != 2 || len(rep.Ceilings) != 2 || len(rep.Checks) != 2 || rep.Ratio == nil || rep.Ratio.Throughput <= 0 {
 		t.Fatalf("JSON report: ok %v, %d rounds, %d ceiling rounds, %d checks, ratio %+v", rep.OK, len(rep.Rounds), len(rep.Ceilings), len(rep.Checks), rep.Ratio)
 	}
