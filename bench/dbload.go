@@ -239,7 +239,7 @@ const sellingFamily = "flashsale_selling"
 // "engine", "db" or "none" (between the two). A server without the db
 // mode has no such gauge: an error says so.
 func Selling(ctx context.Context, url string) (string, error) {
-	fams, err := scrape(ctx, http.DefaultClient, url)
+	fams, err := scrape(ctx, &http.Client{Timeout: 2 * time.Second}, url)
 	if err != nil {
 		return "", err
 	}
