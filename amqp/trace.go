@@ -58,7 +58,7 @@ func (tr *tracer) startPublish(ctx context.Context, exchange string, r *flashsal
 		trace.WithAttributes(semconv.MessagingSystemRabbitMQ, semconv.MessagingOperationTypeSend,
 			semconv.MessagingOperationName("publish"), semconv.MessagingDestinationName(exchange),
 			semconv.MessagingRabbitMQDestinationRoutingKey(routingKey), semconv.MessagingMessageID(r.OrderID),
-			orderIDKey.String(r.OrderID), saleIDKey.String(r.SaleID)))
+			orderIDKey.String(r.OrderID), saleIDKey.String(r.SaleID), requestIDKey.String(flashsale.RequestID(ctx))))
 }
 
 // startProcess begins the consumer span of one delivery: a child of the
@@ -73,7 +73,7 @@ func (tr *tracer) startProcess(d *amqp091.Delivery, queue string, r *flashsale.R
 		trace.WithAttributes(semconv.MessagingSystemRabbitMQ, semconv.MessagingOperationTypeProcess,
 			semconv.MessagingOperationName("process"), semconv.MessagingDestinationName(queue),
 			semconv.MessagingMessageID(d.MessageId), orderIDKey.String(r.OrderID), saleIDKey.String(r.SaleID),
-			attribute.Bool("messaging.rabbitmq.redelivered", d.Redelivered)))
+			requestIDKey.String(deliveryRequestID(d.Headers)), attribute.Bool("messaging.rabbitmq.redelivered", d.Redelivered)))
 	return span
 }
 
@@ -130,11 +130,13 @@ func endPublish(span trace.Span, err error) {
 	span.End()
 }
 
-// The attributes that name the order a span is about, and its result.
+// The attributes that name the order a span is about (and the request
+// id its log lines carry), and its result.
 var (
-	orderIDKey = attribute.Key("flashsale.order.id")
-	saleIDKey  = attribute.Key("flashsale.sale.id")
-	resultKey  = attribute.Key("flashsale.order.result")
+	orderIDKey   = attribute.Key("flashsale.order.id")
+	saleIDKey    = attribute.Key("flashsale.sale.id")
+	requestIDKey = attribute.Key("flashsale.request.id")
+	resultKey    = attribute.Key("flashsale.order.result")
 )
 
 // headerCarrier lets a propagator read and write a message's headers;

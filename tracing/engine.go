@@ -49,13 +49,13 @@ func (e *engine) Load(ctx context.Context, snap *flashsale.StockSnapshot, now ti
 
 func (e *engine) Reserve(ctx context.Context, r *flashsale.Reservation) (string, error) {
 	return call(&e.calls, ctx, "reserve", func(ctx context.Context) (string, error) { return e.StockEngine.Reserve(ctx, r) },
-		saleKey.String(r.SaleID), orderKey.String(r.OrderID))
+		saleKey.String(r.SaleID), orderKey.String(r.OrderID), requestKey.String(flashsale.RequestID(ctx)))
 }
 
 func (e *engine) ReserveSpending(ctx context.Context, r *flashsale.Reservation, token string, expires time.Time) (string, error) {
 	return call(&e.calls, ctx, "reserve_spending", func(ctx context.Context) (string, error) {
 		return e.StockEngine.ReserveSpending(ctx, r, token, expires)
-	}, saleKey.String(r.SaleID), orderKey.String(r.OrderID))
+	}, saleKey.String(r.SaleID), orderKey.String(r.OrderID), requestKey.String(flashsale.RequestID(ctx)))
 }
 
 func (e *engine) Release(ctx context.Context, saleID, orderID string) error {

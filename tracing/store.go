@@ -114,4 +114,8 @@ var (
 	heldKey  = attribute.Key("flashsale.orders.held")
 	fromKey  = attribute.Key("flashsale.order.from")
 	toKey    = attribute.Key("flashsale.order.to")
+	// requestKey is the request id the order's log lines carry, on the
+	// spans where an order begins (the reserve), to go from a log line to
+	// its trace.
+	requestKey = attribute.Key("flashsale.request.id")
 )

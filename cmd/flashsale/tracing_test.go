@@ -60,7 +60,7 @@ func TestTracingAcrossQueue(t *testing.T) {
 			callerTrace, callerSpan := "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 			var o orderJSON
 			status, err := c.do(context.Background(), "POST", "/api/sales/"+id+"/purchase", c.jwt("guest-1"), map[string]any{},
-				map[string]string{"Idempotency-Key": "k1", "traceparent": "00-" + callerTrace + "-" + callerSpan + "-01"}, &o)
+				map[string]string{"Idempotency-Key": "k1", "X-Request-ID": "req-trace-1", "traceparent": "00-" + callerTrace + "-" + callerSpan + "-01"}, &o)
 			if err != nil || status != http.StatusAccepted {
 				t.Fatalf("purchase: %d %v %+v", status, err, o.Error)
 			}
@@ -103,6 +103,11 @@ func TestTracingAcrossQueue(t *testing.T) {
 				}
 				if link.child.SpanKind != link.kind {
 					t.Errorf("%s: kind %v, want %v", link.name, link.child.SpanKind, link.kind)
+				}
+			}
+			for _, sp := range []tracetest.SpanStub{reserve, publish, process} {
+				if !hasAttr(sp, "flashsale.request.id", "req-trace-1") {
+					t.Errorf("%s: no flashsale.request.id=req-trace-1 (the log lines' id) in %v", sp.Name, sp.Attributes)
 				}
 			}
 			if !process.Parent.IsRemote() {
@@ -192,13 +197,18 @@ func TestTracingSettings(t *testing.T) {
 }
 
 // BenchmarkSoldOutTracing is a sold-out purchase through the program's
-// whole handler (embedded shape), tracing off and on with every span
-// sampled: what turning it on costs the hottest answer.
+// whole handler (embedded shape): tracing off, on with every trace
+// sampled, and on sampling 1% (OTEL_TRACES_SAMPLER=traceidratio): what
+// turning it on costs the hottest answer.
 func BenchmarkSoldOutTracing(b *testing.B) {
-	for _, on := range []bool{false, true} {
-		b.Run(map[bool]string{false: "off", true: "on"}[on], func(b *testing.B) {
+	for _, tc := range []struct{ name, sampler string }{{"off", ""}, {"on", ""}, {"on-1%", "traceidratio"}} {
+		b.Run(tc.name, func(b *testing.B) {
+			if tc.sampler != "" {
+				b.Setenv("OTEL_TRACES_SAMPLER", tc.sampler)
+				b.Setenv("OTEL_TRACES_SAMPLER_ARG", "0.01")
+			}
 			m, c := MustRunMain(b, func(cfg *Config) {
-				if on {
+				if tc.name != "off" {
 					cfg.Tracing = tracing.Config{Exporter: discard{}}
 				}
 			})
