@@ -178,6 +178,7 @@ func TestBrowserSalePage(t *testing.T) {
 	// The countdown is live: the hold line moves.
 	runSteps(t, ctx, chromedp.Poll[chromedp.Void](fmt.Sprintf(`document.getElementById('hold').textContent !== %q`, hold),
 		chromedp.WithPollingTimeout(5*time.Second)))
+	shoot(t, ctx, "sale-held")
 }
 
 // TestBrowserCountdown: with the device clock an hour ahead, a sale that

@@ -185,7 +185,7 @@ function when(iso) {
 // open shows a sale's dashboard; its ID goes in the fragment (never sent
 // to a server) so a reload comes back to it.
 function open(id) {
-  detail = { id, view: null, audit: null, figures: null, at: 0, history: [], metrics: true };
+  detail = { id, view: null, audit: null, figures: null, last: new Map(), history: [], metrics: true };
   history.replaceState(null, '', '#sale=' + enc(id));
   buildDetail();
   list.drawn = '';
@@ -254,20 +254,24 @@ async function loadDetail(withAudit) {
     withAudit ? call('GET', `/api/admin/sales/${id}/audit`, { token: admin }) : Promise.resolve(null),
   ]);
   if (detail !== d) return;
-  if (v.status === 200) d.view = v.body;
-  else if (v.status === 404) d.missing = true;
+  if (v.status === 200) {
+    d.view = v.body;
+    // The list's row of this sale follows the dashboard, not its own 5 s.
+    const i = list.sales.findIndex((s) => s.id === d.id);
+    if (i >= 0 && list.source === 'admin') { list.sales[i] = v.body; renderList(); }
+  } else if (v.status === 404) d.missing = true;
   if (a && a.status === 200) d.audit = a.body;
   if (m === null && d.metrics) d.metrics = false; // no /metrics on this listener
   if (m) {
+    // A rate is taken between two scrapes of the same process: behind a
+    // load balancer the next scrape may be another instance's counters.
     const f = saleFigures(parse(m.text), d.id);
-    const now = m.at;
-    if (d.figures) {
-      const dt = (now - d.at) / 1000;
-      if (dt > 0.2) d.history.push(rates(d.figures, f, dt));
-      if (d.history.length > HISTORY) d.history.shift();
-    }
+    const prev = d.last.get(f.process);
+    const dt = prev ? (m.at - prev.at) / 1000 : 0;
+    d.history.push(dt > 0.2 && dt < 10 ? rates(prev.figures, f, dt) : { ok: null, requested: null, limited: null, unavailable: null, p99: null });
+    if (d.history.length > HISTORY) d.history.shift();
+    d.last.set(f.process, { figures: f, at: m.at });
     d.figures = f;
-    d.at = now;
   }
   renderDetail();
 }

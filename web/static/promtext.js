@@ -31,9 +31,11 @@ export const STEPS = ['requested', 'admitted', 'reserved', 'written', 'paid'];
 // saleFigures picks one sale's counters and the purchase route's latency
 // buckets out of parsed samples.
 export function saleFigures(samples, saleID) {
-  const f = { ok: 0, requested: 0, limited: 0, unavailable: 0, steps: {}, buckets: [], found: false };
+  const f = { ok: 0, requested: 0, limited: 0, unavailable: 0, steps: {}, buckets: [], found: false, process: '' };
   for (const s of samples) {
-    if (s.name === 'flashsale_purchases_total' && s.labels.sale === saleID) {
+    if (s.name === 'process_start_time_seconds') {
+      f.process = String(s.value); // which instance answered: behind a load balancer, each scrape may be another
+    } else if (s.name === 'flashsale_purchases_total' && s.labels.sale === saleID) {
       f.found = true;
       f.requested += s.value;
       if (s.labels.outcome === 'ok') f.ok += s.value;
