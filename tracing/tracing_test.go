@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -417,4 +418,45 @@ func FuzzTraceparent(f *testing.F) {
 			t.Fatalf("parent trace %s is not the traceparent's %q", s.Parent.TraceID(), tp)
 		}
 	})
+}
+
+// TestOTLP: with OTEL_EXPORTER_OTLP_ENDPOINT set, spans are sent as OTLP
+// over HTTP to <endpoint>/v1/traces, flushed by Close; a collector that
+// refuses is a warn line in the log, and Close still returns.
+func TestOTLP(t *testing.T) {
+	got := make(chan string, 16)
+	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Method + " " + r.URL.Path + " " + r.Header.Get("Content-Type")
+		if r.Header.Get("X-Refuse") != "" {
+			w.WriteHeader(http.StatusBadRequest)
+		}
+	}))
+	defer collector.Close()
+	for _, refuse := range []bool{false, true} {
+		t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.URL)
+		if refuse {
+			t.Setenv("OTEL_EXPORTER_OTLP_HEADERS", "x-refuse=1")
+		}
+		var logs strings.Builder
+		tr, err := tracing.Open(t.Context(), tracing.FromEnv(os.Getenv), slog.New(slog.NewTextHandler(&logs, nil)))
+		if err != nil || tr == nil {
+			t.Fatalf("Open = %v, %v", tr, err)
+		}
+		_, span := tr.Provider().Tracer("test").Start(t.Context(), "request")
+		span.End()
+		if err := tr.Close(); err != nil {
+			t.Fatalf("Close: %v", err) // a refused export too: the shutdown did not fail
+		}
+		select {
+		case req := <-got:
+			if req != "POST /v1/traces application/x-protobuf" {
+				t.Errorf("the collector got %q", req)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("nothing exported")
+		}
+		if refuse && !strings.Contains(logs.String(), "tracing: ") {
+			t.Errorf("a refused export logged %q", logs.String())
+		}
+	}
 }
