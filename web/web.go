@@ -79,7 +79,8 @@ type pages struct {
 	pages  map[string]map[string]*asset // page name -> lang -> rendered
 }
 
-// Handler serves the pages at GET /, /sales/{id} and /console and their
+// Handler serves the pages at GET /, /sales/{id} and /console (also at
+// /admin) and their
 // files under /assets/, and passes every other request to api, whose
 // routes (everything under /api/, /healthz, /readyz, /metrics) keep
 // priority.
@@ -93,6 +94,7 @@ func Handler(api http.Handler, cfg Config) (http.Handler, error) {
 	mux.HandleFunc("GET /{$}", p.page("index"))
 	mux.HandleFunc("GET /sales/{id}", p.page("sale"))
 	mux.HandleFunc("GET /console", p.page("console"))
+	mux.HandleFunc("GET /admin", p.page("console")) // the name an operator may try first
 	mux.HandleFunc("GET /assets/{name}", p.handleAsset)
 	return mux, nil
 }

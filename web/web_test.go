@@ -81,6 +81,8 @@ func TestRoutes(t *testing.T) {
 		{"/", 200, "text/html; charset=utf-8"},
 		{"/sales/01ABC", 200, "text/html; charset=utf-8"},
 		{"/console", 200, "text/html; charset=utf-8"},
+		{"/admin", 200, "text/html; charset=utf-8"},
+		{"/admin/x", http.StatusTeapot, "application/json"},
 		{"/assets/style.css", 200, "text/css; charset=utf-8"},
 		{"/assets/sale.js", 200, "text/javascript; charset=utf-8"},
 		{"/assets/solve.mjs", 200, "text/javascript; charset=utf-8"},

@@ -116,6 +116,9 @@ func TestBrowserConsoleCreate(t *testing.T) {
 	if n := len(c.adminSales(t)); n != before {
 		t.Fatalf("%d sales after a refused form, want %d: the checks sent it", n, before)
 	}
+	if !jsBool(t, ctx, `document.documentElement.scrollWidth <= window.innerWidth`) {
+		t.Error("the form scrolls sideways at 360 px")
+	}
 	shoot(t, ctx, "console-form-errors")
 
 	// Fixed, with a second night and a tier the server does not know.

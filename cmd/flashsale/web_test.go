@@ -235,6 +235,17 @@ func TestBrowserChinese(t *testing.T) {
 	if lang != "zh-CN" || buy != "立即抢购" || after != "Buy" {
 		t.Fatalf("lang %q, button %q, after the switch %q", lang, buy, after)
 	}
+
+	// The console too, with the same Accept-Language: its form, in Chinese
+	// until the switch (kept in localStorage, so switch it back first).
+	runSteps(t, ctx, chromedp.Evaluate[chromedp.Void](`localStorage.removeItem('flashsale.lang')`),
+		chromedp.Navigate("http://"+m.Addr()+"/admin"), visible(`#token`),
+		chromedp.SetValue(chromedp.CSS("#token"), testAdminToken), chromedp.Click(chromedp.CSS(`#signin button[type="submit"]`)),
+		visible(`#new`), chromedp.Click(chromedp.CSS("#new")), visible("#create"),
+		chromedp.Click(chromedp.CSS(`#create button[type="submit"]`)), visible("#create-errors"))
+	if h, label, err := textOf(t, ctx, "h1"), textOf(t, ctx, `label[for="f-hotel"]`), textOf(t, ctx, "#e-title"); h != "运营控制台" || label != "酒店" || !strings.Contains(err, "必填") {
+		t.Fatalf("console in Chinese: heading %q, hotel label %q, title error %q", h, label, err)
+	}
 }
 
 // TestBrowserChallenge: a sale that asks for proof of work is bought

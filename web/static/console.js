@@ -158,8 +158,8 @@ function renderList() {
   const box = $('sales');
   if (!list.sales.length) { box.replaceChildren(el('p', { textContent: t('console.no_sales') })); return; }
   const focused = document.activeElement && document.activeElement.dataset.open;
-  const head = el('tr', {}, ...['console.sale', 'console.status', 'console.left_sold', '']
-    .map((k) => el('th', { scope: 'col', textContent: k ? t(k) : '' })));
+  const head = el('tr', {}, ...['console.sale', 'console.status', 'console.left_sold', 'console.actions']
+    .map((k) => el('th', { scope: 'col', textContent: t(k) })));
   const rows = list.sales.map((s) => {
     const st = statusOf(s);
     const btn = el('button', { type: 'button', textContent: t('console.open'), data: { open: s.id },
