@@ -133,6 +133,54 @@ func TestBrowserConsoleActions(t *testing.T) {
 	pollJS(t, ctx, `!document.querySelector('#sales tbody')`, 5*time.Second)
 }
 
+// tabTo presses Tab until the element with id has the focus, as a
+// keyboard user walks a page; it fails after 15 presses.
+func tabTo(t *testing.T, ctx context.Context, id string) {
+	t.Helper()
+	for range 15 {
+		runSteps(t, ctx, chromedp.KeyEvent("\t"))
+		if jsString(t, ctx, `document.activeElement.id`) == id {
+			return
+		}
+	}
+	t.Fatalf("Tab never reached #%s", id)
+}
+
+// TestBrowserHoldExpires: a guest holds the last room and watches the
+// payment window count down to expired; another guest, who saw it sold
+// out, sees the room come back and can buy it, without a reload.
+func TestBrowserHoldExpires(t *testing.T) {
+	ctx := mustBrowser(t)
+	m, c := MustRunMain(t, func(c *Config) { c.Demo = true })
+	sale := saleJSON([]int{1}, 1, true)
+	sale["hold_seconds"] = 4
+	id := c.createSale(t, sale)
+	page := "http://" + m.Addr() + "/sales/" + id
+	other, cancel := chromedp.NewContext(ctx)
+	defer cancel()
+	runSteps(t, other, chromedp.Navigate(page), visible(`#state[data-state="ready"]`))
+
+	runSteps(t, ctx, chromedp.Navigate(page), visible(`#state[data-state="ready"]`), chromedp.Click(chromedp.CSS("#buy")),
+		visible(`#state[data-state="held"]`))
+	if hold := textOf(t, ctx, "#hold"); !strings.Contains(hold, "Pay within 0:0") {
+		t.Fatalf("hold line %q, want the 4 s window counting", hold)
+	}
+	runSteps(t, other, visible(`#state[data-state="sold_out"]`))
+	if !jsBool(t, other, `document.getElementById('buy').disabled`) {
+		t.Fatal("the other guest can buy the held room")
+	}
+
+	runSteps(t, ctx, visible(`#state[data-state="expired"]`))
+	if hold := textOf(t, ctx, "#hold"); hold != "" {
+		t.Errorf("hold line %q after the hold expired", hold)
+	}
+	runSteps(t, other, visible(`#left[data-left="1"]`), visible(`#state[data-state="ready"]`))
+	if jsBool(t, other, `document.getElementById('buy').disabled`) {
+		t.Fatal("the room came back but the other guest cannot buy it")
+	}
+	runSteps(t, other, chromedp.Click(chromedp.CSS("#buy")), visible(`#state[data-state="held"]`))
+}
+
 // TestBrowserPayDemo: with the keyboard only, a guest buys a room and
 // pays for it through the demo's pay button; the order is paid with the
 // demo's payment_ref and the room counts as sold.
@@ -140,9 +188,11 @@ func TestBrowserPayDemo(t *testing.T) {
 	ctx := mustBrowser(t)
 	m, c := MustRunMain(t, func(c *Config) { c.Demo = true })
 	id := c.createSale(t, saleJSON([]int{2}, 1, true))
-	runSteps(t, ctx, chromedp.Navigate("http://"+m.Addr()+"/sales/"+id), visible(`#state[data-state="ready"]`),
-		chromedp.Focus(chromedp.CSS("#buy")), chromedp.KeyEvent("\r"), visible(`#state[data-state="held"]`),
-		visible("#pay"), chromedp.Focus(chromedp.CSS("#pay")), chromedp.KeyEvent("\r"), visible(`#state[data-state="paid"]`))
+	runSteps(t, ctx, chromedp.Navigate("http://"+m.Addr()+"/sales/"+id), visible(`#state[data-state="ready"]`))
+	tabTo(t, ctx, "buy")
+	runSteps(t, ctx, chromedp.KeyEvent("\r"), visible(`#state[data-state="held"]`), visible("#pay"))
+	tabTo(t, ctx, "pay")
+	runSteps(t, ctx, chromedp.KeyEvent("\r"), visible(`#state[data-state="paid"]`))
 	if !jsBool(t, ctx, `document.getElementById('pay').hidden && document.getElementById('cancel').hidden`) {
 		t.Error("pay or cancel still offered on a paid order")
 	}
