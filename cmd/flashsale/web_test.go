@@ -246,6 +246,7 @@ func TestBrowserChinese(t *testing.T) {
 	if h, label, err := textOf(t, ctx, "h1"), textOf(t, ctx, `label[for="f-hotel"]`), textOf(t, ctx, "#e-title"); h != "运营控制台" || label != "酒店" || !strings.Contains(err, "必填") {
 		t.Fatalf("console in Chinese: heading %q, hotel label %q, title error %q", h, label, err)
 	}
+	shoot(t, ctx, "console-zh")
 }
 
 // TestBrowserChallenge: a sale that asks for proof of work is bought

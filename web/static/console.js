@@ -444,6 +444,7 @@ function showCreate(show) {
     $('f-ends_at').value = form.localValue(new Date(start.getTime() + 86400e3));
   }
   form.clear();
+  priceHints();
   $('f-title').focus();
 }
 
