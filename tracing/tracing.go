@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -54,9 +55,10 @@ const shutdownTimeout = 5 * time.Second
 // (OTEL_EXPORTER_OTLP_HEADERS, _TIMEOUT, _COMPRESSION, _CERTIFICATE,
 // OTEL_TRACES_SAMPLER and its _ARG, OTEL_BSP_*, OTEL_RESOURCE_ATTRIBUTES).
 type Config struct {
-	// Endpoint is OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, else
-	// OTEL_EXPORTER_OTLP_ENDPOINT: where the exporter sends spans. Empty
-	// means tracing is off.
+	// Endpoint is the URL spans are posted to:
+	// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT as it is, else
+	// OTEL_EXPORTER_OTLP_ENDPOINT with /v1/traces appended, as the
+	// specification says. Empty means tracing is off.
 	Endpoint string
 	// ServiceName is OTEL_SERVICE_NAME, ServiceNameDefault when unset.
 	ServiceName string
@@ -71,8 +73,11 @@ type Config struct {
 // OTEL_TRACES_EXPORTER=none turn it off.
 func FromEnv(getenv func(string) string) Config {
 	c := Config{
-		Endpoint:    cmp.Or(getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"), getenv("OTEL_EXPORTER_OTLP_ENDPOINT")),
+		Endpoint:    getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"),
 		ServiceName: cmp.Or(getenv("OTEL_SERVICE_NAME"), ServiceNameDefault),
+	}
+	if base := getenv("OTEL_EXPORTER_OTLP_ENDPOINT"); c.Endpoint == "" && base != "" {
+		c.Endpoint = strings.TrimSuffix(base, "/") + "/v1/traces"
 	}
 	if strings.EqualFold(getenv("OTEL_SDK_DISABLED"), "true") || getenv("OTEL_TRACES_EXPORTER") == "none" {
 		c.Endpoint = ""
@@ -111,10 +116,15 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Tracing, error
 	exp := cfg.Exporter
 	sync := exp != nil
 	if exp == nil {
+		if u, err := url.Parse(cfg.Endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("tracing: OTEL_EXPORTER_OTLP_ENDPOINT (or _TRACES_ENDPOINT) must be an http:// or https:// URL, such as http://otel-collector:4318; got %q", cfg.Endpoint)
+		}
+		// The URL is the one Config names (the exporter would read the
+		// same variables); the rest of OTEL_EXPORTER_OTLP_* (headers,
+		// timeout, compression, certificates) it reads itself. It
+		// connects lazily.
 		var err error
-		// The exporter reads the endpoint and the rest of OTEL_EXPORTER_OTLP_*
-		// itself, as the specification says; it connects lazily.
-		if exp, err = otlptracehttp.New(ctx); err != nil {
+		if exp, err = otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(cfg.Endpoint)); err != nil {
 			return nil, fmt.Errorf("tracing: otlp exporter: %w", err)
 		}
 	}

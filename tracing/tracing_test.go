@@ -420,6 +420,18 @@ func FuzzTraceparent(f *testing.F) {
 	})
 }
 
+// TestBadEndpoint: an endpoint that is no http(s) URL is refused at start
+// with a message naming the variable, not ignored for localhost:4318.
+func TestBadEndpoint(t *testing.T) {
+	for _, ep := range []string{"collector:4318", "grpc://collector:4317", "http//collector:4318", "://x", "ftp://collector"} {
+		cfg := tracing.FromEnv(func(k string) string { return map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": ep}[k] })
+		tr, err := tracing.Open(t.Context(), cfg, slog.New(slog.DiscardHandler))
+		if err == nil || tr != nil || !strings.Contains(err.Error(), "OTEL_EXPORTER_OTLP_ENDPOINT") {
+			t.Errorf("%q: Open = %v, %v; want an error naming OTEL_EXPORTER_OTLP_ENDPOINT", ep, tr, err)
+		}
+	}
+}
+
 // TestOTLP: with OTEL_EXPORTER_OTLP_ENDPOINT set, spans are sent as OTLP
 // over HTTP to <endpoint>/v1/traces, flushed by Close; a collector that
 // refuses is a warn line in the log, and Close still returns.

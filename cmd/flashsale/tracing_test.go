@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -172,7 +173,8 @@ func TestTracingSettings(t *testing.T) {
 		want string // the endpoint; "" is off
 	}{
 		{map[string]string{}, ""},
-		{map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"}, "http://collector:4318"},
+		{map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"}, "http://collector:4318/v1/traces"},
+		{map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "https://collector:4318/"}, "https://collector:4318/v1/traces"},
 		{map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://c:4318/v1/traces", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://x:4318"}, "http://c:4318/v1/traces"},
 		{map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318", "OTEL_SDK_DISABLED": "true"}, ""},
 		{map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318", "OTEL_TRACES_EXPORTER": "none"}, ""},
@@ -191,8 +193,50 @@ func TestTracingSettings(t *testing.T) {
 	})
 	var out strings.Builder
 	printConfig(&out, cfg)
-	if !strings.Contains(out.String(), "tracing.endpoint=http://collector:4318") || strings.Contains(out.String(), "s3cret") {
+	if !strings.Contains(out.String(), "tracing.endpoint=http://collector:4318/v1/traces") || strings.Contains(out.String(), "s3cret") {
 		t.Errorf("--print-config shows:\n%s\nwant tracing.endpoint and no header value", out.String())
+	}
+}
+
+// TestTracingOTLP: the program as configured from the standard variables
+// (embedded shape) exports a purchase's spans as OTLP/HTTP to the
+// collector OTEL_EXPORTER_OTLP_ENDPOINT names, in batches
+// (OTEL_BSP_SCHEDULE_DELAY shortened from 5 s, which the SDK reads).
+func TestTracingOTLP(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.Method+" "+r.URL.Path)
+		mu.Unlock()
+	}))
+	defer collector.Close()
+	env := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": collector.URL, "OTEL_SERVICE_NAME": "flashsale-test"}
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
+	_, c := MustRunMain(t, func(cfg *Config) { cfg.Tracing = tracing.FromEnv(func(k string) string { return env[k] }) })
+	id := c.createSale(t, saleJSON([]int{1}, 1, false))
+	if status, _, err := c.purchase(context.Background(), id, "guest-1", false, nil, "k1"); err != nil || status != http.StatusAccepted {
+		t.Fatalf("purchase: %d %v", status, err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		n := len(got)
+		first := ""
+		if n > 0 {
+			first = got[0]
+		}
+		mu.Unlock()
+		if n > 0 {
+			if first != "POST /v1/traces" {
+				t.Fatalf("the collector got %q, want POST /v1/traces", first)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("nothing exported in 10 s")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
