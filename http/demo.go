@@ -10,8 +10,9 @@ import (
 // so the books tell a demo payment from a real one.
 const demoPaymentPrefix = "demo-"
 
-// errDemoNotHeld refuses to pay an order that is not held: the demo pays
-// a live hold and nothing else (an expired one is not taken again).
+// errDemoNotHeld refuses to pay an order that is not held, or whose hold
+// has run out: the demo pays a live hold and nothing else (an expired one
+// is not taken again).
 var errDemoNotHeld = flashsale.Errorf(flashsale.EConflict, "only a held order can be paid in the demo")
 
 // handleDemoPay pays the caller's own held order as the payment platform
@@ -30,12 +31,15 @@ func (s *Server) handleDemoPay(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if o.Status != flashsale.OrderHeld {
+	// A hold whose window has passed is not paid either, though the
+	// reaper may not have released it yet.
+	if o.Status != flashsale.OrderHeld || !s.now().Before(o.HoldExpiresAt) {
 		s.writeError(w, r, errDemoNotHeld)
 		return
 	}
-	// The hold may end between the read and the payment; MarkPaid then
-	// takes the rooms again if they are free, as a late real payment would.
+	// The hold may end in the instant between this check and the payment;
+	// MarkPaid then takes the rooms again if they are free, as a late real
+	// payment would.
 	o, err = s.svc.MarkPaid(r.Context(), o.ID, demoPaymentPrefix+o.ID)
 	s.writeOrder(w, r, o, err)
 }

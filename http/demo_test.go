@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/flashsale/flashsale"
 	fshttp "github.com/flashsale/flashsale/http"
@@ -84,6 +85,31 @@ func TestDemoPay(t *testing.T) {
 	if b.Status != "held" {
 		t.Fatalf("bob's order is %s after the refused payments, want held", b.Status)
 	}
+
+	t.Run("HoldRanOut", func(t *testing.T) {
+		// No reaper runs in this server: the order is still held, past its window.
+		short := s.CreateSale(t, `"hold_seconds":1,`, 1)
+		id := s.buyHeld(t, short, "carol")
+		carol := userJWT(t, "carol", flashsale.TierGold)
+		var o struct {
+			Status        string    `json:"status"`
+			HoldExpiresAt time.Time `json:"hold_expires_at"`
+		}
+		s.MustDo(t, http.StatusOK, "GET", "/api/orders/"+id, carol, "", &o)
+		for deadline := time.Now().Add(5 * time.Second); !time.Now().After(o.HoldExpiresAt); {
+			if time.Now().After(deadline) {
+				t.Fatal("the hold never ran out")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if r := s.Do(t, "POST", "/api/demo/orders/"+id+"/pay", carol, nil); r.Status != 409 || r.code() != flashsale.EConflict {
+			t.Fatalf("pay after the hold ran out: %d %s", r.Status, r.Body)
+		}
+		s.MustDo(t, http.StatusOK, "GET", "/api/orders/"+id, carol, "", &o)
+		if o.Status != "held" {
+			t.Fatalf("order %s after the refused payment, want still held (for the reaper)", o.Status)
+		}
+	})
 
 	t.Run("NotRegisteredOutsideDemo", func(t *testing.T) {
 		// The same service behind a server without demo mode.
