@@ -288,9 +288,9 @@ async function cancelHold() {
 // baseState is the sale's own state when no attempt says otherwise.
 function baseState(now) {
   if (!sale) return 'loading';
-  if (now < Date.parse(sale.starts_at)) return 'waiting';
   if (now >= Date.parse(sale.ends_at) || saleStatus === 'ended') return 'ended';
-  if (saleStatus === 'paused') return 'paused';
+  if (saleStatus === 'paused') return 'paused'; // before the start too: it will not open on time
+  if (now < Date.parse(sale.starts_at)) return 'waiting';
   if (saleStatus === 'sold_out' || stayLeft() <= 0) return 'sold_out';
   if (!token) return demo ? 'signing_in' : 'no_token';
   return 'ready';
