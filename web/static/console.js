@@ -152,7 +152,9 @@ const statusOf = (s) => (s.paused && s.status !== 'ended' ? 'paused' : s.status)
 function renderList() {
   $('list-note').textContent = list.source === 'public' ? t('console.list_public') : '';
   $('more').hidden = !list.next;
-  const drawn = JSON.stringify([list.sales, document.documentElement.lang, detail && detail.id]);
+  // What the rows show, without server_time, which changes every second.
+  const shown = list.sales.map((s) => [s.id, s.title, s.hotel, s.room_type, statusOf(s), s.starts_at, s.ends_at, total(s, 'available'), total(s, 'sold')]);
+  const drawn = JSON.stringify([shown, document.documentElement.lang, detail && detail.id]);
   if (drawn === list.drawn) return; // unchanged: keep the focus where it is
   list.drawn = drawn;
   const box = $('sales');
