@@ -38,6 +38,8 @@ func (m *Metrics) Store(next flashsale.Store) flashsale.Store {
 		failOrder: op("fail_order"), ping: op("ping"),
 		listSales: op("list_sales"), updateSale: op("update_sale"), adjustStock: op("adjust_stock"),
 		saleChanges: op("sale_changes"), saleOrders: op("sale_orders"),
+		claimNotices: op("claim_notices"), ackNotices: op("ack_notices"), noticeCursor: op("notice_cursor"),
+		recordDelivery: op("record_delivery"), deliveries: op("deliveries"),
 	}
 	for i, r := range placeResults {
 		s.placed[i] = m.dbPlaced.WithLabelValues(r.name)
@@ -52,6 +54,7 @@ type store struct {
 	createSale, sale, sales, nightStocks, placeOrders, order, orderByKey *call
 	transition, expireHolds, snapshot, failOrder, ping                   *call
 	listSales, updateSale, adjustStock, saleChanges, saleOrders          *call
+	claimNotices, ackNotices, noticeCursor, recordDelivery, deliveries   *call
 	placed                                                               [len(placeResults)]prometheus.Counter
 }
 
@@ -187,6 +190,41 @@ func (s *store) SaleOrders(ctx context.Context, saleID string, q flashsale.Order
 	os, err := s.next.SaleOrders(ctx, saleID, q)
 	s.saleOrders.done(start, err)
 	return os, err
+}
+
+func (s *store) ClaimNotices(ctx context.Context, transport, owner string, until time.Time, limit int) ([]flashsale.Notice, bool, error) {
+	start := time.Now()
+	ns, ok, err := s.next.ClaimNotices(ctx, transport, owner, until, limit)
+	s.claimNotices.done(start, err)
+	return ns, ok, err
+}
+
+func (s *store) AckNotices(ctx context.Context, transport, owner string, seq int64) error {
+	start := time.Now()
+	err := s.next.AckNotices(ctx, transport, owner, seq)
+	s.ackNotices.done(start, err)
+	return err
+}
+
+func (s *store) NoticeCursor(ctx context.Context, transport string) (cursor, last int64, err error) {
+	start := time.Now()
+	cursor, last, err = s.next.NoticeCursor(ctx, transport)
+	s.noticeCursor.done(start, err)
+	return cursor, last, err
+}
+
+func (s *store) RecordDelivery(ctx context.Context, d flashsale.Delivery) error {
+	start := time.Now()
+	err := s.next.RecordDelivery(ctx, d)
+	s.recordDelivery.done(start, err)
+	return err
+}
+
+func (s *store) Deliveries(ctx context.Context, q flashsale.DeliveryQuery) ([]flashsale.Delivery, error) {
+	start := time.Now()
+	ds, err := s.next.Deliveries(ctx, q)
+	s.deliveries.done(start, err)
+	return ds, err
 }
 
 func (s *store) Ping(ctx context.Context) error {

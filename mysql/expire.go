@@ -58,8 +58,10 @@ func (s *Store) ExpireHolds(ctx context.Context, now time.Time, limit int) ([]*f
 	var orders []*flashsale.Order
 	err := s.inTx(ctx, "expire_holds", func(tx *sql.Tx) error {
 		var err error
-		orders, err = expireHolds(ctx, tx, now, limit)
-		return err
+		if orders, err = expireHolds(ctx, tx, now, limit); err != nil {
+			return err
+		}
+		return s.writeNotices(ctx, tx, sqlrows.ExpireNotices(orders, now.UnixMilli()))
 	})
 	if err != nil {
 		return nil, fmt.Errorf("expire holds: %w", err)

@@ -167,7 +167,8 @@ func TestPlaceOrdersDeadlock(t *testing.T) {
 	)
 	wg.Go(func() { results, placeErr = s.PlaceOrders(ctx, []flashsale.Reservation{r("o1"), r("o2")}) })
 
-	// Wait until the batch waits for the night, holding u1's row.
+	// Wait until the batch waits to lock the night (phase 2 locks the
+	// sale's nights before it takes any), holding u1's row.
 	var dbName string
 	if err := s.DB().QueryRowContext(ctx, "SELECT DATABASE()").Scan(&dbName); err != nil {
 		t.Fatal(err)
@@ -175,7 +176,7 @@ func TestPlaceOrdersDeadlock(t *testing.T) {
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		var waiting int
 		if err := s.DB().QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.PROCESSLIST
-			WHERE DB = ? AND INFO LIKE 'UPDATE nights%'`, dbName).Scan(&waiting); err != nil {
+			WHERE DB = ? AND INFO LIKE '%FROM nights%FOR UPDATE'`, dbName).Scan(&waiting); err != nil {
 			t.Fatal(err)
 		}
 		if waiting > 0 {

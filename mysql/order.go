@@ -150,7 +150,14 @@ func (s *Store) PlaceOrders(ctx context.Context, rs []flashsale.Reservation) ([]
 	err := s.inTx(ctx, "place_orders", func(tx *sql.Tx) error {
 		clear(results)
 		p := placer{tx: tx, rs: rs, results: results, nowMS: time.Now().UnixMilli(), logger: s.logger}
-		return p.run(ctx)
+		if err := p.run(ctx); err != nil {
+			return err
+		}
+		ns, err := p.notices(ctx)
+		if err != nil {
+			return fmt.Errorf("notices: %w", err)
+		}
+		return s.writeNotices(ctx, tx, ns)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("place orders: %w", err)
@@ -167,6 +174,52 @@ type placer struct {
 	terms   map[string]saleTerms
 	nowMS   int64
 	logger  *slog.Logger
+	// stocks are the nights of the sales with orders left after phase 1,
+	// read as phase 2 locks them, before it takes any.
+	stocks map[string]*sqlrows.Stock
+}
+
+// notices returns the batch's notices once it is placed. A sale none of
+// whose orders reached phase 2 can only have failed orders, which want
+// only its dates: those are read without a lock.
+func (p *placer) notices(ctx context.Context) ([]flashsale.Notice, error) {
+	var missing []string
+	for i := range p.rs {
+		id := p.rs[i].SaleID
+		if _, ok := p.stocks[id]; !ok && p.terms[id].known && !slices.Contains(missing, id) {
+			missing = append(missing, id)
+		}
+	}
+	more, err := readStocks(ctx, p.tx, missing, p.currency, false)
+	if err != nil {
+		return nil, err
+	}
+	if p.stocks == nil {
+		p.stocks = more
+	} else {
+		maps.Copy(p.stocks, more)
+	}
+	return sqlrows.PlaceNotices(p.rs, p.results, p.stocks, p.nowMS), nil
+}
+
+func (p *placer) currency(sale string) string { return p.terms[sale].currency }
+
+// lockStocks locks and reads the nights of the sales of the orders live,
+// in (sale_id, idx) order, for phase 2.
+func (p *placer) lockStocks(ctx context.Context, live []int) error {
+	var sales []string
+	for _, i := range live {
+		if id := p.rs[i].SaleID; !slices.Contains(sales, id) {
+			sales = append(sales, id)
+		}
+	}
+	slices.Sort(sales)
+	stocks, err := readStocks(ctx, p.tx, sales, p.currency, true)
+	if err != nil {
+		return fmt.Errorf("lock nights: %w", err)
+	}
+	p.stocks = stocks
+	return nil
 }
 
 func (p *placer) run(ctx context.Context) error {
@@ -340,7 +393,7 @@ func (s *Store) FailOrder(ctx context.Context, r flashsale.Reservation, reason s
 	reason = sqlrows.FailureReason(reason)
 	err := s.inTx(ctx, "fail_order", func(tx *sql.Tx) error {
 		at := time.Now().UnixMilli()
-		return sqlrows.FailOrder(&r, func(key string) (sqlrows.Inserted, error) {
+		err := sqlrows.FailOrder(&r, func(key string) (sqlrows.Inserted, error) {
 			res, err := tx.ExecContext(ctx, failOrder, r.OrderID, r.UserID, nullKey(key), r.FirstNight, r.Nights,
 				r.Rooms, r.Amount, ms(r.HoldExpiresAt), reason, at, at, r.SaleID)
 			if isDuplicate(err) {
@@ -359,6 +412,14 @@ func (s *Store) FailOrder(ctx context.Context, r flashsale.Reservation, reason s
 			}
 			return sqlrows.Affected(res)
 		})
+		if err != nil {
+			return err
+		}
+		o, err := queryOrder(ctx, tx, `WHERE o.id = ?`, r.OrderID)
+		if err != nil {
+			return err
+		}
+		return s.writeNotices(ctx, tx, []flashsale.Notice{flashsale.OrderNotice(o, sqlrows.FromMS(at))})
 	})
 	if err != nil {
 		return fmt.Errorf("fail order: order=%s: %w", r.OrderID, err)
@@ -393,6 +454,9 @@ func (p *placer) takeTogether(ctx context.Context, live []int) (bool, error) {
 	stays := slices.SortedFunc(maps.Keys(totals), func(a, b stay) int {
 		return cmp.Or(strings.Compare(a.sale, b.sale), cmp.Compare(a.first, b.first), cmp.Compare(a.nights, b.nights))
 	})
+	if err := p.lockStocks(ctx, taken); err != nil {
+		return false, err
+	}
 	for _, st := range stays {
 		ok, err := holdNights(ctx, p.tx, st.sale, st.first, st.nights, totals[st])
 		if err != nil {
@@ -408,19 +472,9 @@ func (p *placer) takeTogether(ctx context.Context, live []int) (bool, error) {
 // takeOneByOne is phase 2's exact path: it locks the nights of the batch's
 // sales, then places the orders one by one in batch order.
 func (p *placer) takeOneByOne(ctx context.Context, live []int) error {
-	var sales []any
-	seen := map[string]bool{}
-	for _, i := range live {
-		if id := p.rs[i].SaleID; !seen[id] {
-			seen[id] = true
-			sales = append(sales, id)
-		}
-	}
-	// A range scan of the primary key locks in (sale_id, idx) order.
-	var n int
-	if err := p.tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM nights WHERE sale_id IN "+placeholders(len(sales))+" FOR UPDATE",
-		sales...).Scan(&n); err != nil {
-		return fmt.Errorf("lock nights: %w", err)
+	// Read again: the savepoint undid phase 2's fast path.
+	if err := p.lockStocks(ctx, live); err != nil {
+		return err
 	}
 	for _, i := range live {
 		r := &p.rs[i]
@@ -640,7 +694,11 @@ func (s *Store) Transition(ctx context.Context, id string, from, to flashsale.Or
 		if order, err = queryOrder(ctx, tx, `WHERE o.id = ?`, id); err != nil {
 			return err
 		}
-		return moveCounters(ctx, tx, order, from, to)
+		stock, err := moveCounters(ctx, tx, order, from, to)
+		if err != nil {
+			return err
+		}
+		return s.writeNotices(ctx, tx, sqlrows.TransitionNotices(order, from, stock, now.UnixMilli()))
 	})
 	if err != nil {
 		return nil, fmt.Errorf("transition: order=%s %s->%s: %w", id, from, to, err)
@@ -651,12 +709,15 @@ func (s *Store) Transition(ctx context.Context, id string, from, to flashsale.Or
 // moveCounters applies a transition to the night and user counters. It
 // takes the user's row before the nights, the lock order PlaceOrders and
 // ExpireHolds share, so a transition never waits for a night while holding
-// what a batch waits for.
-func moveCounters(ctx context.Context, tx *sql.Tx, o *flashsale.Order, from, to flashsale.OrderStatus) error {
+// what a batch waits for. A retake returns the sale's nights as it locked
+// them before taking its rooms, for the outbox to tell whether it took the
+// last one; it locks every night of the sale, in idx order, before it
+// updates its own, so the lock order holds.
+func moveCounters(ctx context.Context, tx *sql.Tx, o *flashsale.Order, from, to flashsale.OrderStatus) (*sqlrows.Stock, error) {
 	end := o.FirstNight + o.Nights
 	switch {
 	case from == flashsale.OrderHeld && to == flashsale.OrderPaid:
-		return expectRows(tx.ExecContext(ctx, `UPDATE nights SET held = held - ?, sold = sold + ?
+		return nil, expectRows(tx.ExecContext(ctx, `UPDATE nights SET held = held - ?, sold = sold + ?
 			WHERE sale_id = ? AND idx >= ? AND idx < ? AND held >= ?`,
 			o.Rooms, o.Rooms, o.SaleID, o.FirstNight, end, o.Rooms))(o.Nights, errCounters)
 
@@ -664,35 +725,45 @@ func moveCounters(ctx context.Context, tx *sql.Tx, o *flashsale.Order, from, to 
 		if err := expectRows(tx.ExecContext(ctx, `UPDATE user_rooms SET rooms = rooms - ?
 			WHERE sale_id = ? AND user_id = ? AND rooms >= ?`,
 			o.Rooms, o.SaleID, o.UserID, o.Rooms))(1, errCounters); err != nil {
-			return err
+			return nil, err
 		}
-		return expectRows(tx.ExecContext(ctx, `UPDATE nights SET held = held - ?
+		return nil, expectRows(tx.ExecContext(ctx, `UPDATE nights SET held = held - ?
 			WHERE sale_id = ? AND idx >= ? AND idx < ? AND held >= ?`,
 			o.Rooms, o.SaleID, o.FirstNight, end, o.Rooms))(o.Nights, errCounters)
 
 	default: // expired or cancelled -> paid: take the units again, both guarded.
-		var limit int
-		if err := tx.QueryRowContext(ctx, "SELECT per_user_limit FROM sales WHERE id = ?", o.SaleID).Scan(&limit); err != nil {
-			return err
-		}
-		// The user first (lock order), but a stay that is sold out is
-		// reported as such even if the limit refused it too.
-		var userErr error = flashsale.ErrLimitExceeded
-		if o.Rooms <= limit {
-			userErr = expectRows(tx.ExecContext(ctx, `INSERT INTO user_rooms (sale_id, user_id, rooms) VALUES (?, ?, ?)
-				ON DUPLICATE KEY UPDATE rooms = IF(rooms + VALUES(rooms) <= ?, rooms + VALUES(rooms), rooms)`,
-				o.SaleID, o.UserID, o.Rooms, limit))(-1, flashsale.ErrLimitExceeded)
-			if userErr != nil && !errors.Is(userErr, flashsale.ErrLimitExceeded) {
-				return userErr
-			}
-		}
-		if err := expectRows(tx.ExecContext(ctx, `UPDATE nights SET sold = sold + ?
-			WHERE sale_id = ? AND idx >= ? AND idx < ? AND stock - held - sold >= ?`,
-			o.Rooms, o.SaleID, o.FirstNight, end, o.Rooms))(o.Nights, flashsale.ErrSoldOut); err != nil {
-			return err
-		}
-		return userErr
+		return retake(ctx, tx, o)
 	}
+}
+
+// retake is moveCounters' expired or cancelled -> paid: the units taken
+// again, both guarded, the user first (lock order).
+func retake(ctx context.Context, tx *sql.Tx, o *flashsale.Order) (*sqlrows.Stock, error) {
+	var limit int
+	if err := tx.QueryRowContext(ctx, "SELECT per_user_limit FROM sales WHERE id = ?", o.SaleID).Scan(&limit); err != nil {
+		return nil, err
+	}
+	// A stay that is sold out is reported as such even if the limit
+	// refused it too.
+	var userErr error = flashsale.ErrLimitExceeded
+	if o.Rooms <= limit {
+		userErr = expectRows(tx.ExecContext(ctx, `INSERT INTO user_rooms (sale_id, user_id, rooms) VALUES (?, ?, ?)
+			ON DUPLICATE KEY UPDATE rooms = IF(rooms + VALUES(rooms) <= ?, rooms + VALUES(rooms), rooms)`,
+			o.SaleID, o.UserID, o.Rooms, limit))(-1, flashsale.ErrLimitExceeded)
+		if userErr != nil && !errors.Is(userErr, flashsale.ErrLimitExceeded) {
+			return nil, userErr
+		}
+	}
+	stocks, err := readStocks(ctx, tx, []string{o.SaleID}, func(string) string { return o.Currency }, true)
+	if err != nil {
+		return nil, fmt.Errorf("lock nights: %w", err)
+	}
+	if err := expectRows(tx.ExecContext(ctx, `UPDATE nights SET sold = sold + ?
+		WHERE sale_id = ? AND idx >= ? AND idx < ? AND stock - held - sold >= ?`,
+		o.Rooms, o.SaleID, o.FirstNight, o.FirstNight+o.Nights, o.Rooms))(o.Nights, flashsale.ErrSoldOut); err != nil {
+		return nil, err
+	}
+	return stocks[o.SaleID], userErr
 }
 
 // errCounters means the counters disagree with an order: a bug, never a

@@ -119,9 +119,19 @@ const sqlFailOrder = `INSERT INTO orders (id, sale_id, user_id, idempotency_key,
 // the same ID to commit, so the read sees it.
 func (s *Store) FailOrder(ctx context.Context, r flashsale.Reservation, reason string) error {
 	reason = sqlrows.FailureReason(reason)
+	err := s.inTx(ctx, "fail_order", func(tx pgx.Tx) error { return s.failOrder(ctx, tx, r, reason) })
+	if err != nil {
+		return fmt.Errorf("fail order: order=%s: %w", r.OrderID, err)
+	}
+	return nil
+}
+
+// failOrder writes the failed order and, when it did, its notice, read
+// back as committed.
+func (s *Store) failOrder(ctx context.Context, tx pgx.Tx, r flashsale.Reservation, reason string) error {
 	at := time.Now().UnixMilli()
 	err := sqlrows.FailOrder(&r, func(key string) (sqlrows.Inserted, error) {
-		tag, err := s.pool.Exec(ctx, sqlFailOrder, r.OrderID, r.UserID, nullKey(key), r.FirstNight, r.Nights,
+		tag, err := tx.Exec(ctx, sqlFailOrder, r.OrderID, r.UserID, nullKey(key), r.FirstNight, r.Nights,
 			r.Rooms, r.Amount, ms(r.HoldExpiresAt), reason, at, r.SaleID)
 		if err != nil {
 			return 0, err
@@ -130,7 +140,7 @@ func (s *Store) FailOrder(ctx context.Context, r flashsale.Reservation, reason s
 			return sqlrows.Written, nil
 		}
 		var sale, order bool
-		if err := s.pool.QueryRow(ctx, `SELECT EXISTS(SELECT 1 FROM sales WHERE id = $1),
+		if err := tx.QueryRow(ctx, `SELECT EXISTS(SELECT 1 FROM sales WHERE id = $1),
 			EXISTS(SELECT 1 FROM orders WHERE id = $2)`, r.SaleID, r.OrderID).Scan(&sale, &order); err != nil {
 			return 0, err
 		}
@@ -143,9 +153,13 @@ func (s *Store) FailOrder(ctx context.Context, r flashsale.Reservation, reason s
 		return sqlrows.KeyTaken, nil
 	})
 	if err != nil {
-		return fmt.Errorf("fail order: order=%s: %w", r.OrderID, err)
+		return err
 	}
-	return nil
+	o, err := queryOrder(ctx, tx, `WHERE o.id = $1`, r.OrderID)
+	if err != nil {
+		return err
+	}
+	return s.writeNotices(ctx, tx, []flashsale.Notice{flashsale.OrderNotice(o, sqlrows.FromMS(at))})
 }
 
 // head is what a batch must do first about the previous window.
@@ -207,12 +221,15 @@ func (s *Store) PlaceOrders(ctx context.Context, rs []flashsale.Reservation) ([]
 	}
 	err := s.inTx(ctx, "place_orders", func(tx pgx.Tx) error {
 		clear(results)
-		terms, err := lockSales(ctx, tx, rs)
+		terms, stocks, err := lockSales(ctx, tx, rs)
 		if err != nil {
 			return err
 		}
 		p := placer{tx: tx, rs: rs, results: results, terms: terms, nowMS: time.Now().UnixMilli()}
-		return p.run(ctx)
+		if err := p.run(ctx); err != nil {
+			return err
+		}
+		return s.writeNotices(ctx, tx, sqlrows.PlaceNotices(rs, results, stocks, p.nowMS))
 	})
 	if err != nil {
 		return nil, fmt.Errorf("place orders: %w", err)
@@ -221,8 +238,10 @@ func (s *Store) PlaceOrders(ctx context.Context, rs []flashsale.Reservation) ([]
 }
 
 // lockSales locks the nights of every sale in the batch, in primary key
-// order, and reads each sale's limit and currency, in one round trip.
-func lockSales(ctx context.Context, tx pgx.Tx, rs []flashsale.Reservation) (map[string]saleTerms, error) {
+// order, and reads each sale's limit and currency, in one round trip. The
+// nights as it locked them, before the batch takes any, are the outbox's
+// stocks (see sqlrows.PlaceNotices).
+func lockSales(ctx context.Context, tx pgx.Tx, rs []flashsale.Reservation) (map[string]saleTerms, map[string]*sqlrows.Stock, error) {
 	terms := make(map[string]saleTerms, 1)
 	var ids []string
 	for _, r := range rs {
@@ -232,32 +251,33 @@ func lockSales(ctx context.Context, tx pgx.Tx, rs []flashsale.Reservation) (map[
 		}
 	}
 	b := &pgx.Batch{}
-	b.Queue(`SELECT count(*) FROM (SELECT 1 FROM nights WHERE sale_id = ANY($1)
-		ORDER BY sale_id, idx FOR UPDATE) AS locked`, ids)
+	b.Queue(sqlLockStocks, ids)
 	b.Queue(`SELECT id, per_user_limit, currency FROM sales WHERE id = ANY($1)`, ids)
 	br := tx.SendBatch(ctx, b)
 	defer br.Close()
-	var n int64
-	if err := br.QueryRow().Scan(&n); err != nil {
-		return nil, err
+	nights, err := scanStocks(br.Query())
+	if err != nil {
+		return nil, nil, err
 	}
 	rows, err := br.Query()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer rows.Close()
+	stocks := make(map[string]*sqlrows.Stock, len(ids))
 	for rows.Next() {
 		var id string
 		t := saleTerms{known: true}
 		if err := rows.Scan(&id, &t.limit, &t.currency); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		terms[id] = t
+		stocks[id] = sqlrows.NewStock(t.currency, nights[id])
 	}
 	if err := rows.Err(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return terms, br.Close()
+	return terms, stocks, br.Close()
 }
 
 // placer carries one PlaceOrders transaction through its windows.
@@ -593,7 +613,11 @@ func (s *Store) Transition(ctx context.Context, id string, from, to flashsale.Or
 		if order, err = queryOrder(ctx, tx, `WHERE o.id = $1`, id); err != nil {
 			return err
 		}
-		return moveCounters(ctx, tx, order, from, to)
+		stock, err := moveCounters(ctx, tx, order, from, to)
+		if err != nil {
+			return err
+		}
+		return s.writeNotices(ctx, tx, sqlrows.TransitionNotices(order, from, stock, now.UnixMilli()))
 	})
 	if err != nil {
 		return nil, fmt.Errorf("transition: order=%s %s->%s: %w", id, from, to, err)
@@ -607,12 +631,16 @@ var errCounters = errors.New("night or user counters do not match the order")
 
 // moveCounters applies a transition to the night and user counters. A
 // refusal returns an error, which rolls the whole transaction back,
-// status change included.
-func moveCounters(ctx context.Context, tx pgx.Tx, o *flashsale.Order, from, to flashsale.OrderStatus) error {
+// status change included. A retake returns the sale's nights as it locked
+// them before taking its rooms, for the outbox to tell whether it took the
+// last one; it locks every night of the sale, in idx order, before it
+// updates its own, so the lock order (nights in idx order, then the user)
+// holds.
+func moveCounters(ctx context.Context, tx pgx.Tx, o *flashsale.Order, from, to flashsale.OrderStatus) (*sqlrows.Stock, error) {
 	end := o.FirstNight + o.Nights
 	switch {
 	case from == flashsale.OrderHeld && to == flashsale.OrderPaid:
-		return expectRows(tx.Exec(ctx, `UPDATE nights SET held = held - $1, sold = sold + $1
+		return nil, expectRows(tx.Exec(ctx, `UPDATE nights SET held = held - $1, sold = sold + $1
 			WHERE sale_id = $2 AND idx >= $3 AND idx < $4 AND held >= $1`,
 			o.Rooms, o.SaleID, o.FirstNight, end))(o.Nights, errCounters)
 
@@ -620,19 +648,23 @@ func moveCounters(ctx context.Context, tx pgx.Tx, o *flashsale.Order, from, to f
 		if err := expectRows(tx.Exec(ctx, `UPDATE nights SET held = held - $1
 			WHERE sale_id = $2 AND idx >= $3 AND idx < $4 AND held >= $1`,
 			o.Rooms, o.SaleID, o.FirstNight, end))(o.Nights, errCounters); err != nil {
-			return err
+			return nil, err
 		}
-		return expectRows(tx.Exec(ctx, `UPDATE user_rooms SET rooms = rooms - $1
+		return nil, expectRows(tx.Exec(ctx, `UPDATE user_rooms SET rooms = rooms - $1
 			WHERE sale_id = $2 AND user_id = $3 AND rooms >= $1`,
 			o.Rooms, o.SaleID, o.UserID))(1, errCounters)
 
 	default: // expired or cancelled -> paid: take the units again, both guarded.
+		nights, err := scanStocks(tx.Query(ctx, sqlLockStocks, []string{o.SaleID}))
+		if err != nil {
+			return nil, fmt.Errorf("lock nights: %w", err)
+		}
 		if err := expectRows(tx.Exec(ctx, `UPDATE nights SET sold = sold + $1
 			WHERE sale_id = $2 AND idx >= $3 AND idx < $4 AND stock - held - sold >= $1`,
 			o.Rooms, o.SaleID, o.FirstNight, end))(o.Nights, flashsale.ErrSoldOut); err != nil {
-			return err
+			return nil, err
 		}
-		return expectRows(tx.Exec(ctx, `INSERT INTO user_rooms (sale_id, user_id, rooms)
+		return sqlrows.NewStock(o.Currency, nights[o.SaleID]), expectRows(tx.Exec(ctx, `INSERT INTO user_rooms (sale_id, user_id, rooms)
 			SELECT $1::text, $2::text, $3::int FROM sales WHERE id = $1::text AND $3::int <= per_user_limit
 			ON CONFLICT (sale_id, user_id) DO UPDATE SET rooms = user_rooms.rooms + EXCLUDED.rooms
 			WHERE user_rooms.rooms + EXCLUDED.rooms <= (SELECT per_user_limit FROM sales WHERE id = $1::text)`,

@@ -75,7 +75,7 @@ func (s *Store) PlaceOrders(ctx context.Context, rs []flashsale.Reservation) ([]
 		return nil, fmt.Errorf("place orders: %w", err)
 	}
 	defer tx.Rollback()
-	p := placer{tx: tx, now: time.Now().UnixMilli(), sales: make(map[string]*saleTerms)}
+	p := placer{tx: tx, now: time.Now().UnixMilli(), sales: make(map[string]*saleTerms), stocks: make(map[string]*sqlrows.Stock)}
 	// The writer has one connection, so these reuse the statements prepared
 	// on it instead of parsing the SQL again for every reservation.
 	p.savepoint, p.rollbackTo, p.release = tx.StmtContext(ctx, st.savepoint), tx.StmtContext(ctx, st.rollbackTo), tx.StmtContext(ctx, st.release)
@@ -85,6 +85,9 @@ func (s *Store) PlaceOrders(ctx context.Context, rs []flashsale.Reservation) ([]
 			return nil, fmt.Errorf("place orders: order=%s: %w", rs[i].OrderID, err)
 		}
 	}
+	if err := s.writeNotices(ctx, tx, sqlrows.PlaceNotices(rs, results, p.stocks, p.now)); err != nil {
+		return nil, fmt.Errorf("place orders: %w", err)
+	}
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("place orders: commit: %w", err)
 	}
@@ -93,9 +96,10 @@ func (s *Store) PlaceOrders(ctx context.Context, rs []flashsale.Reservation) ([]
 
 // placer carries one PlaceOrders transaction.
 type placer struct {
-	tx    *sql.Tx
-	now   int64
-	sales map[string]*saleTerms
+	tx     *sql.Tx
+	now    int64
+	sales  map[string]*saleTerms
+	stocks map[string]*sqlrows.Stock // the outbox's view of each known sale, read before the batch
 
 	savepoint, rollbackTo, release         *sql.Stmt
 	insertOrder, takeUserRooms, holdNights *sql.Stmt
@@ -217,6 +221,11 @@ func (p *placer) terms(ctx context.Context, saleID string) (*saleTerms, error) {
 	if err != nil {
 		return nil, err
 	}
+	if t != nil {
+		if p.stocks[saleID], err = readStock(ctx, p.tx, saleID, t.currency); err != nil {
+			return nil, err
+		}
+	}
 	p.sales[saleID] = t
 	return t, nil
 }
@@ -238,9 +247,23 @@ func readTerms(ctx context.Context, q queryer, saleID string) (*saleTerms, error
 // is written again without it).
 func (s *Store) FailOrder(ctx context.Context, r flashsale.Reservation, reason string) error {
 	reason = sqlrows.FailureReason(reason)
+	if err := s.failOrder(ctx, r, reason); err != nil {
+		return fmt.Errorf("fail order: order=%s: %w", r.OrderID, err)
+	}
+	return nil
+}
+
+// failOrder writes the failed order and, when it did, its notice, read
+// back as committed.
+func (s *Store) failOrder(ctx context.Context, r flashsale.Reservation, reason string) error {
+	tx, err := s.write.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
 	at := time.Now().UnixMilli()
-	err := sqlrows.FailOrder(&r, func(key string) (sqlrows.Inserted, error) {
-		res, err := s.write.ExecContext(ctx, failOrderSQL, r.OrderID, r.UserID, nullKey(key),
+	err = sqlrows.FailOrder(&r, func(key string) (sqlrows.Inserted, error) {
+		res, err := tx.ExecContext(ctx, failOrderSQL, r.OrderID, r.UserID, nullKey(key),
 			r.FirstNight, r.Nights, r.Rooms, r.Amount, ms(r.HoldExpiresAt), reason, at, at, r.SaleID)
 		switch constraint(err) {
 		case 0:
@@ -257,9 +280,16 @@ func (s *Store) FailOrder(ctx context.Context, r flashsale.Reservation, reason s
 		return sqlrows.Affected(res)
 	})
 	if err != nil {
-		return fmt.Errorf("fail order: order=%s: %w", r.OrderID, err)
+		return err
 	}
-	return nil
+	o, err := scanOrder(tx.QueryRowContext(ctx, selectOrderSQL+`WHERE o.id = ?`, r.OrderID))
+	if err != nil {
+		return err
+	}
+	if err := s.writeNotices(ctx, tx, []flashsale.Notice{flashsale.OrderNotice(o, sqlrows.FromMS(at))}); err != nil {
+		return err
+	}
+	return tx.Commit()
 }
 
 // Order returns one order, or ErrNotFound.
@@ -343,6 +373,7 @@ func (s *Store) transition(ctx context.Context, id string, from, to flashsale.Or
 		return nil
 	}
 	last := first + nights
+	var stock *sqlrows.Stock // the retake's: the sale's nights before it
 	switch {
 	case from == flashsale.OrderHeld && to == flashsale.OrderPaid:
 		err = exec(nights, nil, payNightsSQL, rooms, rooms, saleID, first, last)
@@ -354,6 +385,9 @@ func (s *Store) transition(ctx context.Context, id string, from, to flashsale.Or
 	default: // expired | cancelled -> paid: the retake, guarded like a purchase
 		var terms *saleTerms
 		if terms, err = readTerms(ctx, tx, saleID); err != nil {
+			return nil, err
+		}
+		if stock, err = readStock(ctx, tx, saleID, terms.currency); err != nil {
 			return nil, err
 		}
 		if rooms > terms.limit {
@@ -370,6 +404,9 @@ func (s *Store) transition(ctx context.Context, id string, from, to flashsale.Or
 
 	o, err := scanOrder(tx.QueryRowContext(ctx, selectOrderSQL+`WHERE o.id = ?`, id))
 	if err != nil {
+		return nil, err
+	}
+	if err := s.writeNotices(ctx, tx, sqlrows.TransitionNotices(o, from, stock, ms(now))); err != nil {
 		return nil, err
 	}
 	if err := tx.Commit(); err != nil {
@@ -484,13 +521,15 @@ func (s *Store) expireHolds(ctx context.Context, now time.Time, limit int) ([]*f
 		WHERE user_rooms.sale_id = d.column1 AND user_rooms.user_id = d.column2`, userArgs); err != nil {
 		return nil, fmt.Errorf("user rooms: %w", err)
 	}
-	if err := tx.Commit(); err != nil {
-		return nil, err
-	}
-
 	updated := sqlrows.FromMS(at)
 	for _, o := range orders {
 		o.Status, o.UpdatedAt = flashsale.OrderExpired, updated
+	}
+	if err := s.writeNotices(ctx, tx, sqlrows.ExpireNotices(orders, at)); err != nil {
+		return nil, err
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, err
 	}
 	return orders, nil
 }

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/flashsale/flashsale"
 )
@@ -202,17 +201,7 @@ const MaxFailureReason = 200
 // invalid byte becomes U+FFFD) cut to MaxFailureReason characters. A
 // reason is for the order's owner and the audit; a long or garbled one must
 // not make the failed order impossible to record.
-func FailureReason(reason string) string {
-	reason = strings.ToValidUTF8(reason, string(utf8.RuneError))
-	n := 0
-	for i := range reason {
-		if n == MaxFailureReason {
-			return reason[:i]
-		}
-		n++
-	}
-	return reason
-}
+func FailureReason(reason string) string { return cut(reason, MaxFailureReason) }
 
 // errKeyWithoutKey means a store's insert reported KeyTaken for a row it
 // wrote without a key: a bug in the store, never a customer-facing outcome.

@@ -1,0 +1,163 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/sqlrows"
+)
+
+// The outbox of order events (see flashsale.Store and sqlrows.PlaceNotices).
+// Every write runs on the single writer, which commits in the order it
+// hands out seqs: a notice that commits later never has a lower seq than
+// one a dispatcher already read, with no lock beyond the writer's own.
+
+// writeNotices appends ns to the outbox in tx, in order. A notice whose ID
+// is already there (which correct code never makes: an order reaches each
+// status once, and a sell-out names the order that took the last room) is
+// dropped, not a failure of the change it belongs to: the receiver would
+// drop it as a duplicate anyway. The drop is logged.
+func (s *Store) writeNotices(ctx context.Context, tx *sql.Tx, ns []flashsale.Notice) error {
+	for chunk := range slices.Chunk(ns, maxRowsPerStatement) {
+		args := make([]any, 0, 6*len(chunk))
+		for _, n := range chunk {
+			args = append(args, n.ID, string(n.Type), n.SaleID, n.OrderID, ms(n.At), string(n.Payload))
+		}
+		res, err := tx.ExecContext(ctx, `INSERT INTO notices (id, type, sale_id, order_id, at_ms, payload)
+			VALUES `+placeholders(len(chunk), 6)+` ON CONFLICT (id) DO NOTHING`, args...)
+		if err != nil {
+			return fmt.Errorf("notices: %w", err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return fmt.Errorf("notices: %w", err)
+		} else if n != int64(len(chunk)) {
+			s.logger.Warn("notice ids already in the outbox, dropped", "dropped", int64(len(chunk))-n, "first", chunk[0].ID)
+		}
+	}
+	return nil
+}
+
+// readStock reads a sale's nights for the outbox, before the transaction
+// takes any (the writer holds the database, so nothing else moves them).
+func readStock(ctx context.Context, q queryer, saleID, currency string) (*sqlrows.Stock, error) {
+	rows, err := q.QueryContext(ctx, `SELECT idx, date, stock - held - sold FROM nights WHERE sale_id = ? ORDER BY idx`, saleID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var nights []sqlrows.Night
+	for rows.Next() {
+		var n sqlrows.Night
+		if err := rows.Scan(&n.Idx, &n.Date, &n.Available); err != nil {
+			return nil, err
+		}
+		nights = append(nights, n)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return sqlrows.NewStock(currency, nights), nil
+}
+
+// ClaimNotices leases transport's cursor to owner until until and returns
+// up to limit notices after it; see flashsale.Store. The lease is one
+// conditional upsert: it inserts the cursor (before the first notice) or
+// takes it when it is free, expired (at the store's clock) or owner's
+// already, and returns no row otherwise.
+func (s *Store) ClaimNotices(ctx context.Context, transport, owner string, until time.Time, limit int) ([]flashsale.Notice, bool, error) {
+	if err := sqlrows.CheckLease(transport, owner); err != nil {
+		return nil, false, fmt.Errorf("claim notices: %w", err)
+	}
+	var cursor int64
+	err := s.write.QueryRowContext(ctx, `INSERT INTO notice_cursors (transport, seq, owner, lease_until_ms)
+		VALUES (?, 0, ?, ?)
+		ON CONFLICT (transport) DO UPDATE SET owner = excluded.owner, lease_until_ms = excluded.lease_until_ms
+		WHERE notice_cursors.owner = excluded.owner OR notice_cursors.lease_until_ms <= ?
+		RETURNING seq`, transport, owner, ms(until), ms(time.Now())).Scan(&cursor)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, false, nil
+	} else if err != nil {
+		return nil, false, fmt.Errorf("claim notices: transport=%s: %w", transport, err)
+	}
+	if limit < 1 {
+		return []flashsale.Notice{}, true, nil
+	}
+	rows, err := s.read.QueryContext(ctx, `SELECT seq, id, type, sale_id, order_id, at_ms, payload FROM notices
+		WHERE seq > ? ORDER BY seq LIMIT ?`, cursor, limit)
+	if err != nil {
+		return nil, false, fmt.Errorf("claim notices: transport=%s: %w", transport, err)
+	}
+	defer rows.Close()
+	ns, err := sqlrows.Notices(rows)
+	if err != nil {
+		return nil, false, fmt.Errorf("claim notices: transport=%s: %w", transport, err)
+	}
+	return ns, true, nil
+}
+
+// AckNotices moves transport's cursor to seq, never back, if owner holds
+// it; see flashsale.Store. The owner holds it until another claims it, so
+// an ack that comes just after the lease ran out, before anyone took over,
+// still counts (it can only move the cursor past what owner delivered).
+func (s *Store) AckNotices(ctx context.Context, transport, owner string, seq int64) error {
+	if err := sqlrows.CheckLease(transport, owner); err != nil {
+		return fmt.Errorf("ack notices: %w", err)
+	}
+	found, err := affected(s.write.ExecContext(ctx, `UPDATE notice_cursors SET seq = max(seq, ?)
+		WHERE transport = ? AND owner = ?`, seq, transport, owner))
+	if err == nil && !found {
+		err = flashsale.ErrStale
+	}
+	if err != nil {
+		return fmt.Errorf("ack notices: transport=%s seq=%d: %w", transport, seq, err)
+	}
+	return nil
+}
+
+// NoticeCursor returns transport's cursor (0 before its first claim) and
+// the outbox's last seq (0 when empty).
+func (s *Store) NoticeCursor(ctx context.Context, transport string) (cursor, last int64, err error) {
+	err = s.read.QueryRowContext(ctx, `SELECT
+		coalesce((SELECT seq FROM notice_cursors WHERE transport = ?), 0),
+		coalesce((SELECT max(seq) FROM notices), 0)`, transport).Scan(&cursor, &last)
+	if err != nil {
+		return 0, 0, fmt.Errorf("notice cursor: transport=%s: %w", transport, err)
+	}
+	return cursor, last, nil
+}
+
+// RecordDelivery appends an attempt to the delivery log.
+func (s *Store) RecordDelivery(ctx context.Context, d flashsale.Delivery) error {
+	d, err := sqlrows.CheckDelivery(d)
+	if err == nil {
+		_, err = s.write.ExecContext(ctx, `INSERT INTO deliveries (transport, notice_id, seq, type, attempt, at_ms,
+			ok, status, error, took_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			d.Transport, d.NoticeID, d.Seq, string(d.Type), d.Attempt, ms(d.At), d.OK, d.Status, d.Error, int64(d.Took))
+	}
+	if err != nil {
+		return fmt.Errorf("record delivery: transport=%s notice=%s: %w", d.Transport, d.NoticeID, err)
+	}
+	return nil
+}
+
+// Deliveries reads the delivery log newest first, up to a page.
+func (s *Store) Deliveries(ctx context.Context, q flashsale.DeliveryQuery) ([]flashsale.Delivery, error) {
+	f := sqlrows.NewFilter(false)
+	f.Deliveries(q)
+	rows, err := s.read.QueryContext(ctx, `SELECT transport, notice_id, seq, type, attempt, at_ms, ok, status, error,
+		took_ns FROM deliveries `+f.Where()+` ORDER BY id DESC LIMIT `+f.Arg(sqlrows.PageLimit(q.Limit)), f.Args...)
+	if err != nil {
+		return nil, fmt.Errorf("deliveries: %w", err)
+	}
+	defer rows.Close()
+	ds, err := sqlrows.Deliveries(rows)
+	if err != nil {
+		return nil, fmt.Errorf("deliveries: %w", err)
+	}
+	return ds, nil
+}
