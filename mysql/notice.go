@@ -3,7 +3,6 @@ package mysql
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -119,52 +118,43 @@ func readStocks(ctx context.Context, q querier, sales []string, currency func(sa
 }
 
 // ClaimNotices leases transport's cursor to owner until until and returns
-// up to limit notices after it; see flashsale.Store. The lease is one
-// conditional upsert: it inserts the cursor (before the first notice) or
-// takes it when it is free, expired (at this instance's clock, the clock
-// until comes from) or owner's already. Of two instances claiming a new
-// transport, one inserts and the other's upsert waits for it, then finds
-// the lease taken. The UPDATE part sets owner first and then the lease
-// from the owner it just set, as MySQL assigns left to right.
+// up to limit notices after it; see flashsale.Store and
+// sqlrows.ClaimNotices. The lease is one conditional upsert: it inserts the
+// cursor (before the first notice) or takes it when it is free, expired
+// (at this instance's clock, the clock until comes from) or owner's
+// already. Of two instances claiming a new transport, one inserts and the
+// other's upsert waits for it, then finds the lease taken. The UPDATE part
+// sets owner first and then the lease from the owner it just set, as
+// MySQL assigns left to right.
 func (s *Store) ClaimNotices(ctx context.Context, transport, owner string, until time.Time, limit int) ([]flashsale.Notice, bool, error) {
-	if err := sqlrows.CheckLease(transport, owner); err != nil {
-		return nil, false, fmt.Errorf("claim notices: %w", err)
-	}
-	var (
-		cursor int64
-		holder string
-	)
-	err := s.inTx(ctx, "claim_notices", func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO notice_cursors (transport, seq, owner, lease_until_ms)
-			VALUES (?, 0, ?, ?) ON DUPLICATE KEY UPDATE
-			owner = IF(owner = VALUES(owner) OR lease_until_ms <= ?, VALUES(owner), owner),
-			lease_until_ms = IF(owner = VALUES(owner), VALUES(lease_until_ms), lease_until_ms)`,
-			transport, owner, ms(until), time.Now().UnixMilli()); err != nil {
-			return err
-		}
-		// The upsert locked the row: this reads what it left.
-		return tx.QueryRowContext(ctx, "SELECT seq, owner FROM notice_cursors WHERE transport = ?", transport).Scan(&cursor, &holder)
+	ns, held, err := sqlrows.ClaimNotices(transport, owner, limit, sqlrows.Lease{
+		Take: func() (cursor int64, held bool, err error) {
+			err = s.inTx(ctx, "claim_notices", func(tx *sql.Tx) error {
+				if _, err := tx.ExecContext(ctx, `INSERT INTO notice_cursors (transport, seq, owner, lease_until_ms)
+					VALUES (?, 0, ?, ?) ON DUPLICATE KEY UPDATE
+					owner = IF(owner = VALUES(owner) OR lease_until_ms <= ?, VALUES(owner), owner),
+					lease_until_ms = IF(owner = VALUES(owner), VALUES(lease_until_ms), lease_until_ms)`,
+					transport, owner, ms(until), time.Now().UnixMilli()); err != nil {
+					return err
+				}
+				// The upsert locked the row: this reads what it left.
+				var holder string
+				err := tx.QueryRowContext(ctx, "SELECT seq, owner FROM notice_cursors WHERE transport = ?",
+					transport).Scan(&cursor, &holder)
+				held = holder == owner
+				return err
+			})
+			return cursor, held, err
+		},
+		Read: func(cursor int64, limit int) ([]flashsale.Notice, error) {
+			return sqlrows.Collect(sqlrows.Notices)(s.db.QueryContext(ctx, `SELECT `+sqlrows.NoticeColumns+` FROM notices
+				WHERE seq > ? ORDER BY seq LIMIT ?`, cursor, limit))
+		},
 	})
 	if err != nil {
-		return nil, false, fmt.Errorf("claim notices: transport=%s: %w", transport, err)
-	}
-	if holder != owner {
-		return nil, false, nil
-	}
-	if limit < 1 {
-		return []flashsale.Notice{}, true, nil
-	}
-	rows, err := s.db.QueryContext(ctx, `SELECT seq, id, type, sale_id, order_id, at_ms, payload FROM notices
-		WHERE seq > ? ORDER BY seq LIMIT ?`, cursor, limit)
-	if err != nil {
 		return nil, false, fmt.Errorf("claim notices: transport=%s: %w", transport, down(err))
 	}
-	defer rows.Close()
-	ns, err := sqlrows.Notices(rows)
-	if err != nil {
-		return nil, false, fmt.Errorf("claim notices: transport=%s: %w", transport, down(err))
-	}
-	return ns, true, nil
+	return ns, held, nil
 }
 
 // AckNotices moves transport's cursor to seq, never back, if owner holds
@@ -172,20 +162,16 @@ func (s *Store) ClaimNotices(ctx context.Context, transport, owner string, until
 // an ack that comes just after the lease ran out, before anyone took over,
 // still counts (it can only move the cursor past what owner delivered).
 func (s *Store) AckNotices(ctx context.Context, transport, owner string, seq int64) error {
-	if err := sqlrows.CheckLease(transport, owner); err != nil {
-		return fmt.Errorf("ack notices: %w", err)
-	}
-	moved, err := affected(s.db.ExecContext(ctx, `UPDATE notice_cursors SET seq = GREATEST(seq, ?)
-		WHERE transport = ? AND owner = ?`, seq, transport, owner))
-	if err == nil && !moved {
-		// clientFoundRows is off: an ack that left the cursor where it was
-		// counts 0 as well as one that found another owner.
-		var holder string
-		err = s.db.QueryRowContext(ctx, "SELECT owner FROM notice_cursors WHERE transport = ?", transport).Scan(&holder)
-		if errors.Is(err, sql.ErrNoRows) || (err == nil && holder != owner) {
-			err = flashsale.ErrStale
+	err := sqlrows.AckNotices(transport, owner, func() (bool, error) {
+		moved, err := affected(s.db.ExecContext(ctx, `UPDATE notice_cursors SET seq = GREATEST(seq, ?)
+			WHERE transport = ? AND owner = ?`, seq, transport, owner))
+		if err != nil || moved {
+			return moved, err
 		}
-	}
+		// clientFoundRows is off: an ack that left the cursor where it
+		// was counts 0 as well as one that found another owner.
+		return exists(ctx, s.db, "SELECT COUNT(*) FROM notice_cursors WHERE transport = ? AND owner = ?", transport, owner)
+	})
 	if err != nil {
 		return fmt.Errorf("ack notices: transport=%s seq=%d: %w", transport, seq, down(err))
 	}
@@ -206,11 +192,10 @@ func (s *Store) NoticeCursor(ctx context.Context, transport string) (cursor, las
 
 // RecordDelivery appends an attempt to the delivery log.
 func (s *Store) RecordDelivery(ctx context.Context, d flashsale.Delivery) error {
-	d, err := sqlrows.CheckDelivery(d)
+	args, err := sqlrows.DeliveryArgs(d)
 	if err == nil {
-		_, err = s.db.ExecContext(ctx, `INSERT INTO deliveries (transport, notice_id, seq, type, attempt, at_ms,
-			ok, status, error, took_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			d.Transport, d.NoticeID, d.Seq, string(d.Type), d.Attempt, ms(d.At), d.OK, d.Status, d.Error, int64(d.Took))
+		_, err = s.db.ExecContext(ctx, `INSERT INTO deliveries (`+sqlrows.DeliveryColumns+`)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...)
 	}
 	if err != nil {
 		return fmt.Errorf("record delivery: transport=%s notice=%s: %w", d.Transport, d.NoticeID, down(err))
@@ -218,17 +203,14 @@ func (s *Store) RecordDelivery(ctx context.Context, d flashsale.Delivery) error 
 	return nil
 }
 
-// Deliveries reads the delivery log newest first, up to a page.
+// Deliveries reads the delivery log newest first, a page of it at most;
+// deliveries_transport, deliveries_notice and deliveries_failed (each
+// ending in id) serve the filters.
 func (s *Store) Deliveries(ctx context.Context, q flashsale.DeliveryQuery) ([]flashsale.Delivery, error) {
 	f := sqlrows.NewFilter(false)
 	f.Deliveries(q)
-	rows, err := s.db.QueryContext(ctx, `SELECT transport, notice_id, seq, type, attempt, at_ms, ok, status, error,
-		took_ns FROM deliveries `+f.Where()+` ORDER BY id DESC LIMIT `+f.Arg(sqlrows.PageLimit(q.Limit)), f.Args...)
-	if err != nil {
-		return nil, fmt.Errorf("deliveries: %w", down(err))
-	}
-	defer rows.Close()
-	ds, err := sqlrows.Deliveries(rows)
+	ds, err := sqlrows.Collect(sqlrows.Deliveries)(s.db.QueryContext(ctx, `SELECT `+sqlrows.DeliveryColumns+` FROM deliveries `+
+		f.Where()+` ORDER BY id DESC LIMIT `+f.Arg(sqlrows.PageLimit(q.Limit)), f.Args...))
 	if err != nil {
 		return nil, fmt.Errorf("deliveries: %w", down(err))
 	}

@@ -99,41 +99,40 @@ func scanStocks(rows pgx.Rows, err error) (map[string][]sqlrows.Night, error) {
 }
 
 // ClaimNotices leases transport's cursor to owner until until and returns
-// up to limit notices after it; see flashsale.Store. The lease is one
-// conditional upsert: it inserts the cursor (before the first notice) or
-// takes it when it is free, expired (at this instance's clock, the clock
-// until comes from) or owner's already, and returns no row otherwise. Of
-// two instances claiming a new transport, one inserts and the other's
-// upsert waits for it, then finds the lease taken.
+// up to limit notices after it; see flashsale.Store and
+// sqlrows.ClaimNotices. The lease is one conditional upsert: it inserts the
+// cursor (before the first notice) or takes it when it is free, expired
+// (at this instance's clock, the clock until comes from) or owner's
+// already, and returns no row otherwise. Of two instances claiming a new
+// transport, one inserts and the other's upsert waits for it, then finds
+// the lease taken.
 func (s *Store) ClaimNotices(ctx context.Context, transport, owner string, until time.Time, limit int) ([]flashsale.Notice, bool, error) {
-	if err := sqlrows.CheckLease(transport, owner); err != nil {
-		return nil, false, fmt.Errorf("claim notices: %w", err)
-	}
-	var cursor int64
-	err := s.pool.QueryRow(ctx, `INSERT INTO notice_cursors (transport, seq, owner, lease_until_ms)
-		VALUES ($1, 0, $2, $3)
-		ON CONFLICT (transport) DO UPDATE SET owner = EXCLUDED.owner, lease_until_ms = EXCLUDED.lease_until_ms
-		WHERE notice_cursors.owner = EXCLUDED.owner OR notice_cursors.lease_until_ms <= $4
-		RETURNING seq`, transport, owner, ms(until), time.Now().UnixMilli()).Scan(&cursor)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, false, nil
-	} else if err != nil {
-		return nil, false, fmt.Errorf("claim notices: transport=%s: %w", transport, err)
-	}
-	if limit < 1 {
-		return []flashsale.Notice{}, true, nil
-	}
-	rows, err := s.pool.Query(ctx, `SELECT seq, id, type, sale_id, order_id, at_ms, payload FROM notices
-		WHERE seq > $1 ORDER BY seq LIMIT $2`, cursor, limit)
+	ns, held, err := sqlrows.ClaimNotices(transport, owner, limit, sqlrows.Lease{
+		Take: func() (cursor int64, held bool, err error) {
+			err = s.pool.QueryRow(ctx, `INSERT INTO notice_cursors (transport, seq, owner, lease_until_ms)
+				VALUES ($1, 0, $2, $3)
+				ON CONFLICT (transport) DO UPDATE SET owner = EXCLUDED.owner, lease_until_ms = EXCLUDED.lease_until_ms
+				WHERE notice_cursors.owner = EXCLUDED.owner OR notice_cursors.lease_until_ms <= $4
+				RETURNING seq`, transport, owner, ms(until), time.Now().UnixMilli()).Scan(&cursor)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return 0, false, nil
+			}
+			return cursor, err == nil, err
+		},
+		Read: func(cursor int64, limit int) ([]flashsale.Notice, error) {
+			rows, err := s.pool.Query(ctx, `SELECT `+sqlrows.NoticeColumns+` FROM notices
+				WHERE seq > $1 ORDER BY seq LIMIT $2`, cursor, limit)
+			if err != nil {
+				return nil, err
+			}
+			defer rows.Close()
+			return sqlrows.Notices(rows)
+		},
+	})
 	if err != nil {
 		return nil, false, fmt.Errorf("claim notices: transport=%s: %w", transport, err)
 	}
-	defer rows.Close()
-	ns, err := sqlrows.Notices(rows)
-	if err != nil {
-		return nil, false, fmt.Errorf("claim notices: transport=%s: %w", transport, err)
-	}
-	return ns, true, nil
+	return ns, held, nil
 }
 
 // AckNotices moves transport's cursor to seq, never back, if owner holds
@@ -141,14 +140,11 @@ func (s *Store) ClaimNotices(ctx context.Context, transport, owner string, until
 // an ack that comes just after the lease ran out, before anyone took over,
 // still counts (it can only move the cursor past what owner delivered).
 func (s *Store) AckNotices(ctx context.Context, transport, owner string, seq int64) error {
-	if err := sqlrows.CheckLease(transport, owner); err != nil {
-		return fmt.Errorf("ack notices: %w", err)
-	}
-	tag, err := s.pool.Exec(ctx, `UPDATE notice_cursors SET seq = GREATEST(seq, $1)
-		WHERE transport = $2 AND owner = $3`, seq, transport, owner)
-	if err == nil && tag.RowsAffected() == 0 {
-		err = flashsale.ErrStale
-	}
+	err := sqlrows.AckNotices(transport, owner, func() (bool, error) {
+		tag, err := s.pool.Exec(ctx, `UPDATE notice_cursors SET seq = GREATEST(seq, $1)
+			WHERE transport = $2 AND owner = $3`, seq, transport, owner)
+		return tag.RowsAffected() > 0, err
+	})
 	if err != nil {
 		return fmt.Errorf("ack notices: transport=%s seq=%d: %w", transport, seq, err)
 	}
@@ -169,11 +165,10 @@ func (s *Store) NoticeCursor(ctx context.Context, transport string) (cursor, las
 
 // RecordDelivery appends an attempt to the delivery log.
 func (s *Store) RecordDelivery(ctx context.Context, d flashsale.Delivery) error {
-	d, err := sqlrows.CheckDelivery(d)
+	args, err := sqlrows.DeliveryArgs(d)
 	if err == nil {
-		_, err = s.pool.Exec(ctx, `INSERT INTO deliveries (transport, notice_id, seq, type, attempt, at_ms,
-			ok, status, error, took_ns) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
-			d.Transport, d.NoticeID, d.Seq, string(d.Type), d.Attempt, ms(d.At), d.OK, d.Status, d.Error, int64(d.Took))
+		_, err = s.pool.Exec(ctx, `INSERT INTO deliveries (`+sqlrows.DeliveryColumns+`)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`, args...)
 	}
 	if err != nil {
 		return fmt.Errorf("record delivery: transport=%s notice=%s: %w", d.Transport, d.NoticeID, err)
@@ -181,12 +176,14 @@ func (s *Store) RecordDelivery(ctx context.Context, d flashsale.Delivery) error 
 	return nil
 }
 
-// Deliveries reads the delivery log newest first, up to a page.
+// Deliveries reads the delivery log newest first, a page of it at most;
+// deliveries_transport, deliveries_notice and deliveries_failed serve the
+// filters.
 func (s *Store) Deliveries(ctx context.Context, q flashsale.DeliveryQuery) ([]flashsale.Delivery, error) {
 	f := sqlrows.NewFilter(true)
 	f.Deliveries(q)
-	rows, err := s.pool.Query(ctx, `SELECT transport, notice_id, seq, type, attempt, at_ms, ok, status, error,
-		took_ns FROM deliveries `+f.Where()+` ORDER BY id DESC LIMIT `+f.Arg(sqlrows.PageLimit(q.Limit)), f.Args...)
+	rows, err := s.pool.Query(ctx, `SELECT `+sqlrows.DeliveryColumns+` FROM deliveries `+f.Where()+
+		` ORDER BY id DESC LIMIT `+f.Arg(sqlrows.PageLimit(q.Limit)), f.Args...)
 	if err != nil {
 		return nil, fmt.Errorf("deliveries: %w", err)
 	}

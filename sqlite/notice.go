@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -65,39 +64,30 @@ func readStock(ctx context.Context, q queryer, saleID, currency string) (*sqlrow
 }
 
 // ClaimNotices leases transport's cursor to owner until until and returns
-// up to limit notices after it; see flashsale.Store. The lease is one
-// conditional upsert: it inserts the cursor (before the first notice) or
-// takes it when it is free, expired (at the store's clock) or owner's
-// already, and returns no row otherwise.
+// up to limit notices after it; see flashsale.Store and
+// sqlrows.ClaimNotices. The lease is one conditional upsert: it inserts the
+// cursor (before the first notice) or takes it when it is free, expired
+// (at the store's clock, the clock until comes from) or owner's already,
+// and returns no row otherwise.
 func (s *Store) ClaimNotices(ctx context.Context, transport, owner string, until time.Time, limit int) ([]flashsale.Notice, bool, error) {
-	if err := sqlrows.CheckLease(transport, owner); err != nil {
-		return nil, false, fmt.Errorf("claim notices: %w", err)
-	}
-	var cursor int64
-	err := s.write.QueryRowContext(ctx, `INSERT INTO notice_cursors (transport, seq, owner, lease_until_ms)
-		VALUES (?, 0, ?, ?)
-		ON CONFLICT (transport) DO UPDATE SET owner = excluded.owner, lease_until_ms = excluded.lease_until_ms
-		WHERE notice_cursors.owner = excluded.owner OR notice_cursors.lease_until_ms <= ?
-		RETURNING seq`, transport, owner, ms(until), ms(time.Now())).Scan(&cursor)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, false, nil
-	} else if err != nil {
-		return nil, false, fmt.Errorf("claim notices: transport=%s: %w", transport, err)
-	}
-	if limit < 1 {
-		return []flashsale.Notice{}, true, nil
-	}
-	rows, err := s.read.QueryContext(ctx, `SELECT seq, id, type, sale_id, order_id, at_ms, payload FROM notices
-		WHERE seq > ? ORDER BY seq LIMIT ?`, cursor, limit)
+	ns, held, err := sqlrows.ClaimNotices(transport, owner, limit, sqlrows.Lease{
+		Take: func() (cursor int64, held bool, err error) {
+			err = s.write.QueryRowContext(ctx, `INSERT INTO notice_cursors (transport, seq, owner, lease_until_ms)
+				VALUES (?, 0, ?, ?)
+				ON CONFLICT (transport) DO UPDATE SET owner = excluded.owner, lease_until_ms = excluded.lease_until_ms
+				WHERE notice_cursors.owner = excluded.owner OR notice_cursors.lease_until_ms <= ?
+				RETURNING seq`, transport, owner, ms(until), ms(time.Now())).Scan(&cursor)
+			return noRow(cursor, err)
+		},
+		Read: func(cursor int64, limit int) ([]flashsale.Notice, error) {
+			return sqlrows.Collect(sqlrows.Notices)(s.read.QueryContext(ctx, `SELECT `+sqlrows.NoticeColumns+` FROM notices
+				WHERE seq > ? ORDER BY seq LIMIT ?`, cursor, limit))
+		},
+	})
 	if err != nil {
 		return nil, false, fmt.Errorf("claim notices: transport=%s: %w", transport, err)
 	}
-	defer rows.Close()
-	ns, err := sqlrows.Notices(rows)
-	if err != nil {
-		return nil, false, fmt.Errorf("claim notices: transport=%s: %w", transport, err)
-	}
-	return ns, true, nil
+	return ns, held, nil
 }
 
 // AckNotices moves transport's cursor to seq, never back, if owner holds
@@ -105,14 +95,10 @@ func (s *Store) ClaimNotices(ctx context.Context, transport, owner string, until
 // an ack that comes just after the lease ran out, before anyone took over,
 // still counts (it can only move the cursor past what owner delivered).
 func (s *Store) AckNotices(ctx context.Context, transport, owner string, seq int64) error {
-	if err := sqlrows.CheckLease(transport, owner); err != nil {
-		return fmt.Errorf("ack notices: %w", err)
-	}
-	found, err := affected(s.write.ExecContext(ctx, `UPDATE notice_cursors SET seq = max(seq, ?)
-		WHERE transport = ? AND owner = ?`, seq, transport, owner))
-	if err == nil && !found {
-		err = flashsale.ErrStale
-	}
+	err := sqlrows.AckNotices(transport, owner, func() (bool, error) {
+		return affected(s.write.ExecContext(ctx, `UPDATE notice_cursors SET seq = max(seq, ?)
+			WHERE transport = ? AND owner = ?`, seq, transport, owner))
+	})
 	if err != nil {
 		return fmt.Errorf("ack notices: transport=%s seq=%d: %w", transport, seq, err)
 	}
@@ -133,11 +119,10 @@ func (s *Store) NoticeCursor(ctx context.Context, transport string) (cursor, las
 
 // RecordDelivery appends an attempt to the delivery log.
 func (s *Store) RecordDelivery(ctx context.Context, d flashsale.Delivery) error {
-	d, err := sqlrows.CheckDelivery(d)
+	args, err := sqlrows.DeliveryArgs(d)
 	if err == nil {
-		_, err = s.write.ExecContext(ctx, `INSERT INTO deliveries (transport, notice_id, seq, type, attempt, at_ms,
-			ok, status, error, took_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			d.Transport, d.NoticeID, d.Seq, string(d.Type), d.Attempt, ms(d.At), d.OK, d.Status, d.Error, int64(d.Took))
+		_, err = s.write.ExecContext(ctx, `INSERT INTO deliveries (`+sqlrows.DeliveryColumns+`)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...)
 	}
 	if err != nil {
 		return fmt.Errorf("record delivery: transport=%s notice=%s: %w", d.Transport, d.NoticeID, err)
@@ -145,17 +130,14 @@ func (s *Store) RecordDelivery(ctx context.Context, d flashsale.Delivery) error 
 	return nil
 }
 
-// Deliveries reads the delivery log newest first, up to a page.
+// Deliveries reads the delivery log newest first, a page of it at most;
+// deliveries_transport, deliveries_notice and deliveries_failed serve the
+// filters.
 func (s *Store) Deliveries(ctx context.Context, q flashsale.DeliveryQuery) ([]flashsale.Delivery, error) {
 	f := sqlrows.NewFilter(false)
 	f.Deliveries(q)
-	rows, err := s.read.QueryContext(ctx, `SELECT transport, notice_id, seq, type, attempt, at_ms, ok, status, error,
-		took_ns FROM deliveries `+f.Where()+` ORDER BY id DESC LIMIT `+f.Arg(sqlrows.PageLimit(q.Limit)), f.Args...)
-	if err != nil {
-		return nil, fmt.Errorf("deliveries: %w", err)
-	}
-	defer rows.Close()
-	ds, err := sqlrows.Deliveries(rows)
+	ds, err := sqlrows.Collect(sqlrows.Deliveries)(s.read.QueryContext(ctx, `SELECT `+sqlrows.DeliveryColumns+` FROM deliveries `+
+		f.Where()+` ORDER BY id DESC LIMIT `+f.Arg(sqlrows.PageLimit(q.Limit)), f.Args...))
 	if err != nil {
 		return nil, fmt.Errorf("deliveries: %w", err)
 	}

@@ -1,6 +1,7 @@
 package sqlrows
 
 import (
+	"database/sql"
 	"errors"
 	"strings"
 	"time"
@@ -154,8 +155,7 @@ func Retake(from, to flashsale.OrderStatus) bool {
 	return to == flashsale.OrderPaid && (from == flashsale.OrderExpired || from == flashsale.OrderCancelled)
 }
 
-// Notices reads notice rows: seq, id, type, sale_id, order_id, at_ms,
-// payload.
+// Notices reads notice rows of NoticeColumns.
 func Notices(rows Rows) ([]flashsale.Notice, error) {
 	ns := []flashsale.Notice{}
 	for rows.Next() {
@@ -171,6 +171,53 @@ func Notices(rows Rows) ([]flashsale.Notice, error) {
 		ns = append(ns, n)
 	}
 	return ns, rows.Err()
+}
+
+// NoticeColumns are the columns Notices reads, in its order.
+const NoticeColumns = "seq, id, type, sale_id, order_id, at_ms, payload"
+
+// Lease is one store's statements of ClaimNotices.
+type Lease struct {
+	// Take runs the conditional upsert of the transport's cursor and
+	// returns its seq; held is false when another owner holds it.
+	Take func() (cursor int64, held bool, err error)
+	// Read returns up to limit notices after cursor, in seq order.
+	Read func(cursor int64, limit int) ([]flashsale.Notice, error)
+}
+
+// ClaimNotices is flashsale.Store.ClaimNotices around a store's
+// statements: the names checked, the lease taken, then the notices read
+// (none for a limit below 1, the lease still taken).
+func ClaimNotices(transport, owner string, limit int, l Lease) ([]flashsale.Notice, bool, error) {
+	if err := CheckLease(transport, owner); err != nil {
+		return nil, false, err
+	}
+	cursor, held, err := l.Take()
+	if err != nil || !held {
+		return nil, false, err
+	}
+	if limit < 1 {
+		return []flashsale.Notice{}, true, nil
+	}
+	ns, err := l.Read(cursor, limit)
+	if err != nil {
+		return nil, false, err
+	}
+	return ns, true, nil
+}
+
+// AckNotices is flashsale.Store.AckNotices around a store's conditional
+// update of the cursor (seq never lowered, where owner is the owner),
+// which reports whether it found owner's cursor: ErrStale when not.
+func AckNotices(transport, owner string, update func() (found bool, err error)) error {
+	if err := CheckLease(transport, owner); err != nil {
+		return err
+	}
+	found, err := update()
+	if err == nil && !found {
+		err = flashsale.ErrStale
+	}
+	return err
 }
 
 // MaxName is the longest transport or owner name the cursors keep.
@@ -205,12 +252,26 @@ func CheckDelivery(d flashsale.Delivery) (flashsale.Delivery, error) {
 	return d, nil
 }
 
+// DeliveryColumns are the columns Deliveries reads and DeliveryArgs
+// writes, in their order.
+const DeliveryColumns = "transport, notice_id, seq, type, attempt, at_ms, ok, status, error, took_ns"
+
+// DeliveryArgs checks d (see CheckDelivery) and returns it as the
+// arguments of DeliveryColumns, times in unix milliseconds.
+func DeliveryArgs(d flashsale.Delivery) ([]any, error) {
+	d, err := CheckDelivery(d)
+	if err != nil {
+		return nil, err
+	}
+	return []any{d.Transport, d.NoticeID, d.Seq, string(d.Type), d.Attempt, unixMS(d.At), d.OK, d.Status,
+		d.Error, int64(d.Took)}, nil
+}
+
 // MaxNoticeID is the width of the notices' id column: "<sale id>.sold_out.<order id>"
 // with both IDs at their 64-byte limit fits.
 const MaxNoticeID = 200
 
-// Deliveries reads delivery rows: transport, notice_id, seq, type,
-// attempt, at_ms, ok, status, error, took_ns.
+// Deliveries reads delivery rows of DeliveryColumns.
 func Deliveries(rows Rows) ([]flashsale.Delivery, error) {
 	ds := []flashsale.Delivery{}
 	for rows.Next() {
@@ -241,6 +302,28 @@ func (f *Filter) Deliveries(q flashsale.DeliveryQuery) {
 	}
 	if q.Failed {
 		f.Add("NOT ok")
+	}
+}
+
+// unixMS is t in unix milliseconds, the zero time as 0 (which FromMS
+// reads back as the zero time).
+func unixMS(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+// Collect returns a reader of a database/sql query's rows that reads them
+// with scan and closes them: Collect(Notices)(db.QueryContext(...)).
+func Collect[T any](scan func(Rows) (T, error)) func(*sql.Rows, error) (T, error) {
+	return func(rows *sql.Rows, err error) (T, error) {
+		if err != nil {
+			var zero T
+			return zero, err
+		}
+		defer rows.Close()
+		return scan(rows)
 	}
 }
 
