@@ -69,6 +69,7 @@ func Run(t *testing.T, open OpenFunc) {
 	t.Run("ListSales", func(t *testing.T) { testListSales(t, open) })
 	t.Run("SaleOrders", func(t *testing.T) { testSaleOrders(t, open) })
 	t.Run("SaleChanges", func(t *testing.T) { testSaleChanges(t, open) })
+	t.Run("Notices", func(t *testing.T) { testNotices(t, open) })
 }
 
 // now is the suite's clock. It is deliberately not time.Now: stores must
