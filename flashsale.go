@@ -101,6 +101,31 @@ type Store interface {
 	// SaleOrders returns up to q.Limit of a sale's orders, newest first
 	// (see OrderQuery).
 	SaleOrders(ctx context.Context, saleID string, q OrderQuery) ([]*Order, error)
+	// The outbox of order events (notice.go). PlaceOrders, Transition,
+	// ExpireHolds and FailOrder append each order's OrderNotice in the
+	// same transaction as its change (a duplicate writes none), and
+	// PlaceOrders and a transition to paid append a SoldOutNotice when
+	// they take a sale's last available room (every night at zero after
+	// the change, not before it). Seq follows commit order: a notice that
+	// commits later never gets a lower Seq than one already visible, so a
+	// dispatcher reading past its cursor skips none.
+	//
+	// ClaimNotices leases transport's cursor to owner until until, when
+	// the lease is free, expired or owner's already, and returns up to
+	// limit notices after the cursor in Seq order; ok is false (and
+	// nothing returned) while another owner holds it. A cursor claimed for
+	// the first time starts before the first notice.
+	ClaimNotices(ctx context.Context, transport, owner string, until time.Time, limit int) (ns []Notice, ok bool, err error)
+	// AckNotices moves transport's cursor to seq (never back) if owner
+	// still holds the lease: ErrStale otherwise, and nothing changes.
+	AckNotices(ctx context.Context, transport, owner string, seq int64) error
+	// NoticeCursor returns transport's cursor and the outbox's last Seq,
+	// so an operator sees how far behind a transport is.
+	NoticeCursor(ctx context.Context, transport string) (cursor, last int64, err error)
+	// RecordDelivery appends an attempt to the delivery log, and
+	// Deliveries reads it newest first (q.Limit clamped like a page).
+	RecordDelivery(ctx context.Context, d Delivery) error
+	Deliveries(ctx context.Context, q DeliveryQuery) ([]Delivery, error)
 	// Ping reports whether the database answers, for readiness and for
 	// telling an outage (retry for as long as it takes) from a refusal.
 	Ping(ctx context.Context) error

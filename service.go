@@ -107,6 +107,11 @@ type Service interface {
 	// payment of a cancelled order (EOrderCancelled) are refused.
 	MarkPaid(ctx context.Context, id, paymentRef string) (*Order, error)
 
+	// Deliveries reads the order events' delivery log; NoticeStatus says
+	// how far each configured transport's delivery is.
+	Deliveries(ctx context.Context, q DeliveryQuery) ([]Delivery, error)
+	NoticeStatus(ctx context.Context) ([]NoticeTransport, error)
+
 	// Audit proves one sale's books balance (I6), or lists what does not;
 	// ErrNotFound for an unknown sale. An unbalanced sale is a report, not
 	// an error.

@@ -50,6 +50,11 @@ type Config struct {
 	// SaleRefresh is how often the current sales are reread to pick up
 	// other instances' changes (default SaleRefreshDefault).
 	SaleRefresh time.Duration
+	// Sinks deliver the outbox of order events, one dispatcher each
+	// (notices.go); NoticePoll is how often an idle one looks for more
+	// (default NoticePollDefault).
+	Sinks      []flashsale.NoticeSink
+	NoticePoll time.Duration
 	// Fence and Drainer let the engine heal itself when it loses a sale's
 	// state (see heal.go): both set in the distributed shape, both nil in
 	// the embedded one, whose engine lives and dies with the process.
@@ -104,17 +109,19 @@ type Config struct {
 
 // Service implements flashsale.Service.
 type Service struct {
-	store   flashsale.Store
-	engine  flashsale.StockEngine
-	writer  flashsale.OrderWriter
-	signer  *signer
-	ttl     time.Duration
-	reapInt time.Duration
-	refresh time.Duration
-	log     *slog.Logger
-	now     func() time.Time
-	audit   auditConfig
-	obs     Observer
+	store      flashsale.Store
+	engine     flashsale.StockEngine
+	writer     flashsale.OrderWriter
+	signer     *signer
+	ttl        time.Duration
+	reapInt    time.Duration
+	refresh    time.Duration
+	sinks      []flashsale.NoticeSink
+	noticePoll time.Duration
+	log        *slog.Logger
+	now        func() time.Time
+	audit      auditConfig
+	obs        Observer
 	// soldOutSeen holds the sales whose sold-out answer from the engine
 	// was logged: one line per sale and process, not one per request.
 	soldOutSeen sync.Map
@@ -171,19 +178,21 @@ func New(cfg Config) *Service {
 		cfg.Now = time.Now
 	}
 	return &Service{
-		store:   cfg.Store,
-		engine:  cfg.Engine,
-		writer:  cfg.Writer,
-		signer:  newSigner(cfg.TokenKeys, cfg.Secret),
-		ttl:     cmp.Or(cfg.TokenTTL, TokenTTLDefault),
-		reapInt: cmp.Or(cfg.ReapInterval, ReapIntervalDefault),
-		refresh: cmp.Or(cfg.SaleRefresh, SaleRefreshDefault),
-		log:     cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler)),
-		now:     cfg.Now,
-		audit:   newAuditConfig(cfg),
-		obs:     cmp.Or[Observer](cfg.Observer, nopObserver{}),
-		sales:   make(map[string]*flashsale.Sale),
-		reads:   newReads(),
+		store:      cfg.Store,
+		engine:     cfg.Engine,
+		writer:     cfg.Writer,
+		signer:     newSigner(cfg.TokenKeys, cfg.Secret),
+		ttl:        cmp.Or(cfg.TokenTTL, TokenTTLDefault),
+		reapInt:    cmp.Or(cfg.ReapInterval, ReapIntervalDefault),
+		refresh:    cmp.Or(cfg.SaleRefresh, SaleRefreshDefault),
+		sinks:      cfg.Sinks,
+		noticePoll: cmp.Or(cfg.NoticePoll, NoticePollDefault),
+		log:        cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler)),
+		now:        cfg.Now,
+		audit:      newAuditConfig(cfg),
+		obs:        cmp.Or[Observer](cfg.Observer, nopObserver{}),
+		sales:      make(map[string]*flashsale.Sale),
+		reads:      newReads(),
 
 		queued:    cfg.Queued,
 		breaker:   cfg.Breaker,
@@ -226,6 +235,10 @@ func (s *Service) Start(ctx context.Context) error {
 	go s.reapLoop(bg)
 	s.done.Add(1)
 	go s.refreshLoop(bg, s.refresh)
+	for _, sink := range s.sinks {
+		s.done.Add(1)
+		go s.dispatchLoop(bg, sink)
+	}
 	s.startAudits(bg)
 	if s.fence != nil {
 		s.done.Add(1)

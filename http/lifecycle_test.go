@@ -25,6 +25,8 @@ type lifecycleCalls struct {
 	action  string
 	next    string // the cursor the stub's lists answer with
 	ordersN int    // orders per page of the stub's order list
+	// deliveries is the delivery log's query (notice_test.go).
+	deliveries flashsale.DeliveryQuery
 }
 
 func (s *stubService) lifeRecord(id string, f func(l *lifecycleCalls)) error {

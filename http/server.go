@@ -178,6 +178,8 @@ func (s *Server) routes() []route {
 		{"POST /api/admin/sales/{id}/preheat", s.requireAdmin(s.handlePreheat)},
 		{"GET /api/admin/sales/{id}/audit", s.requireAdmin(s.handleAudit)},
 		{"POST /api/admin/sales/{id}/audit/repair", s.requireAdmin(s.handleRepairAudit)},
+		{"GET /api/admin/events", s.requireAdmin(s.handleNoticeStatus)},
+		{"GET /api/admin/events/deliveries", s.requireAdmin(s.handleDeliveries)},
 		{"GET /api/admin/breaker", s.requireAdmin(s.handleBreaker)},
 		{"POST /api/admin/breaker", s.requireAdmin(s.handleForceBreaker)},
 

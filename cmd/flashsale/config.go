@@ -60,7 +60,14 @@ type Config struct {
 	// PaymentToken is the payment service's (comma-separated): it alone
 	// confirms payments once set. FLASHSALE_PAYMENT_TOKEN.
 	PaymentToken string
-	JWTSecret    string // FLASHSALE_JWT_SECRET
+	// WebhookURL, when set, receives every order event (POST, signed with
+	// WebhookSecret). FLASHSALE_WEBHOOK_URL, FLASHSALE_WEBHOOK_SECRET.
+	WebhookURL    string
+	WebhookSecret string
+	// EventsAMQP publishes the order events to the "<queue name>.events"
+	// topic exchange in the distributed shape. FLASHSALE_EVENTS_AMQP.
+	EventsAMQP bool
+	JWTSecret  string // FLASHSALE_JWT_SECRET
 	// TokenKeys sign purchase tokens and challenges, "kid:secret,...": the
 	// first signs, all verify (a rotation lists the new key first for one
 	// token TTL). Default: key "0" with the JWT secret. FLASHSALE_TOKEN_KEYS.
@@ -234,6 +241,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("FLASHSALE_REAP_INTERVAL must be positive")
 	case c.RequestTimeout <= 0 || c.RedisTimeout <= 0 || c.StartTimeout <= 0 || c.AuditGrace <= 0:
 		return fmt.Errorf("FLASHSALE_REQUEST_TIMEOUT, FLASHSALE_REDIS_TIMEOUT, FLASHSALE_START_TIMEOUT and FLASHSALE_AUDIT_GRACE must be positive")
+	case c.WebhookURL != "" && !strings.HasPrefix(c.WebhookURL, "http://") && !strings.HasPrefix(c.WebhookURL, "https://"):
+		return fmt.Errorf("FLASHSALE_WEBHOOK_URL must start with http:// or https://")
+	case c.WebhookURL != "" && len(c.WebhookSecret) < 16:
+		return fmt.Errorf("FLASHSALE_WEBHOOK_URL needs FLASHSALE_WEBHOOK_SECRET, at least 16 characters: the receiver checks each event's signature with it")
 	case c.AMQPURL != "" && c.RedisURL == "":
 		return fmt.Errorf("FLASHSALE_AMQP_URL needs FLASHSALE_REDIS_URL: the queue path relies on the Redis outbox")
 	}
@@ -256,6 +267,7 @@ func (c Config) LogValue() slog.Value {
 		slog.String("amqp_url", maskURL(c.AMQPURL)),
 		slog.String("redis_prefix", c.RedisPrefix),
 		slog.String("queue_name", c.QueueName),
+		slog.Group("events", slog.String("webhook_url", maskURL(c.WebhookURL)), slog.Bool("amqp", c.EventsAMQP)),
 		slog.Float64("order_rate", c.OrderRate),
 		slog.Duration("reap_interval", c.ReapInterval),
 		slog.Duration("request_timeout", c.RequestTimeout),

@@ -39,6 +39,7 @@ import (
 	"github.com/flashsale/flashsale/tracing"
 	"github.com/flashsale/flashsale/usersvc"
 	"github.com/flashsale/flashsale/web"
+	"github.com/flashsale/flashsale/webhook"
 )
 
 func main() {
@@ -245,8 +246,12 @@ func (m *Main) open(ctx context.Context) error {
 		m.closers = append(m.closers, us.Close)
 		facts = us
 	}
+	sinks, err := m.openSinks(cfg)
+	if err != nil {
+		return err
+	}
 	m.svc = funnel.New(funnel.Config{
-		Store: m.store, Engine: m.engine, Writer: m.writer,
+		Store: m.store, Engine: m.engine, Writer: m.writer, Sinks: sinks,
 		Secret: []byte(jwtSecret), TokenKeys: cfg.TokenKeys, ReapInterval: cfg.ReapInterval, Logger: m.log,
 		Fence: m.fence, Drainer: m.drainer, Republish: m.republish, AuditInterval: cfg.AuditInterval,
 		AuditGrace: cfg.AuditGrace, Breaker: m.breaker,
@@ -322,6 +327,28 @@ func (m *Main) open(ctx context.Context) error {
 // openStock picks the stock engine (in-process, or Redis) and the order
 // path (group commit into the database, or RabbitMQ with a consumer and the
 // outbox relay in every instance).
+// openSinks returns the transports of the order events: the webhook when
+// configured, the RabbitMQ exchange in the distributed shape.
+func (m *Main) openSinks(cfg Config) ([]flashsale.NoticeSink, error) {
+	var sinks []flashsale.NoticeSink
+	if cfg.WebhookURL != "" {
+		w, err := webhook.New(cfg.WebhookURL, []byte(cfg.WebhookSecret), nil)
+		if err != nil {
+			return nil, err
+		}
+		sinks = append(sinks, w)
+	}
+	if cfg.AMQPURL != "" && cfg.EventsAMQP {
+		a, err := amqp.NewNoticeSink(queueConfig(cfg))
+		if err != nil {
+			return nil, err
+		}
+		m.closers = append(m.closers, a.Close)
+		sinks = append(sinks, a)
+	}
+	return sinks, nil
+}
+
 func (m *Main) openStock(ctx context.Context) error {
 	cfg := m.Config
 	local := inmem.NewLimiter()

@@ -78,6 +78,13 @@ var settings = []setting{
 	{env: "FLASHSALE_QUEUE_NAME", def: QueueNameDefault, help: "names the exchange and the queues (<name>.orders), so deployments can share a broker", set: str(func(c *Config) *string { return &c.QueueName })},
 	{env: "FLASHSALE_ADMIN_TOKEN", help: "the operators' bearer token(s), comma-separated (default: generated into the data dir)", set: str(func(c *Config) *string { return &c.AdminToken })},
 	{env: "FLASHSALE_PAYMENT_TOKEN", help: "the payment service's bearer token(s), comma-separated: only confirms payments and reads orders", set: str(func(c *Config) *string { return &c.PaymentToken })},
+	{env: "FLASHSALE_WEBHOOK_URL", help: "receives every order event (order.held, order.paid, ..., sale.sold_out) as a signed POST, at least once, in order", set: str(func(c *Config) *string { return &c.WebhookURL })},
+	{env: "FLASHSALE_WEBHOOK_SECRET", help: "HMAC-SHA256 key of the webhook's Flashsale-Signature header (at least 16 characters)", set: str(func(c *Config) *string { return &c.WebhookSecret })},
+	{env: "FLASHSALE_EVENTS_AMQP", def: "true", help: "distributed shape: publish the order events to the <queue name>.events topic exchange, routing key = type", set: func(c *Config, v string) error {
+		b, err := strconv.ParseBool(v)
+		c.EventsAMQP = b
+		return err
+	}},
 	{env: "FLASHSALE_JWT_SECRET", help: "HS256 secret of user JWTs, shared by every instance (default: generated into the data dir)", set: str(func(c *Config) *string { return &c.JWTSecret })},
 	{env: "FLASHSALE_TOKEN_KEYS", help: "purchase-token keys kid:secret,...: the first signs, all verify (default: the JWT secret as key 0)", set: func(c *Config, v string) error {
 		keys, err := funnel.ParseTokenKeys(v)

@@ -144,7 +144,9 @@ func TestSSEFanout(t *testing.T) {
 	}
 	busy := serverStats(t, base).cpu - cpu1
 	slices.Sort(lat)
-	pct := func(p float64) time.Duration { return lat[min(len(lat)-1, int(p*float64(len(lat))))].Round(time.Millisecond) }
+	pct := func(p float64) time.Duration {
+		return lat[min(len(lat)-1, int(p*float64(len(lat))))].Round(time.Millisecond)
+	}
 	t.Logf("sse: %d stock changes to %d streams: purchase-to-every-stream p50 %s, p99 %s, max %s (polled every 500 ms, so up to 500 ms of it is the poll)",
 		changes, n, pct(0.5), pct(0.99), lat[len(lat)-1].Round(time.Millisecond))
 	t.Logf("sse: server CPU over %s: %.2f s quiet, %.2f s with the changes: %.1f ms of CPU per change fanned out (%.1f µs per stream)",
