@@ -28,7 +28,7 @@ import (
 func mustOpenAudit(tb testing.TB, wrap func(*inmem.Engine) flashsale.StockEngine, mod func(*funnel.Config, *inmem.Writer)) *env {
 	tb.Helper()
 	ctx := context.Background()
-	c := &clock{t: t0}
+	c := newClock()
 	path := filepath.Join(tb.TempDir(), "fs.db")
 	store, err := sqlite.Open(ctx, path, nil)
 	if err != nil {

@@ -35,14 +35,20 @@ type env struct {
 	path   string
 }
 
-// t0 is the tests' clock at start. It follows the wall clock because the
-// in-process engine forgets spent purchase tokens by the wall clock: with a
-// fixed t0, a spent token looked unspent once real time passed t0 + its TTL.
+// t0 is the package's start, for fixed times in tests. A test's clock
+// starts at its own now (newClock), not at t0: the engines forget spent
+// purchase tokens by the wall clock, so a clock started at t0 made a spent
+// token look unspent once the package had run longer than a token's TTL
+// (CI's funnel run passed 120 s and TestPurchaseTokenRefused's reused
+// token was accepted).
 var t0 = time.Now().UTC().Truncate(time.Second)
+
+// newClock is a test clock starting at the wall clock's now.
+func newClock() *clock { return &clock{t: time.Now().UTC().Truncate(time.Second)} }
 
 func mustOpen(tb testing.TB) *env {
 	tb.Helper()
-	return mustOpenAt(tb, filepath.Join(tb.TempDir(), "fs.db"), &clock{t: t0})
+	return mustOpenAt(tb, filepath.Join(tb.TempDir(), "fs.db"), newClock())
 }
 
 // mustSQLite opens and migrates a SQLite store at path; the caller closes it.
@@ -512,7 +518,7 @@ func TestHold(t *testing.T) {
 func TestRestart(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "fs.db")
-	c := &clock{t: t0}
+	c := newClock()
 	e := mustOpenAt(t, path, c)
 	s := e.sale(t, nil, 3)
 	req := flashsale.PurchaseRequest{SaleID: s.ID, IdempotencyKey: "k", Token: e.token(t, alice, s.ID)}
@@ -660,7 +666,7 @@ func (f *flakyStore) PlaceOrders(ctx context.Context, rs []flashsale.Reservation
 // the same, now spent, token gets one order, not a 404 or a token error.
 func TestRetryAfterUnavailable(t *testing.T) {
 	ctx := context.Background()
-	c := &clock{t: t0}
+	c := newClock()
 	store := mustSQLite(t, filepath.Join(t.TempDir(), "fs.db"))
 	defer store.Close()
 	flaky := &flakyStore{Store: store}

@@ -47,7 +47,7 @@ func (d *downStore) Order(ctx context.Context, id string) (*flashsale.Order, err
 // owner still reads pending from the engine, never a 404 or a 500.
 func TestIndeterminateWrite(t *testing.T) {
 	ctx := context.Background()
-	c := &clock{t: t0}
+	c := newClock()
 	sq := mustSQLite(t, filepath.Join(t.TempDir(), "fs.db"))
 	defer sq.Close()
 	store := &downStore{Store: sq}

@@ -76,7 +76,7 @@ func openDBMode(t *testing.T, open func(t *testing.T) boardStore) *dbModeEnv {
 	brk := breaker.New(engine, breaker.Config{})
 	writer := inmem.NewWriter(store, inmem.WriterConfig{}, nil)
 	board := &flakyBoard{ModeBoard: store}
-	c := &clock{t: t0}
+	c := newClock()
 	svc := funnel.New(funnel.Config{
 		Store: store, Engine: brk, Writer: writer, Breaker: brk,
 		Board: board, SellLease: 1500 * time.Millisecond,

@@ -103,7 +103,7 @@ func TestNoticesWebhook(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	c := &clock{t: t0}
+	c := newClock()
 	store := mustSQLite(t, filepath.Join(t.TempDir(), "fs.db"))
 	defer store.Close()
 	writer := inmem.NewWriter(store, inmem.WriterConfig{}, nil)

@@ -69,7 +69,7 @@ func (l *raceLog) take() string {
 func mustOpenSQLRace(tb testing.TB, store flashsale.Store, g *switchEngine, log *raceLog) *env {
 	tb.Helper()
 	ctx := context.Background()
-	c := &clock{t: t0}
+	c := newClock()
 	logger := slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	writer := inmem.NewWriter(store, inmem.WriterConfig{}, logger)
 	svc := funnel.New(funnel.Config{

@@ -53,7 +53,7 @@ func (g *gatedEngine) Retake(ctx context.Context, saleID, orderID string) error 
 func mustOpenGated(tb testing.TB, g *gatedEngine) *env {
 	tb.Helper()
 	ctx := context.Background()
-	c := &clock{t: t0}
+	c := newClock()
 	store, err := sqlite.Open(ctx, filepath.Join(tb.TempDir(), "fs.db"), nil)
 	if err != nil {
 		tb.Fatal(err)

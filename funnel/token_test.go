@@ -53,7 +53,7 @@ var engines = []struct {
 func mustDeploy(tb testing.TB, engine flashsale.StockEngine) *deployment {
 	tb.Helper()
 	store := mustSQLite(tb, filepath.Join(tb.TempDir(), "fs.db"))
-	d := &deployment{store: store, engine: engine, writer: inmem.NewWriter(store, inmem.WriterConfig{}, nil), clock: &clock{t: t0}}
+	d := &deployment{store: store, engine: engine, writer: inmem.NewWriter(store, inmem.WriterConfig{}, nil), clock: newClock()}
 	tb.Cleanup(func() { d.writer.Close(); store.Close() })
 	return d
 }

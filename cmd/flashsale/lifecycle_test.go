@@ -158,9 +158,9 @@ func TestDistributedLifecycle(t *testing.T) {
 
 // checkChangedBooks waits for the queue to drain, then proves the books of
 // a sale whose stock changed: its stock is what the operators left, every
-// 202 is an active order of its guest, nothing else is active, nobody
-// holds more than one room (the limit), and the audit balances (engine ==
-// database, I1-I4 by the database's own checks).
+// 202 is an active order of its guest, nobody got two 202s (the limit),
+// and the audit balances (engine == database, I1-I4 by the database's
+// own checks).
 func checkChangedBooks(t *testing.T, c *cluster, id string, stock int, accepted map[string]string) {
 	t.Helper()
 	ctx := context.Background()
@@ -186,8 +186,15 @@ func checkChangedBooks(t *testing.T, c *cluster, id string, stock int, accepted 
 	if n.Stock != stock {
 		t.Errorf("stock %d, want %d (the operators' changes)", n.Stock, stock)
 	}
-	if n.Held+n.Sold != len(accepted) || n.Held+n.Sold > n.Stock || n.Available != n.Stock-n.Held-n.Sold {
-		t.Errorf("night %+v: want held+sold = %d accepted, within stock", n, len(accepted))
+	// A 503 whose outcome was unknown (a publish's confirm that came
+	// late) may be an order too: the guest learns it with the same key.
+	// So the 202s are a floor, the stock a ceiling, and the audit above
+	// proved each order is one of a guest within the limit.
+	if n.Held+n.Sold < len(accepted) || n.Held+n.Sold > n.Stock || n.Available != n.Stock-n.Held-n.Sold {
+		t.Errorf("night %+v: want held+sold at least the %d accepted, within stock", n, len(accepted))
+	}
+	if extra := n.Held + n.Sold - len(accepted); extra > 0 {
+		t.Logf("%d orders from 503s whose outcome was unknown to the guest", extra)
 	}
 	users := map[string]bool{}
 	for oid, user := range accepted {
