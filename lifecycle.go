@@ -52,6 +52,7 @@ type SalePatch struct {
 	Nights        []Night // nil: unchanged
 	Price         *int64
 	OriginalPrice *int64
+	PriceTiers    []PriceTier // nil: unchanged; empty: no tiers
 	Currency      *string
 	StartsAt      *time.Time
 	EndsAt        *time.Time
@@ -72,6 +73,7 @@ type SalePatch struct {
 func (p *SalePatch) Apply(s *Sale, now time.Time) (*Sale, []string, error) {
 	c := *s
 	c.Nights = slices.Clone(s.Nights)
+	c.PriceTiers = slices.Clone(s.PriceTiers)
 	var changed []string
 	started := !now.Before(s.StartsAt)
 	set := func(name string, always bool, apply func() bool) error {
@@ -101,6 +103,13 @@ func (p *SalePatch) Apply(s *Sale, now time.Time) (*Sale, []string, error) {
 			return true
 		}},
 		{"price", false, func() bool { return patch(&c.Price, p.Price) }},
+		{"price_tiers", false, func() bool {
+			if p.PriceTiers == nil || slices.Equal(p.PriceTiers, c.PriceTiers) {
+				return false
+			}
+			c.PriceTiers = slices.Clone(p.PriceTiers)
+			return true
+		}},
 		{"original_price", false, func() bool { return patch(&c.OriginalPrice, p.OriginalPrice) }},
 		{"currency", false, func() bool { return patch(&c.Currency, p.Currency) }},
 		{"starts_at", false, func() bool { return patchTime(&c.StartsAt, p.StartsAt) }},

@@ -1,7 +1,9 @@
 package flashsale
 
 import (
+	"encoding/binary"
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"time"
 )
@@ -22,14 +24,17 @@ const DateLayout = "2006-01-02"
 // Sale sells one room type of one hotel for one or more nights, each night
 // with its own stock. Prices are in minor units per room-night.
 type Sale struct {
-	ID            string      `json:"id"`
-	Title         string      `json:"title"`
-	Description   string      `json:"description,omitempty"`
-	Hotel         string      `json:"hotel"`
-	RoomType      string      `json:"room_type"`
-	Nights        []Night     `json:"nights"`
-	Price         int64       `json:"price"`
-	OriginalPrice int64       `json:"original_price"`
+	ID            string  `json:"id"`
+	Title         string  `json:"title"`
+	Description   string  `json:"description,omitempty"`
+	Hotel         string  `json:"hotel"`
+	RoomType      string  `json:"room_type"`
+	Nights        []Night `json:"nights"`
+	Price         int64   `json:"price"`
+	OriginalPrice int64   `json:"original_price"`
+	// PriceTiers are stepped prices: buying at least a tier's Rooms, each
+	// room-night costs its Price ("one room 50 off, two rooms 120 off").
+	PriceTiers    []PriceTier `json:"price_tiers,omitempty"`
 	Currency      string      `json:"currency"`
 	StartsAt      time.Time   `json:"starts_at"`
 	EndsAt        time.Time   `json:"ends_at"`
@@ -49,6 +54,67 @@ type Sale struct {
 	// instance that caches the sale can tell it changed.
 	Revision  int64     `json:"revision"`
 	CreatedAt time.Time `json:"created_at"`
+}
+
+// PriceTier is the per-room-night price when buying at least Rooms rooms.
+type PriceTier struct {
+	Rooms int   `json:"rooms"`
+	Price int64 `json:"price"`
+}
+
+// MaxPriceTiers bounds a sale's price tiers.
+const MaxPriceTiers = 10
+
+// UnitPrice is the per-room-night price of a purchase of rooms rooms: the
+// tier with the most rooms at or below it, else the sale's price.
+func (s *Sale) UnitPrice(rooms int) int64 {
+	p := s.Price
+	for _, t := range s.PriceTiers {
+		if rooms >= t.Rooms {
+			p = t.Price
+		}
+	}
+	return p
+}
+
+// PriceSchedule is what a purchase token signs of the price: the price
+// itself for a sale without tiers (as before tiers existed, so tokens
+// issued then stay valid), else a 64-bit digest of the price and every
+// tier with the sign bit set (prices are at most 2^40, so the two never
+// meet). A token bought at one schedule is refused at another.
+func (s *Sale) PriceSchedule() int64 {
+	if len(s.PriceTiers) == 0 {
+		return s.Price
+	}
+	h := fnv.New64a()
+	var b [8]byte
+	put := func(v uint64) { binary.BigEndian.PutUint64(b[:], v); h.Write(b[:]) }
+	put(uint64(s.Price))
+	for _, t := range s.PriceTiers {
+		put(uint64(t.Rooms))
+		put(uint64(t.Price))
+	}
+	return int64(h.Sum64() | 1<<63)
+}
+
+// validatePriceTiers checks tiers go up in rooms (2 to the per-user
+// limit: a tier nobody may buy is a mistake) and down in price, each below
+// the sale's price.
+func (s *Sale) validatePriceTiers() error {
+	if len(s.PriceTiers) > MaxPriceTiers {
+		return Errorf(EInvalid, "price_tiers may list at most %d tiers", MaxPriceTiers)
+	}
+	rooms, price := 1, s.Price
+	for i, t := range s.PriceTiers {
+		switch {
+		case t.Rooms <= rooms || t.Rooms > s.PerUserLimit:
+			return Errorf(EInvalid, "price_tiers[%d].rooms must be more than the tier before (at least 2) and at most per_user_limit (%d)", i, s.PerUserLimit)
+		case t.Price < 0 || t.Price >= price:
+			return Errorf(EInvalid, "price_tiers[%d].price must be a non-negative amount below the price before it (%d)", i, price)
+		}
+		rooms, price = t.Rooms, t.Price
+	}
+	return nil
 }
 
 // Night is one date of a sale and the rooms on sale for it.
@@ -292,6 +358,9 @@ func (s *Sale) Validate() error {
 		return Errorf(EInvalid, "challenge.difficulty must be between 0 and %d", MaxDifficulty)
 	case s.Challenge.Difficulty > 0 && !s.PurchaseToken:
 		return Errorf(EInvalid, "challenge needs purchase_token: the solved challenge is what the token endpoint asks for")
+	}
+	if err := s.validatePriceTiers(); err != nil {
+		return err
 	}
 	if err := s.Eligibility.validate(); err != nil {
 		return err

@@ -1,6 +1,7 @@
 package flashsale_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -119,6 +120,63 @@ func TestParseRate(t *testing.T) {
 	for _, in := range []string{"", "Off", "20", "20/d", "0/s", "-1/s", "20/s,", "20/s,0", "20/s,x", "x/s", "1000001/s", "1/s,1000001", " 20/s"} {
 		if r, err := flashsale.ParseRate(in); err == nil {
 			t.Errorf("ParseRate(%q) = %+v, want an error", in, r)
+		}
+	}
+}
+
+// TestPriceTiers: the price per room-night by the rooms bought, the
+// schedule a token signs, and the bad tiers each named in the error.
+func TestPriceTiers(t *testing.T) {
+	s := validSale()
+	s.PerUserLimit = 4
+	if got := s.PriceSchedule(); got != s.Price {
+		t.Errorf("PriceSchedule without tiers = %d, want the price %d (tokens from before tiers stay valid)", got, s.Price)
+	}
+	s.PriceTiers = []flashsale.PriceTier{{Rooms: 2, Price: 34900}, {Rooms: 4, Price: 29900}}
+	for rooms, want := range map[int]int64{1: 39900, 2: 34900, 3: 34900, 4: 29900} {
+		if got := s.UnitPrice(rooms); got != want {
+			t.Errorf("UnitPrice(%d) = %d, want %d", rooms, got, want)
+		}
+	}
+	if err := s.Validate(); err != nil {
+		t.Fatalf("Validate: %v", err)
+	}
+	sched := s.PriceSchedule()
+	if sched >= 0 || sched == s.Price {
+		t.Errorf("PriceSchedule with tiers = %d: want a digest apart from every price", sched)
+	}
+	for name, mod := range map[string]func(*flashsale.Sale){
+		"price":      func(c *flashsale.Sale) { c.Price++ },
+		"tier rooms": func(c *flashsale.Sale) { c.PriceTiers[0].Rooms = 3 },
+		"tier price": func(c *flashsale.Sale) { c.PriceTiers[1].Price-- },
+		"no tier":    func(c *flashsale.Sale) { c.PriceTiers = c.PriceTiers[:1] },
+	} {
+		c := *s
+		c.PriceTiers = slices.Clone(s.PriceTiers)
+		mod(&c)
+		if c.PriceSchedule() == sched {
+			t.Errorf("%s changed, the schedule did not: a token would buy at the old one", name)
+		}
+	}
+	bad := []struct {
+		field string
+		tiers []flashsale.PriceTier
+	}{
+		{"price_tiers[0].rooms", []flashsale.PriceTier{{Rooms: 1, Price: 100}}},
+		{"price_tiers[0].rooms", []flashsale.PriceTier{{Rooms: 5, Price: 100}}}, // above per_user_limit
+		{"price_tiers[1].rooms", []flashsale.PriceTier{{Rooms: 3, Price: 300}, {Rooms: 3, Price: 200}}},
+		{"price_tiers[1].rooms", []flashsale.PriceTier{{Rooms: 3, Price: 300}, {Rooms: 2, Price: 200}}},
+		{"price_tiers[0].price", []flashsale.PriceTier{{Rooms: 2, Price: 39900}}}, // not below the price
+		{"price_tiers[0].price", []flashsale.PriceTier{{Rooms: 2, Price: -1}}},
+		{"price_tiers[1].price", []flashsale.PriceTier{{Rooms: 2, Price: 300}, {Rooms: 3, Price: 300}}},
+		{"price_tiers", make([]flashsale.PriceTier, 11)},
+	}
+	for _, tt := range bad {
+		c := *s
+		c.PriceTiers = tt.tiers
+		err := c.Validate()
+		if flashsale.ErrorCode(err) != flashsale.EInvalid || !strings.Contains(flashsale.ErrorMessage(err), tt.field) {
+			t.Errorf("%v: err = %v, want invalid naming %s", tt.tiers, err, tt.field)
 		}
 	}
 }

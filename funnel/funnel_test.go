@@ -703,3 +703,31 @@ func TestRetryAfterUnavailable(t *testing.T) {
 	_, err = e.buy(t, bob, flashsale.PurchaseRequest{SaleID: s.ID})
 	wantErr(t, err, flashsale.ErrSoldOut)
 }
+
+// TestPriceTiers: the amount of a purchase is the tier's price per
+// room-night for the rooms bought, computed by the server.
+func TestPriceTiers(t *testing.T) {
+	e := mustOpen(t)
+	s := e.sale(t, func(s *flashsale.Sale) {
+		s.PerUserLimit = 3
+		s.PriceTiers = []flashsale.PriceTier{{Rooms: 2, Price: 34900}, {Rooms: 3, Price: 32900}}
+	}, 10, 10)
+	for _, tt := range []struct {
+		u             flashsale.User
+		rooms, nights int
+		want          int64
+	}{
+		{alice, 1, 1, 39900},
+		{bob, 2, 1, 2 * 34900},
+		{carol, 3, 2, 3 * 2 * 32900},
+	} {
+		o, err := e.buy(t, tt.u, flashsale.PurchaseRequest{SaleID: s.ID, Rooms: tt.rooms, Nights: tt.nights})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.Amount != tt.want {
+			t.Errorf("%d rooms for %d nights: amount %d, want %d", tt.rooms, tt.nights, o.Amount, tt.want)
+		}
+	}
+	e.nights(t, s.ID)
+}

@@ -398,7 +398,7 @@ func (s *Service) purchaseDirect(ctx context.Context, u flashsale.User, sale *fl
 			return nil, r.err
 		}
 	}
-	id, price := ulid.Make().String(), sale.Price
+	id := ulid.Make().String()
 	if sale.PurchaseToken {
 		c, err := s.signer.check(req.Token, u, sale, now)
 		if err != nil {
@@ -407,9 +407,8 @@ func (s *Service) purchaseDirect(ctx context.Context, u flashsale.User, sale *fl
 		if id, err = tokenOrderID(c); err != nil {
 			return nil, flashsale.ErrTokenInvalid
 		}
-		price = c.Price // the amount charged is the amount signed
 	}
-	r := newReservation(id, sale, u, req, first, price, now)
+	r := newReservation(id, sale, u, req, first, now)
 	refusals, err := s.store.PlaceOrders(ctx, []flashsale.Reservation{*r})
 	if err != nil {
 		return nil, err

@@ -103,16 +103,15 @@ func (s *Service) purchase(ctx context.Context, u flashsale.User, req flashsale.
 		}
 	}
 	var token *tokenClaims
-	price := sale.Price
 	if sale.PurchaseToken {
 		c, err := s.signer.check(req.Token, u, sale, now)
 		if err != nil {
 			return nil, err
 		}
-		token, price = &c, c.Price // the amount charged is the amount signed
+		token = &c
 	}
 
-	r := newReservation(ulid.Make().String(), sale, u, req, first, price, now)
+	r := newReservation(ulid.Make().String(), sale, u, req, first, now)
 	existing, err := s.reserve(ctx, r, token)
 	switch {
 	case errors.Is(err, flashsale.ErrDuplicate):
@@ -130,8 +129,10 @@ func (s *Service) purchase(ctx context.Context, u flashsale.User, req flashsale.
 	return s.write(ctx, sale, r)
 }
 
-// newReservation is the order a purchase asks for, at price per room-night.
-func newReservation(id string, sale *flashsale.Sale, u flashsale.User, req flashsale.PurchaseRequest, first int, price int64, now time.Time) *flashsale.Reservation {
+// newReservation is the order a purchase asks for, at the sale's price per
+// room-night for its number of rooms (the price schedule its token signed:
+// signer.check refused a token of another).
+func newReservation(id string, sale *flashsale.Sale, u flashsale.User, req flashsale.PurchaseRequest, first int, now time.Time) *flashsale.Reservation {
 	return &flashsale.Reservation{
 		OrderID:        id,
 		SaleID:         sale.ID,
@@ -140,7 +141,7 @@ func newReservation(id string, sale *flashsale.Sale, u flashsale.User, req flash
 		FirstNight:     first,
 		Nights:         req.Nights,
 		Rooms:          req.Rooms,
-		Amount:         price * int64(req.Nights) * int64(req.Rooms),
+		Amount:         sale.UnitPrice(req.Rooms) * int64(req.Nights) * int64(req.Rooms),
 		HoldExpiresAt:  now.Add(sale.HoldDuration()).UTC().Truncate(time.Millisecond),
 		Active:         true,
 	}

@@ -29,11 +29,13 @@ func TestSignerCheck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Price != signSale.Price || c.Nonce != tok[4:20] || !c.Expires.Equal(signNow.Add(time.Minute)) {
+	if c.Schedule != signSale.PriceSchedule() || c.Nonce != tok[4:20] || !c.Expires.Equal(signNow.Add(time.Minute)) {
 		t.Fatalf("claims %+v", c)
 	}
 	other := *signSale
 	other.ID = "other"
+	tiered := *signSale
+	tiered.PriceTiers = []flashsale.PriceTier{{Rooms: 2, Price: signSale.Price - 1}}
 	for _, tc := range []struct {
 		name string
 		tok  string
@@ -48,6 +50,9 @@ func TestSignerCheck(t *testing.T) {
 		// is the amount signed, and it must be the sale's.
 		{"OtherPrice", mustToken(s, 1), signUser, signSale, signNow},
 		{"OtherSecret", mustToken(newSigner(nil, []byte("secret2")), signSale.Price), signUser, signSale, signNow},
+		// The same sale with price tiers now: a token signed at the
+		// schedule without them buys nothing at the new one.
+		{"OtherSchedule", tok, signUser, &tiered, signNow},
 		{"Challenge", s.seal(kindChallenge, new([nonceLen]byte), signNow.Add(time.Minute), signSale.Price, signSale.ID, signUser.ID), signUser, signSale, signNow},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

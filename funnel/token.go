@@ -44,7 +44,7 @@ func (s *Service) IssueToken(ctx context.Context, u flashsale.User, req flashsal
 	if err := s.eligible(ctx, u, sale); err != nil {
 		return nil, err
 	}
-	tok := s.signer.seal(kindToken, &nonce, exp, sale.Price, sale.ID, u.ID)
+	tok := s.signer.seal(kindToken, &nonce, exp, sale.PriceSchedule(), sale.ID, u.ID)
 	return &flashsale.PurchaseToken{Token: tok, ExpiresAt: exp}, nil
 }
 
@@ -99,11 +99,11 @@ func checkTokenKeys(keys []TokenKey) error {
 // tokenClaims is what a purchase token binds: one user, one sale, one price,
 // until a moment. The nonce makes each token unique so it can be spent once.
 type tokenClaims struct {
-	SaleID  string
-	UserID  string
-	Price   int64
-	Expires time.Time
-	Nonce   string
+	SaleID   string
+	UserID   string
+	Schedule int64 // Sale.PriceSchedule when issued
+	Expires  time.Time
+	Nonce    string
 }
 
 // A sealed value (a purchase token or a challenge) is
@@ -286,15 +286,15 @@ func b64Text(t string) bool {
 }
 
 // check verifies a token for a purchase by u of sale at now: signed by a
-// key this signer holds, for this user and sale, at the sale's price, not
-// expired.
+// key this signer holds, for this user and sale, at the sale's price
+// schedule (Sale.PriceSchedule), not expired.
 func (s *signer) check(token string, u flashsale.User, sale *flashsale.Sale, now time.Time) (tokenClaims, error) {
 	sc := scratches.Get().(*scratch)
 	defer scratches.Put(sc)
 	o, ok := s.open(token, sc)
 	if !ok || o.kind != kindToken || string(o.sale) != sale.ID || string(o.user) != u.ID ||
-		o.value != sale.Price || !now.Before(o.expires) {
+		o.value != sale.PriceSchedule() || !now.Before(o.expires) {
 		return tokenClaims{}, flashsale.ErrTokenInvalid
 	}
-	return tokenClaims{SaleID: sale.ID, UserID: u.ID, Price: o.value, Expires: o.expires, Nonce: o.nonceText}, nil
+	return tokenClaims{SaleID: sale.ID, UserID: u.ID, Schedule: o.value, Expires: o.expires, Nonce: o.nonceText}, nil
 }

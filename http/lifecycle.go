@@ -18,19 +18,20 @@ import (
 // salePatchBody is the wire form of an edit: every field optional, a
 // present one replaces the sale's (nights as a whole list).
 type salePatchBody struct {
-	Title         *string            `json:"title"`
-	Description   *string            `json:"description"`
-	Hotel         *string            `json:"hotel"`
-	RoomType      *string            `json:"room_type"`
-	Nights        *[]flashsale.Night `json:"nights"`
-	Price         *int64             `json:"price"`
-	OriginalPrice *int64             `json:"original_price"`
-	Currency      *string            `json:"currency"`
-	StartsAt      *string            `json:"starts_at"`
-	EndsAt        *string            `json:"ends_at"`
-	PerUserLimit  *int               `json:"per_user_limit"`
-	HoldSeconds   *int               `json:"hold_seconds"`
-	PurchaseToken *bool              `json:"purchase_token"`
+	Title         *string                `json:"title"`
+	Description   *string                `json:"description"`
+	Hotel         *string                `json:"hotel"`
+	RoomType      *string                `json:"room_type"`
+	Nights        *[]flashsale.Night     `json:"nights"`
+	Price         *int64                 `json:"price"`
+	OriginalPrice *int64                 `json:"original_price"`
+	PriceTiers    *[]flashsale.PriceTier `json:"price_tiers"`
+	Currency      *string                `json:"currency"`
+	StartsAt      *string                `json:"starts_at"`
+	EndsAt        *string                `json:"ends_at"`
+	PerUserLimit  *int                   `json:"per_user_limit"`
+	HoldSeconds   *int                   `json:"hold_seconds"`
+	PurchaseToken *bool                  `json:"purchase_token"`
 	Eligibility   *struct {
 		MinTier     flashsale.Tier `json:"min_tier"`
 		MinStays30d int            `json:"min_stays_30d"`
@@ -56,6 +57,12 @@ func decodeSalePatch(r io.Reader) (flashsale.SalePatch, error) {
 		Price: b.Price, OriginalPrice: b.OriginalPrice, Currency: b.Currency,
 		PerUserLimit: b.PerUserLimit, HoldSeconds: b.HoldSeconds, PurchaseToken: b.PurchaseToken,
 		Challenge: b.Challenge,
+	}
+	if b.PriceTiers != nil {
+		p.PriceTiers = *b.PriceTiers
+		if p.PriceTiers == nil {
+			p.PriceTiers = []flashsale.PriceTier{} // null: no tiers
+		}
 	}
 	if b.Nights != nil {
 		p.Nights = *b.Nights

@@ -293,3 +293,23 @@ func FuzzDecodeStock(f *testing.F) {
 		}
 	})
 }
+
+// TestSalesPools: the public list narrowed to one room type's pools.
+func TestSalesPools(t *testing.T) {
+	srv := newStubServer(&stubService{})
+	for q, want := range map[string]int{
+		"": 1, "?hotel=Harbour+View": 1, "?hotel=Harbour+View&room_type=Deluxe+King": 1,
+		"?hotel=Other": 0, "?room_type=Twin": 0, "?hotel=harbour+view": 0,
+	} {
+		w := do(t, srv, "GET", "/api/sales"+q, "", "")
+		var got struct {
+			Sales []struct{ ID string } `json:"sales"`
+		}
+		if err := json.Unmarshal(w.Body.Bytes(), &got); w.Code != 200 || err != nil || len(got.Sales) != want {
+			t.Errorf("GET /api/sales%s = %d %s, want %d sales", q, w.Code, w.Body, want)
+		}
+	}
+	if w := do(t, srv, "GET", "/api/sales?hotel="+strings.Repeat("h", 201), "", ""); w.Code != 400 {
+		t.Errorf("a 201-character hotel = %d, want 400", w.Code)
+	}
+}

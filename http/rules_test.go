@@ -34,6 +34,16 @@ func TestDecodeSaleRules(t *testing.T) {
 			t.Errorf("challenge = %+v, want difficulty 16", s.Challenge)
 		}
 	})
+	t.Run("PriceTiers", func(t *testing.T) {
+		body := strings.Replace(withRules, `"per_user_limit":2`, `"per_user_limit":2,"price_tiers":[{"rooms":2,"price":34900}]`, 1)
+		s, err := decodeSale(strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]flashsale.PriceTier{{Rooms: 2, Price: 34900}}, s.PriceTiers); diff != "" {
+			t.Errorf("price tiers (-want +got):\n%s", diff)
+		}
+	})
 	t.Run("Absent", func(t *testing.T) {
 		s, err := decodeSale(strings.NewReader(validSale))
 		if err != nil {
@@ -74,6 +84,13 @@ func TestDecodeSaleRules(t *testing.T) {
 		{"ChallengeUnknown", `"difficulty":16`, `"difficulty":16,"algorithm":"md5"`, "algorithm"},
 		{"ChallengeNoToken", `"purchase_token":true`, `"purchase_token":false`, "purchase_token"},
 		{"LimitsArray", `{"per_sale":"300/s,600","per_user":"5/m","per_ip":"off"}`, `["300/s"]`, "limits"},
+		{"TiersRoomsOne", `"per_user_limit":2`, `"per_user_limit":2,"price_tiers":[{"rooms":1,"price":100}]`, "price_tiers[0].rooms"},
+		{"TiersAboveLimit", `"per_user_limit":2`, `"per_user_limit":2,"price_tiers":[{"rooms":3,"price":100}]`, "price_tiers[0].rooms"},
+		{"TiersNotCheaper", `"per_user_limit":2`, `"per_user_limit":2,"price_tiers":[{"rooms":2,"price":39900}]`, "price_tiers[0].price"},
+		{"TiersString", `"per_user_limit":2`, `"per_user_limit":2,"price_tiers":"2:100"`, "price_tiers"},
+		{"TiersPriceString", `"per_user_limit":2`, `"per_user_limit":2,"price_tiers":[{"rooms":2,"price":"100"}]`, "price_tiers"},
+		{"TiersUnknown", `"per_user_limit":2`, `"per_user_limit":2,"price_tiers":[{"rooms":2,"price":100,"off":5}]`, "off"},
+		{"TiersFloat", `"per_user_limit":2`, `"per_user_limit":2,"price_tiers":[{"rooms":2.5,"price":100}]`, "price_tiers"},
 	}
 	for _, tt := range bad {
 		t.Run(tt.name, func(t *testing.T) {

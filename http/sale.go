@@ -12,19 +12,20 @@ import (
 // an absent field takes its default while a present zero stays zero (and
 // fails validation). Times are strings so a bad one is reported by name.
 type saleBody struct {
-	Title         string            `json:"title"`
-	Description   string            `json:"description"`
-	Hotel         string            `json:"hotel"`
-	RoomType      string            `json:"room_type"`
-	Nights        []flashsale.Night `json:"nights"`
-	Price         int64             `json:"price"`
-	OriginalPrice int64             `json:"original_price"`
-	Currency      string            `json:"currency"`
-	StartsAt      string            `json:"starts_at"`
-	EndsAt        string            `json:"ends_at"`
-	PerUserLimit  *int              `json:"per_user_limit"`
-	HoldSeconds   *int              `json:"hold_seconds"`
-	PurchaseToken *bool             `json:"purchase_token"`
+	Title         string                `json:"title"`
+	Description   string                `json:"description"`
+	Hotel         string                `json:"hotel"`
+	RoomType      string                `json:"room_type"`
+	Nights        []flashsale.Night     `json:"nights"`
+	Price         int64                 `json:"price"`
+	OriginalPrice int64                 `json:"original_price"`
+	PriceTiers    []flashsale.PriceTier `json:"price_tiers"`
+	Currency      string                `json:"currency"`
+	StartsAt      string                `json:"starts_at"`
+	EndsAt        string                `json:"ends_at"`
+	PerUserLimit  *int                  `json:"per_user_limit"`
+	HoldSeconds   *int                  `json:"hold_seconds"`
+	PurchaseToken *bool                 `json:"purchase_token"`
 	Eligibility   struct {
 		MinTier     flashsale.Tier `json:"min_tier"`
 		MinStays30d int            `json:"min_stays_30d"`
@@ -67,6 +68,7 @@ func decodeSale(r io.Reader) (*flashsale.Sale, error) {
 		Nights:        b.Nights,
 		Price:         b.Price,
 		OriginalPrice: b.OriginalPrice,
+		PriceTiers:    b.PriceTiers,
 		Currency:      b.Currency,
 		PerUserLimit:  flashsale.PerUserLimitDefault,
 		HoldSeconds:   flashsale.HoldSecondsDefault,
@@ -131,6 +133,7 @@ type saleJSON struct {
 	RoomType      string                 `json:"room_type"`
 	Price         int64                  `json:"price"`
 	OriginalPrice int64                  `json:"original_price"`
+	PriceTiers    []flashsale.PriceTier  `json:"price_tiers,omitempty"`
 	Currency      string                 `json:"currency"`
 	StartsAt      time.Time              `json:"starts_at"`
 	EndsAt        time.Time              `json:"ends_at"`
@@ -156,7 +159,7 @@ func adminView(v *flashsale.SaleView) saleJSON {
 	}
 	return saleJSON{
 		ID: s.ID, Title: s.Title, Description: s.Description, Hotel: s.Hotel, RoomType: s.RoomType,
-		Price: s.Price, OriginalPrice: s.OriginalPrice, Currency: s.Currency,
+		Price: s.Price, OriginalPrice: s.OriginalPrice, PriceTiers: s.PriceTiers, Currency: s.Currency,
 		StartsAt: s.StartsAt, EndsAt: s.EndsAt, PerUserLimit: s.PerUserLimit, Paused: s.Paused, Revision: s.Revision,
 		HoldSeconds: s.HoldSeconds, PurchaseToken: s.PurchaseToken, Eligibility: s.Eligibility,
 		Limits: s.Limits, Challenge: s.Challenge, CreatedAt: s.CreatedAt, Status: v.Status, ServerTime: v.ServerTime, Nights: nights,
@@ -173,6 +176,7 @@ type publicSaleJSON struct {
 	RoomType      string                `json:"room_type"`
 	Price         int64                 `json:"price"`
 	OriginalPrice int64                 `json:"original_price"`
+	PriceTiers    []flashsale.PriceTier `json:"price_tiers,omitempty"`
 	Currency      string                `json:"currency"`
 	StartsAt      time.Time             `json:"starts_at"`
 	EndsAt        time.Time             `json:"ends_at"`
@@ -199,7 +203,7 @@ func publicView(v *flashsale.SaleView) publicSaleJSON {
 	}
 	return publicSaleJSON{
 		ID: s.ID, Title: s.Title, Description: s.Description, Hotel: s.Hotel, RoomType: s.RoomType,
-		Price: s.Price, OriginalPrice: s.OriginalPrice, Currency: s.Currency,
+		Price: s.Price, OriginalPrice: s.OriginalPrice, PriceTiers: s.PriceTiers, Currency: s.Currency,
 		StartsAt: s.StartsAt, EndsAt: s.EndsAt, PerUserLimit: s.PerUserLimit,
 		PurchaseToken: s.PurchaseToken, Eligibility: s.Eligibility, Challenge: s.Challenge,
 		ServerTime: v.ServerTime, Status: v.Status, Nights: nights,
@@ -216,6 +220,7 @@ type createdSaleJSON struct {
 	Nights        []flashsale.Night     `json:"nights"`
 	Price         int64                 `json:"price"`
 	OriginalPrice int64                 `json:"original_price"`
+	PriceTiers    []flashsale.PriceTier `json:"price_tiers,omitempty"`
 	Currency      string                `json:"currency"`
 	StartsAt      time.Time             `json:"starts_at"`
 	EndsAt        time.Time             `json:"ends_at"`
@@ -244,7 +249,7 @@ func (s *Server) handleCreateSale(w http.ResponseWriter, r *http.Request) {
 	// unreviewed.
 	writeJSON(w, http.StatusCreated, createdSaleJSON{
 		ID: created.ID, Title: created.Title, Description: created.Description, Hotel: created.Hotel, RoomType: created.RoomType,
-		Nights: created.Nights, Price: created.Price, OriginalPrice: created.OriginalPrice,
+		Nights: created.Nights, Price: created.Price, OriginalPrice: created.OriginalPrice, PriceTiers: created.PriceTiers,
 		Currency: created.Currency, StartsAt: created.StartsAt, EndsAt: created.EndsAt,
 		PerUserLimit: created.PerUserLimit, HoldSeconds: created.HoldSeconds,
 		PurchaseToken: created.PurchaseToken, Eligibility: created.Eligibility, Limits: created.Limits,
@@ -288,6 +293,15 @@ func (s *Server) handleSales(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	// hotel and room_type list a room type's pools together: one sale per
+	// pool (members only, a partner's guests), each with its own stock
+	// and eligibility.
+	q := r.URL.Query()
+	hotel, roomType := q.Get("hotel"), q.Get("room_type")
+	if len(hotel) > 200 || len(roomType) > 200 {
+		s.writeError(w, r, flashsale.Errorf(flashsale.EInvalid, "hotel and room_type must be at most 200 characters"))
+		return
+	}
 	vs, err := s.svc.Sales(r.Context())
 	if err != nil {
 		s.writeError(w, r, err)
@@ -295,9 +309,11 @@ func (s *Server) handleSales(w http.ResponseWriter, r *http.Request) {
 	}
 	out := struct {
 		Sales []publicSaleJSON `json:"sales"`
-	}{Sales: make([]publicSaleJSON, len(vs))}
-	for i, v := range vs {
-		out.Sales[i] = publicView(v)
+	}{Sales: make([]publicSaleJSON, 0, len(vs))}
+	for _, v := range vs {
+		if (hotel == "" || v.Hotel == hotel) && (roomType == "" || v.RoomType == roomType) {
+			out.Sales = append(out.Sales, publicView(v))
+		}
 	}
 	w.Header()["Cache-Control"] = publicCache
 	writeJSON(w, http.StatusOK, out)

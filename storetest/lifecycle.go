@@ -77,6 +77,7 @@ func edited(sale *flashsale.Sale) *flashsale.Sale {
 	e.PerUserLimit, e.HoldSeconds = sale.PerUserLimit+2, 120
 	withRules(&e)
 	e.Eligibility.Channels = []string{"members"}
+	e.PriceTiers = []flashsale.PriceTier{{Rooms: 2, Price: 44900}}
 	e.Paused = true
 	return &e
 }

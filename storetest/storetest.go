@@ -297,6 +297,11 @@ func withRules(sale *flashsale.Sale) {
 	sale.Eligibility = flashsale.Eligibility{MinTier: flashsale.TierGold, MinStays30d: 2, Channels: []string{"ota-x", "trip.com"}}
 	sale.Limits = flashsale.SaleLimits{PerSale: rate("300/s,600"), PerUser: rate("5/m,10"), PerIP: rate("off")}
 	sale.Challenge.Difficulty = 18
+	// Tiers up to the sale's per-user limit (a tier above it is invalid).
+	sale.PriceTiers = nil
+	for rooms := 2; rooms <= min(sale.PerUserLimit, 3); rooms++ {
+		sale.PriceTiers = append(sale.PriceTiers, flashsale.PriceTier{Rooms: rooms, Price: sale.Price - int64(100*rooms)})
+	}
 }
 
 func testSales(t *testing.T, open OpenFunc) {

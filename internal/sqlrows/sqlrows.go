@@ -10,6 +10,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -63,12 +64,14 @@ func Sales(rows Rows) ([]*flashsale.Sale, error) {
 // Rules are a sale's rule columns as every store keeps them, in this
 // order: min_stays_30d, channels (comma-joined), limit_per_sale,
 // limit_per_user, limit_per_ip (a rate as ParseRate reads it, ” for the
-// instance's default), challenge_difficulty.
+// instance's default), challenge_difficulty, price_tiers
+// ("rooms:price,...", ” for none).
 type Rules struct {
 	MinStays30d             int
 	Channels                string
 	PerSale, PerUser, PerIP string
 	Difficulty              int
+	PriceTiers              string
 }
 
 // RulesOf is what a store writes for sale's rules.
@@ -85,17 +88,43 @@ func RulesOf(sale *flashsale.Sale) Rules {
 		Channels:    strings.Join(sale.Eligibility.Channels, ","),
 		PerSale:     rate(l.PerSale), PerUser: rate(l.PerUser), PerIP: rate(l.PerIP),
 		Difficulty: sale.Challenge.Difficulty,
+		PriceTiers: priceTiers(sale.PriceTiers),
 	}
+}
+
+func priceTiers(ts []flashsale.PriceTier) string {
+	parts := make([]string, len(ts))
+	for i, t := range ts {
+		parts[i] = strconv.Itoa(t.Rooms) + ":" + strconv.FormatInt(t.Price, 10)
+	}
+	return strings.Join(parts, ",")
+}
+
+func parsePriceTiers(v string) ([]flashsale.PriceTier, error) {
+	if v == "" {
+		return nil, nil
+	}
+	var ts []flashsale.PriceTier
+	for part := range strings.SplitSeq(v, ",") {
+		rooms, price, ok := strings.Cut(part, ":")
+		r, err1 := strconv.Atoi(rooms)
+		p, err2 := strconv.ParseInt(price, 10, 64)
+		if !ok || err1 != nil || err2 != nil {
+			return nil, fmt.Errorf("stored price tiers %q", v)
+		}
+		ts = append(ts, flashsale.PriceTier{Rooms: r, Price: p})
+	}
+	return ts, nil
 }
 
 // Args are the Rules as query arguments, in column order.
 func (r *Rules) Args() []any {
-	return []any{r.MinStays30d, r.Channels, r.PerSale, r.PerUser, r.PerIP, r.Difficulty}
+	return []any{r.MinStays30d, r.Channels, r.PerSale, r.PerUser, r.PerIP, r.Difficulty, r.PriceTiers}
 }
 
 // Dest are the scan destinations of the Rules columns, in column order.
 func (r *Rules) Dest() []any {
-	return []any{&r.MinStays30d, &r.Channels, &r.PerSale, &r.PerUser, &r.PerIP, &r.Difficulty}
+	return []any{&r.MinStays30d, &r.Channels, &r.PerSale, &r.PerUser, &r.PerIP, &r.Difficulty, &r.PriceTiers}
 }
 
 // Apply sets sale's rules from what was read.
@@ -106,6 +135,11 @@ func (r *Rules) Apply(sale *flashsale.Sale) error {
 		sale.Eligibility.Channels = strings.Split(r.Channels, ",")
 	}
 	sale.Challenge.Difficulty = r.Difficulty
+	tiers, err := parsePriceTiers(r.PriceTiers)
+	if err != nil {
+		return err
+	}
+	sale.PriceTiers = tiers
 	for _, l := range []struct {
 		v  string
 		to **flashsale.Rate
