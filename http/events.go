@@ -42,6 +42,9 @@ const (
 type eventHub struct {
 	s                          *Server
 	poll, gap, heartbeat, wait time.Duration
+	// read is what a broadcaster publishes at each poll: the rooms left
+	// here, the operators' dashboard in adminstream.go.
+	read func(ctx context.Context, id string) ([]byte, error)
 
 	mu       sync.Mutex
 	rooms    map[string]*room
@@ -52,8 +55,16 @@ type eventHub struct {
 }
 
 func newEventHub(s *Server) *eventHub {
-	return &eventHub{s: s, poll: eventPoll, gap: eventGap, heartbeat: eventHeartbeat, wait: eventWriteTimeout,
+	h := &eventHub{s: s, poll: eventPoll, gap: eventGap, heartbeat: eventHeartbeat, wait: eventWriteTimeout,
 		rooms: map[string]*room{}, servers: map[*http.Server]bool{}, shutdown: make(chan struct{})}
+	h.read = func(ctx context.Context, id string) ([]byte, error) {
+		v, err := s.svc.PublicSale(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		return roomsEvent(v), nil
+	}
+	return h
 }
 
 // room is one sale's broadcaster: the latest event and a channel closed
@@ -85,11 +96,18 @@ func (r *room) publish(ev []byte) {
 	r.changed = make(chan struct{})
 }
 
-// isEventStream reports whether r is for the event stream, which lives
-// for minutes and so is exempt from the request deadline (serveHTTP).
+// isEventStream reports whether r is for an event stream (the guests'
+// or the operators'), which lives for minutes and so is exempt from the
+// request deadline (serveHTTP).
 func isEventStream(r *http.Request) bool {
-	return r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/events") &&
-		strings.HasPrefix(r.URL.Path, "/api/sales/")
+	return r.Method == http.MethodGet && (strings.HasSuffix(r.URL.Path, "/events") &&
+		strings.HasPrefix(r.URL.Path, "/api/sales/") || isAdminStream(r.URL.Path))
+}
+
+// isStreamRoute reports whether pattern is an event stream's route, whose
+// length is no latency: it would swamp the histogram's p99.
+func isStreamRoute(pattern string) bool {
+	return pattern == eventsRoute || pattern == adminStreamRoute
 }
 
 // roomsEventJSON is one update: what a guest can still buy.
@@ -129,6 +147,12 @@ func (h *eventHub) handleEvents(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	h.stream(w, r, id, roomsEvent(v))
+}
+
+// stream answers 200 and writes first, then the sale's broadcaster's
+// updates until the client leaves or the server shuts down.
+func (h *eventHub) stream(w http.ResponseWriter, r *http.Request, id string, first []byte) {
 	// The server's read timeout needs nothing here (net/http lifts it once
 	// the request is read); its write timeout is moved on at every write.
 	rc := http.NewResponseController(w)
@@ -142,7 +166,7 @@ func (h *eventHub) handleEvents(w http.ResponseWriter, r *http.Request) {
 	rm := h.join(id)
 	defer h.leave(id, rm)
 
-	sent := roomsEvent(v)
+	sent := first
 	if !h.write(rc, w, append([]byte(eventRetry), sent...)) {
 		return
 	}
@@ -260,7 +284,7 @@ func (h *eventHub) run(id string, rm *room) {
 		case <-t.C:
 		}
 		pctx, pcancel := context.WithTimeout(ctx, h.s.timeout)
-		v, err := h.s.svc.PublicSale(pctx, id)
+		ev, err := h.read(pctx, id)
 		pcancel()
 		if err != nil {
 			if !failing { // once per outage, not twice a second
@@ -270,6 +294,6 @@ func (h *eventHub) run(id string, rm *room) {
 			continue
 		}
 		failing = false
-		rm.publish(roomsEvent(v))
+		rm.publish(ev)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/api"
 	"github.com/golang-jwt/jwt/v5"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // Config configures a Server.
@@ -61,6 +62,9 @@ type Config struct {
 	// Metrics serves GET /metrics; nil answers it 404 (the metrics are
 	// off, or on a listener of their own).
 	Metrics http.Handler
+	// Gather reads the metrics registry, for the figures of the
+	// operators' stream (adminstream.go); nil: the stream carries none.
+	Gather func() ([]*dto.MetricFamily, error)
 	// Now is the clock for token expiry; time.Now when nil.
 	Now func() time.Time
 	// Logger receives internal errors; discarded when nil.
@@ -97,6 +101,7 @@ type Server struct {
 	mux            *http.ServeMux
 	handler        http.Handler
 	metrics        http.Handler
+	gather         func() ([]*dto.MetricFamily, error)
 }
 
 // NewServer returns a Server over svc.
@@ -118,6 +123,7 @@ func NewServer(svc flashsale.Service, cfg Config) *Server {
 		readPerIP: cfg.ReadPerIP,
 		mux:       http.NewServeMux(),
 		metrics:   cfg.Metrics,
+		gather:    cfg.Gather,
 
 		trustedProxies: cfg.TrustedProxies,
 	}
@@ -137,7 +143,7 @@ func NewServer(svc flashsale.Service, cfg Config) *Server {
 		jwt.WithTimeFunc(s.now),
 	)
 	for _, rt := range s.routes() {
-		if rt.pattern == eventsRoute {
+		if isStreamRoute(rt.pattern) {
 			// A stream lasts as long as its guest watches: its length
 			// is no latency, and would swamp the histogram's p99.
 			s.mux.HandleFunc(rt.pattern, rt.handler)
@@ -177,6 +183,7 @@ func (s *Server) routes() []route {
 		{"GET /api/admin/sales/{id}/orders", s.requireAdmin(s.handleSaleOrders)},
 		{"POST /api/admin/sales/{id}/preheat", s.requireAdmin(s.handlePreheat)},
 		{"GET /api/admin/sales/{id}/audit", s.requireAdmin(s.handleAudit)},
+		{adminStreamRoute, s.requireAdmin(newAdminStream(s, s.gather).handleStream)},
 		{"POST /api/admin/sales/{id}/audit/repair", s.requireAdmin(s.handleRepairAudit)},
 		{"GET /api/admin/events", s.requireAdmin(s.handleNoticeStatus)},
 		{"GET /api/admin/events/deliveries", s.requireAdmin(s.handleDeliveries)},

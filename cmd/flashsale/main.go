@@ -292,7 +292,7 @@ func (m *Main) open(ctx context.Context) error {
 		JWKS: keys, JWTIssuer: cfg.JWTIssuer, JWTAudience: cfg.JWTAudience,
 		RequestTimeout: cfg.RequestTimeout,
 		Limiter:        m.limiter, ReadPerIP: cfg.ReadPerIP, TrustedProxies: cfg.TrustedProxies,
-		Route: m.metrics.Route, Metrics: metricsHandler,
+		Route: m.metrics.Route, Metrics: metricsHandler, Gather: m.metrics.Registry().Gather,
 	})
 	// The pages (/, /sales/{id}, /console) sit in front of the API, whose
 	// routes keep priority.
