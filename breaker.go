@@ -75,7 +75,22 @@ type Readiness struct {
 	// mode, where the breaker has a db mode (nil otherwise).
 	Selling  Selling   `json:"selling,omitempty"`
 	SellMode *SellMode `json:"sell_mode,omitempty"`
+	// Migrations is "ok", or "behind" when the database lacks migrations
+	// this binary embeds (Pending names them): its SQL would meet tables
+	// or columns that are not there.
+	Migrations string   `json:"migrations,omitempty"`
+	Pending    []string `json:"pending_migrations,omitempty"`
+	// Sales is "ok", or "not loaded" when the stock engine lacks a current
+	// sale (NotLoaded names them): every sale is loaded when it is created
+	// and at start, so one missing was lost (Redis restarted empty) and
+	// its purchases answer 503 until the rebuild puts it back.
+	Sales     string   `json:"sales,omitempty"`
+	NotLoaded []string `json:"not_loaded,omitempty"`
+	// Reasons says, a line each, why Ready is false (or what the instance
+	// rides out while ready).
+	Reasons []string `json:"reasons,omitempty"`
 	// EngineErr and DatabaseErr are why not.
-	EngineErr   error `json:"-"`
-	DatabaseErr error `json:"-"`
+	EngineErr     error `json:"-"`
+	DatabaseErr   error `json:"-"`
+	MigrationsErr error `json:"-"`
 }

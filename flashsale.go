@@ -126,6 +126,11 @@ type Store interface {
 	// Deliveries reads it newest first (q.Limit clamped like a page).
 	RecordDelivery(ctx context.Context, d Delivery) error
 	Deliveries(ctx context.Context, q DeliveryQuery) ([]Delivery, error)
+	// PendingMigrations returns the migrations this binary embeds that the
+	// database has not recorded as applied, in order (none when its schema
+	// is current), for readiness: an instance started against a database
+	// another binary's migrate has not brought up to date must not sell.
+	PendingMigrations(ctx context.Context) ([]string, error)
 	// Ping reports whether the database answers, for readiness and for
 	// telling an outage (retry for as long as it takes) from a refusal.
 	Ping(ctx context.Context) error

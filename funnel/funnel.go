@@ -478,7 +478,11 @@ func (s *Service) Sales(ctx context.Context) ([]*flashsale.SaleView, error) {
 
 // Ready reports whether the instance can sell: the stock engine answers
 // (its breaker, if open, refuses every purchase) and so does the database,
-// or the order path is a queue that holds orders until it is back.
+// or the order path is a queue that holds orders until it is back; the
+// database's schema is at this binary's last migration; and the engine
+// holds every current sale (ready.go). The checks run at once: a dead
+// engine must not eat the database's share of the deadline, or /readyz
+// would blame both.
 func (s *Service) Ready(ctx context.Context) *flashsale.Readiness {
 	r := &flashsale.Readiness{Ready: true, Engine: "ok", Database: "ok", Selling: s.sells()}
 	if s.breaker != nil {
@@ -489,25 +493,44 @@ func (s *Service) Ready(ctx context.Context) *flashsale.Readiness {
 		m := s.sell.mode.Load().(flashsale.SellMode)
 		r.SellMode = &m
 	}
-	// Both at once: a dead engine must not eat the database's share of
-	// the deadline, or /readyz would blame both.
-	var wg sync.WaitGroup
-	var engineErr, storeErr error
+	var (
+		wg                           sync.WaitGroup
+		engineErr, storeErr, migrErr error
+		pending, lost                []string
+	)
 	wg.Go(func() { engineErr = s.engine.Ping(ctx) })
 	wg.Go(func() { storeErr = s.store.Ping(ctx) })
+	wg.Go(func() { pending, migrErr = s.store.PendingMigrations(ctx) })
+	wg.Go(func() { lost = s.unloadedSales(ctx) })
 	wg.Wait()
+	s.dependenciesReady(r, engineErr, storeErr)
+	schemaReady(r, pending, migrErr, storeErr)
+	s.salesReady(r, lost)
+	return r
+}
+
+// dependenciesReady records in r what the engine's and the database's
+// pings said, and what the instance sells from.
+func (s *Service) dependenciesReady(r *flashsale.Readiness, engineErr, storeErr error) {
 	if err := engineErr; err != nil {
 		r.Ready, r.Engine, r.EngineErr = false, "unavailable", err
+		r.Reasons = append(r.Reasons, "engine: the stock engine does not answer")
 	}
 	switch r.Selling {
 	case flashsale.SellingDB:
-		r.Ready = storeErr == nil // it sells without the engine, not without the database
+		// It sells without the engine, not without the database.
+		r.Ready, r.Reasons = storeErr == nil, nil
+		if r.EngineErr != nil {
+			r.Reasons = append(r.Reasons, "engine: the stock engine does not answer; selling from the database")
+		}
 		if storeErr != nil {
 			r.Database, r.DatabaseErr = "unavailable", storeErr
+			r.Reasons = append(r.Reasons, "database: does not answer")
 		}
-		return r
+		return
 	case flashsale.SellingNone:
 		r.Ready = false
+		r.Reasons = append(r.Reasons, "selling: moving between the stock engine and the database, or cut off from the database")
 	}
 	if err := storeErr; err != nil {
 		r.Database, r.DatabaseErr = "unavailable", err
@@ -517,11 +540,12 @@ func (s *Service) Ready(ctx context.Context) *flashsale.Readiness {
 			// of the load balancer would turn a database outage into a
 			// sales outage.
 			r.Database = "unavailable, orders wait in the queue"
+			r.Reasons = append(r.Reasons, "database: does not answer; orders wait in the queue")
 		} else {
 			r.Ready = false
+			r.Reasons = append(r.Reasons, "database: does not answer")
 		}
 	}
-	return r
 }
 
 // Breaker returns the stock engine's circuit breaker state; ErrNotFound

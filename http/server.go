@@ -272,8 +272,9 @@ func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleReadyz answers 200 when the instance can sell and 503 when it
-// cannot, with what each dependency said and the breaker's state in the
-// body either way: the load balancer reads the status, the operator the body.
+// cannot, with what each dependency said, the schema, the sales missing
+// from the engine, the breaker's state and the reasons in the body either
+// way: the load balancer reads the status, the operator the body.
 func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 	defer cancel()
@@ -283,7 +284,8 @@ func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 	case !rd.Ready:
 		// Not ready is an expected state, not an internal error: log the
 		// cause and answer 503 so the load balancer stops sending traffic.
-		s.log.WarnContext(r.Context(), "not ready", "engine_err", rd.EngineErr, "database_err", rd.DatabaseErr)
+		s.log.WarnContext(r.Context(), "not ready", "reasons", rd.Reasons,
+			"engine_err", rd.EngineErr, "database_err", rd.DatabaseErr, "migrations_err", rd.MigrationsErr)
 		status = http.StatusServiceUnavailable
 		w.Header()["Retry-After"] = retryAfter
 	case rd.DatabaseErr != nil:

@@ -35,7 +35,7 @@ func (m *Metrics) Store(next flashsale.Store) flashsale.Store {
 		createSale: op("create_sale"), sale: op("sale"), sales: op("sales"), nightStocks: op("night_stocks"),
 		placeOrders: op("place_orders"), order: op("order"), orderByKey: op("order_by_key"),
 		transition: op("transition"), expireHolds: op("expire_holds"), snapshot: op("snapshot"),
-		failOrder: op("fail_order"), ping: op("ping"),
+		failOrder: op("fail_order"), ping: op("ping"), pendingMigrations: op("pending_migrations"),
 		listSales: op("list_sales"), updateSale: op("update_sale"), adjustStock: op("adjust_stock"),
 		saleChanges: op("sale_changes"), saleOrders: op("sale_orders"),
 		claimNotices: op("claim_notices"), ackNotices: op("ack_notices"), noticeCursor: op("notice_cursor"),
@@ -55,6 +55,7 @@ type store struct {
 	transition, expireHolds, snapshot, failOrder, ping                   *call
 	listSales, updateSale, adjustStock, saleChanges, saleOrders          *call
 	claimNotices, ackNotices, noticeCursor, recordDelivery, deliveries   *call
+	pendingMigrations                                                    *call
 	placed                                                               [len(placeResults)]prometheus.Counter
 }
 
@@ -225,6 +226,13 @@ func (s *store) Deliveries(ctx context.Context, q flashsale.DeliveryQuery) ([]fl
 	ds, err := s.next.Deliveries(ctx, q)
 	s.deliveries.done(start, err)
 	return ds, err
+}
+
+func (s *store) PendingMigrations(ctx context.Context) ([]string, error) {
+	start := time.Now()
+	p, err := s.next.PendingMigrations(ctx)
+	s.pendingMigrations.done(start, err)
+	return p, err
 }
 
 func (s *store) Ping(ctx context.Context) error {

@@ -18,7 +18,12 @@ type readiness struct {
 		State  string `json:"state"`
 		Forced string `json:"forced"`
 	} `json:"breaker"`
-	Selling string `json:"selling"`
+	Selling    string   `json:"selling"`
+	Migrations string   `json:"migrations"`
+	Pending    []string `json:"pending_migrations"`
+	Sales      string   `json:"sales"`
+	NotLoaded  []string `json:"not_loaded"`
+	Reasons    []string `json:"reasons"`
 }
 
 func (c *client) readyz(t *testing.T) (int, readiness) {
