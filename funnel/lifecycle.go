@@ -31,7 +31,8 @@ const SaleRefreshDefault = 500 * time.Millisecond
 
 // updateRetries bounds the read-modify-write loop of a change that meets a
 // concurrent one on another instance (a stock change bumps the revision
-// too); on one instance Service.lifeMu serialises them.
+// too); on one instance Service.lifeMu serialises them. Lock order:
+// lifeMu before gate before healMu (funnel.go).
 const updateRetries = 8
 
 var errEditEnded = flashsale.Errorf(flashsale.EEnded, "the sale has ended; it can no longer change")

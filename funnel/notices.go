@@ -112,10 +112,12 @@ func (s *Service) dispatchLoop(ctx context.Context, sink flashsale.NoticeSink) {
 			wait(s.noticePoll)
 			continue
 		}
-		for _, n := range ns {
-			attempts[n.ID]++
-		}
 		results := s.deliverBatch(ctx, sink, ns, attempts)
+		for i, n := range ns {
+			if results[i] != errNotTried {
+				attempts[n.ID]++
+			}
+		}
 		done := 0
 		for done < len(ns) && results[done] == nil {
 			delete(attempts, ns[done].ID)
@@ -144,7 +146,8 @@ const noticeWorkers = 16
 
 // deliverBatch delivers ns, grouped by order, and returns each notice's
 // outcome: nil delivered, else the error (or errNotTried after an earlier
-// notice of its order failed).
+// notice of its order, or any notice once the receiver failed). attempts
+// holds the tries so far per notice ID; the caller counts this batch's.
 func (s *Service) deliverBatch(ctx context.Context, sink flashsale.NoticeSink, ns []flashsale.Notice, attempts map[string]int) []error {
 	results := make([]error, len(ns))
 	groups := map[string][]int{}
@@ -155,9 +158,9 @@ func (s *Service) deliverBatch(ctx context.Context, sink flashsale.NoticeSink, n
 		}
 		groups[n.OrderID] = append(groups[n.OrderID], i)
 	}
-	tries := make([]int, len(ns))
+	tries := make([]int, len(ns)) // this try's number, for the log
 	for i, n := range ns {
-		tries[i] = attempts[n.ID]
+		tries[i] = attempts[n.ID] + 1
 	}
 	work := make(chan []int)
 	var wg sync.WaitGroup
