@@ -192,6 +192,9 @@ func (c *client) adminSales(t *testing.T) []struct{ ID string } {
 // list with the keyboard and watches a small storm move it: the nights'
 // held rooms, the funnel, purchases per second, 429s per second, the
 // purchase route's p99, with the audit balanced and the breaker shown.
+// Every figure comes over the dashboard's stream: a first purchase shows
+// within 2 s, and the page polls nothing of the sale's (its admin view,
+// audit, /metrics) nor the breaker while the stream is up.
 func TestBrowserConsoleStorm(t *testing.T) {
 	ctx := mustBrowser(t)
 	m, c := MustRunMain(t, func(c *Config) { c.Demo = true })
@@ -205,6 +208,16 @@ func TestBrowserConsoleStorm(t *testing.T) {
 	if id := jsString(t, ctx, `document.activeElement.id`); id != "d-title" {
 		t.Errorf("focus on %q after opening the dashboard, want its heading", id)
 	}
+	pollJS(t, ctx, `document.getElementById('detail').dataset.feed === 'stream'`, 5*time.Second)
+	// Polls are fetches that end, so they are in the resource timing
+	// buffer; the stream, still open, is not.
+	runSteps(t, ctx, chromedp.Evaluate[chromedp.Void](`performance.setResourceTimingBufferSize(100000); window.streamFrom = performance.now()`))
+	if st, _, err := c.purchase(ctx, id, "first-guest", true, nil, ""); err != nil || st != 202 {
+		t.Fatalf("first purchase: %d %v", st, err)
+	}
+	bought := time.Now()
+	pollJS(t, ctx, `[...document.querySelectorAll('#d-nights tr.total td')].map(td => td.textContent).join() === '60,59,1,0'`, 2500*time.Millisecond)
+	t.Logf("the first purchase on the dashboard after %s", time.Since(bought))
 
 	// The storm: 24 guests over about 3 s, each buying twice.
 	var accepted, limited atomic.Int64
@@ -234,10 +247,10 @@ func TestBrowserConsoleStorm(t *testing.T) {
 	if accepted.Load() == 0 || limited.Load() == 0 {
 		t.Fatalf("storm: %d accepted, %d limited: want both", accepted.Load(), limited.Load())
 	}
-	held := accepted.Load()
+	held := accepted.Load() + 1 // and the first guest's
 	pollJS(t, ctx, fmt.Sprintf(`[...document.querySelectorAll('#d-nights tr.total td')].map(td => td.textContent).join() === '60,%d,%d,0'`, 60-held, held), 10*time.Second)
 	pollJS(t, ctx, fmt.Sprintf(`document.querySelector('#c-stock rect.held').dataset.value === '%d'`, held), 5*time.Second)
-	pollJS(t, ctx, fmt.Sprintf(`(document.getElementById('c-funnel').dataset.steps || '').split(',')[0] >= %d`, accepted.Load()+limited.Load()), 10*time.Second)
+	pollJS(t, ctx, fmt.Sprintf(`(document.getElementById('c-funnel').dataset.steps || '').split(',')[0] >= %d`, held+limited.Load()), 10*time.Second)
 	pollJS(t, ctx, `+(document.querySelector('#c-refusals path.limited') || {}).dataset?.peak > 0`, 10*time.Second)
 	pollJS(t, ctx, `+(document.querySelector('#c-p99 path.p99') || {}).dataset?.peak > 0`, 10*time.Second)
 	pollJS(t, ctx, `document.getElementById('d-audit').textContent.includes('balanced')`, 15*time.Second)
@@ -249,6 +262,14 @@ func TestBrowserConsoleStorm(t *testing.T) {
 	}
 	if !jsBool(t, ctx, `document.documentElement.scrollWidth <= window.innerWidth`) {
 		t.Error("the dashboard scrolls sideways at 360 px")
+	}
+	if feed := attrOf(t, ctx, "#detail", "data-feed"); feed != "stream" {
+		t.Errorf("the dashboard's feed is %q at the end, want the stream", feed)
+	}
+	polled := jsString(t, ctx, fmt.Sprintf(`performance.getEntriesByType('resource').filter(e => e.startTime >= window.streamFrom).map(e => new URL(e.name).pathname)
+		.filter(p => p === '/metrics' || p === '/api/admin/breaker' || p.startsWith(%q)).join(' ')`, "/api/admin/sales/"+id))
+	if polled != "" {
+		t.Errorf("the page polled while the stream was up: %s", polled)
 	}
 	shoot(t, ctx, "console-storm")
 }

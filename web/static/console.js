@@ -3,13 +3,21 @@
 // a URL. It lists the sales (GET /api/admin/sales, or the public list on a
 // server without it), creates one through a checked form, and shows one
 // sale's dashboard updated every second: its nights from the admin view,
-// its funnel, purchases, 429s, 503s and the purchase route's p99 from
-// /metrics, its audit every 10 s, the breaker; with the actions the API
-// has: pause, resume, close, add and take back rooms, preheat, repair.
+// its funnel, purchases, 429s, 503s and the purchase route's p99, its
+// audit, the breaker; with the actions the API has: pause, resume, close,
+// add and take back rooms, preheat, repair.
+//
+// The dashboard is pushed by GET /api/admin/sales/{id}/stream, once a
+// second. EventSource cannot send the Authorization header, so the stream
+// is read with fetch() and a ReadableStream reader: the admin token stays
+// in the header, never in a URL or an access log. While the stream is
+// down the dashboard polls instead (the admin view and /metrics every
+// second, the audit every 10 s) and the stream is tried again with a
+// growing delay.
 import { t, setupSwitch, apply, money } from './i18n.js';
 import { call, errorCode, errorMessage } from './api.js';
 import { lineChart, stackBars } from './chart.js';
-import { parse, saleFigures, rates, STEPS } from './promtext.js';
+import { parse, saleFigures, streamFigures, rates, STEPS } from './promtext.js';
 import * as form from './saleform.js';
 
 const KEY = 'flashsale.admin';
@@ -61,6 +69,7 @@ function signOut() {
   admin = null;
   try { sessionStorage.removeItem(KEY); } catch { /* nothing kept */ }
   clearInterval(timer);
+  stopStream(detail);
   detail = null;
   $('detail').hidden = true;
   $('dash').hidden = true;
@@ -78,14 +87,19 @@ async function refresh() {
   busy = true;
   try {
     const n = tick++;
-    const [ready, brk] = await Promise.all([call('GET', '/readyz'), call('GET', '/api/admin/breaker', { token: admin })]);
-    if (brk.status === 401) { signOut(); say('console.bad_token'); return; }
-    inst.ready = ready.body;
-    inst.breaker = brk.status === 200 ? brk.body : null;
-    renderInstance();
+    // While a dashboard streams, it brings the breaker: the instance is
+    // read with the list, every 5 s.
+    const streaming = detail && detail.streaming;
+    if (!streaming || n % 5 === 0) {
+      const [ready, brk] = await Promise.all([call('GET', '/readyz'), streaming ? null : call('GET', '/api/admin/breaker', { token: admin })]);
+      if (brk && brk.status === 401) { signOut(); say('console.bad_token'); return; }
+      inst.ready = ready.body;
+      if (brk) inst.breaker = brk.status === 200 ? brk.body : null;
+      renderInstance();
+    }
     const jobs = [];
     if (n % 5 === 0) jobs.push(loadList(false));
-    if (detail) jobs.push(loadDetail(n % 10 === 0 || !detail.audit));
+    if (detail && !detail.streaming) jobs.push(loadDetail(n % 10 === 0 || !detail.audit));
     await Promise.all(jobs);
   } finally {
     busy = false;
@@ -187,18 +201,21 @@ function when(iso) {
 // open shows a sale's dashboard; its ID goes in the fragment (never sent
 // to a server) so a reload comes back to it.
 function open(id) {
-  detail = { id, view: null, audit: null, figures: null, last: new Map(), history: [], metrics: true };
+  stopStream(detail);
+  detail = { id, view: null, audit: null, figures: null, last: new Map(), history: [], metrics: true,
+    streaming: false, abort: null, backoff: 2000, retry: null };
   history.replaceState(null, '', '#sale=' + enc(id));
   buildDetail();
   list.drawn = '';
   renderList();
-  loadDetail(true);
+  startStream(detail);
   $('detail').hidden = false;
   $('d-title').focus();
 }
 
 function closeDetail() {
   const id = detail && detail.id;
+  stopStream(detail);
   detail = null;
   history.replaceState(null, '', location.pathname);
   $('detail').hidden = true;
@@ -256,25 +273,91 @@ async function loadDetail(withAudit) {
     withAudit ? call('GET', `/api/admin/sales/${id}/audit`, { token: admin }) : Promise.resolve(null),
   ]);
   if (detail !== d) return;
-  if (v.status === 200) {
-    d.view = v.body;
-    // The list's row of this sale follows the dashboard, not its own 5 s.
-    const i = list.sales.findIndex((s) => s.id === d.id);
-    if (i >= 0 && list.source === 'admin') { list.sales[i] = v.body; renderList(); }
-  } else if (v.status === 404) d.missing = true;
+  if (v.status === 200) setView(d, v.body);
+  else if (v.status === 404) d.missing = true;
   if (a && a.status === 200) d.audit = a.body;
   if (m === null && d.metrics) d.metrics = false; // no /metrics on this listener
-  if (m) {
-    // A rate is taken between two scrapes of the same process: behind a
-    // load balancer the next scrape may be another instance's counters.
-    const f = saleFigures(parse(m.text), d.id);
-    const prev = d.last.get(f.process);
-    const dt = prev ? (m.at - prev.at) / 1000 : 0;
-    d.history.push(dt > 0.2 && dt < 10 ? rates(prev.figures, f, dt) : { ok: null, requested: null, limited: null, unavailable: null, p99: null });
-    if (d.history.length > HISTORY) d.history.shift();
-    d.last.set(f.process, { figures: f, at: m.at });
-    d.figures = f;
-  }
+  if (m) addFigures(d, saleFigures(parse(m.text), d.id), m.at);
+  renderDetail();
+}
+
+// addFigures adds one sample of a sale's counters, read at (ms), to its
+// history. A rate is taken between two samples of the same process:
+// behind a load balancer the next scrape may be another instance's.
+function addFigures(d, f, at) {
+  const prev = d.last.get(f.process);
+  const dt = prev ? (at - prev.at) / 1000 : 0;
+  d.history.push(dt > 0.2 && dt < 10 ? rates(prev.figures, f, dt) : { ok: null, requested: null, limited: null, unavailable: null, p99: null });
+  if (d.history.length > HISTORY) d.history.shift();
+  d.last.set(f.process, { figures: f, at });
+  d.figures = f;
+}
+
+// setView takes a fresh admin view of the open sale; the list's row of
+// this sale follows the dashboard, not its own 5 s.
+function setView(d, v) {
+  d.view = v;
+  const i = list.sales.findIndex((s) => s.id === d.id);
+  if (i >= 0 && list.source === 'admin') { list.sales[i] = v; renderList(); }
+}
+
+// startStream reads the sale's dashboard stream until it fails or the
+// dashboard closes; on failure the dashboard polls and the stream is
+// tried again after d.backoff (doubling, at most 30 s).
+async function startStream(d) {
+  if (detail !== d || !admin) return;
+  d.abort = new AbortController();
+  let up = false;
+  try {
+    const r = await fetch(`/api/admin/sales/${enc(d.id)}/stream`, {
+      headers: { Authorization: 'Bearer ' + admin, Accept: 'text/event-stream' }, cache: 'no-store', signal: d.abort.signal });
+    if (r.status === 401) { signOut(); say('console.bad_token'); return; }
+    if (r.status === 404 && detail === d) {
+      const body = await r.json().catch(() => null);
+      if (body && body.error && !/no route/.test(body.error.message)) { d.missing = true; renderDetail(); return; }
+    }
+    if (!r.ok || !r.body) throw new Error('stream: ' + r.status);
+    const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buf = '';
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done || detail !== d) break;
+      buf += value;
+      let cut;
+      while ((cut = buf.indexOf('\n\n')) >= 0) {
+        const msg = buf.slice(0, cut);
+        buf = buf.slice(cut + 2);
+        const ev = /^event: (.*)$/m.exec(msg);
+        const data = /^data: (.*)$/m.exec(msg);
+        if (!ev || ev[1] !== 'dashboard' || !data) continue;
+        if (!up) { up = true; d.streaming = true; d.backoff = 2000; $('detail').dataset.feed = 'stream'; }
+        onDashboard(d, JSON.parse(data[1]));
+      }
+    }
+  } catch { /* network, aborted, or a bad message: poll */ }
+  if (detail !== d || (d.abort && d.abort.signal.aborted)) return;
+  d.streaming = false;
+  $('detail').dataset.feed = 'poll';
+  loadDetail(true);
+  d.retry = setTimeout(() => startStream(d), d.backoff);
+  d.backoff = Math.min(d.backoff * 2, 30000);
+}
+
+function stopStream(d) {
+  if (!d) return;
+  clearTimeout(d.retry);
+  if (d.abort) d.abort.abort();
+  d.streaming = false;
+}
+
+// onDashboard draws one message of the stream.
+function onDashboard(d, msg) {
+  setView(d, msg.sale);
+  if (msg.audit) d.audit = msg.audit;
+  inst.breaker = msg.breaker || null;
+  d.metrics = !!msg.figures;
+  if (msg.figures) addFigures(d, streamFigures(msg.figures), performance.now());
+  renderInstance();
   renderDetail();
 }
 

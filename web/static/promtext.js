@@ -28,19 +28,38 @@ const UNAVAILABLE = ['unavailable', 'overloaded', 'indeterminate'];
 
 export const STEPS = ['requested', 'admitted', 'reserved', 'written', 'paid'];
 
+const emptyFigures = () => ({ ok: 0, requested: 0, limited: 0, unavailable: 0, steps: {}, buckets: [], found: false, process: '' });
+
+// countOutcome adds n purchases answered with outcome to f.
+function countOutcome(f, outcome, n) {
+  f.found = true;
+  f.requested += n;
+  if (outcome === 'ok') f.ok += n;
+  else if (outcome === 'rate_limited') f.limited += n;
+  else if (UNAVAILABLE.includes(outcome)) f.unavailable += n;
+}
+
+// streamFigures reads the figures of one message of the operators'
+// stream (GET /api/admin/sales/{id}/stream) into saleFigures' shape.
+export function streamFigures(x) {
+  const f = emptyFigures();
+  f.process = String(x.process_start);
+  for (const [outcome, n] of Object.entries(x.purchases || {})) countOutcome(f, outcome, n);
+  f.steps = { ...(x.steps || {}) };
+  const lat = x.purchase_latency || { count: 0, buckets: [] };
+  f.buckets = lat.buckets.map((b) => ({ le: b.le, count: b.count })).concat([{ le: Infinity, count: lat.count }]);
+  return f;
+}
+
 // saleFigures picks one sale's counters and the purchase route's latency
 // buckets out of parsed samples.
 export function saleFigures(samples, saleID) {
-  const f = { ok: 0, requested: 0, limited: 0, unavailable: 0, steps: {}, buckets: [], found: false, process: '' };
+  const f = emptyFigures();
   for (const s of samples) {
     if (s.name === 'process_start_time_seconds') {
       f.process = String(s.value); // which instance answered: behind a load balancer, each scrape may be another
     } else if (s.name === 'flashsale_purchases_total' && s.labels.sale === saleID) {
-      f.found = true;
-      f.requested += s.value;
-      if (s.labels.outcome === 'ok') f.ok += s.value;
-      else if (s.labels.outcome === 'rate_limited') f.limited += s.value;
-      else if (UNAVAILABLE.includes(s.labels.outcome)) f.unavailable += s.value;
+      countOutcome(f, s.labels.outcome, s.value);
     } else if (s.name === 'flashsale_funnel_steps_total' && s.labels.sale === saleID) {
       f.steps[s.labels.step] = s.value;
     } else if (s.name === 'flashsale_http_request_duration_seconds_bucket' && s.labels.route === PURCHASE_ROUTE) {
