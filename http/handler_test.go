@@ -844,19 +844,5 @@ func newTestLogger(w io.Writer) *slog.Logger { return slog.New(slog.NewTextHandl
 // BenchmarkHandlerPurchaseSoldOut measures this layer alone (routing, auth,
 // decoding, the error answer) on the hot path, without a network or service.
 func BenchmarkHandlerPurchaseSoldOut(b *testing.B) {
-	s := newStubServer(&stubService{err: flashsale.ErrSoldOut})
-	tok := "Bearer " + sign(b, jwt.SigningMethodHS256, testSecret, jwt.MapClaims{"sub": "alice", "exp": t0.Add(time.Hour).Unix()})
-	h := s.Handler()
-	body := []byte(`{"rooms":1,"check_in":"2026-12-24"}`)
-	r := httptest.NewRequest("POST", "/api/sales/01JSALE/purchase", nil)
-	r.Header.Set("Authorization", tok)
-	b.ReportAllocs()
-	for b.Loop() {
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, r)
-		if w.Code != http.StatusConflict {
-			b.Fatalf("status %d", w.Code)
-		}
-	}
+	benchmarkSoldOut(b, newStubServer(&stubService{err: flashsale.ErrSoldOut}))
 }

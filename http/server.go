@@ -69,6 +69,9 @@ type Config struct {
 	Now func() time.Time
 	// Logger receives internal errors; discarded when nil.
 	Logger *slog.Logger
+	// AccessLog, when set, counts every request and logs some
+	// (accesslog.go); nil: no access log.
+	AccessLog *AccessLog
 }
 
 // Defaults for Config.
@@ -102,6 +105,7 @@ type Server struct {
 	handler        http.Handler
 	metrics        http.Handler
 	gather         func() ([]*dto.MetricFamily, error)
+	access         *AccessLog
 }
 
 // NewServer returns a Server over svc.
@@ -124,6 +128,7 @@ func NewServer(svc flashsale.Service, cfg Config) *Server {
 		mux:       http.NewServeMux(),
 		metrics:   cfg.Metrics,
 		gather:    cfg.Gather,
+		access:    cfg.AccessLog,
 
 		trustedProxies: cfg.TrustedProxies,
 	}
@@ -152,6 +157,13 @@ func NewServer(svc flashsale.Service, cfg Config) *Server {
 		s.mux.HandleFunc(rt.pattern, timed(cfg.Route, rt.pattern, rt.handler))
 	}
 	s.mux.HandleFunc("/", timed(cfg.Route, "unmatched", s.handleNoRoute))
+	if s.access != nil {
+		var patterns []string
+		for _, rt := range s.routes() {
+			patterns = append(patterns, rt.pattern)
+		}
+		s.access.register(patterns)
+	}
 	s.handler = http.HandlerFunc(s.serveHTTP)
 	return s
 }
@@ -232,7 +244,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			s.writeError(w, r, fmt.Errorf("panic: %v", v))
 		}
 	}()
-	s.mux.ServeHTTP(w, r)
+	s.access.logged(w, r, s.mux.ServeHTTP)
 }
 
 // handleNoRouteFound is the 404 of a path no route serves.

@@ -143,7 +143,10 @@ type Config struct {
 	TrustedProxies []netip.Prefix
 	LogLevel       slog.Level // FLASHSALE_LOG_LEVEL: debug, info, warn, error
 	LogFormat      string     // FLASHSALE_LOG_FORMAT: text or json, one stream either way
-	Demo           bool       // --demo: seed a sample sale and enable POST /api/demo/login
+	// AccessLogSample is how many requests that went well share one
+	// access-log line (http.AccessLog). FLASHSALE_ACCESS_LOG_SAMPLE.
+	AccessLogSample int
+	Demo            bool // --demo: seed a sample sale and enable POST /api/demo/login
 	// DebugAddr is where net/http/pprof listens, never on the public
 	// port; empty is off. FLASHSALE_DEBUG_ADDR, --debug-addr.
 	DebugAddr string

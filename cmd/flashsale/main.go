@@ -287,12 +287,14 @@ func (m *Main) open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	access := fshttp.NewAccessLog(m.log, cfg.AccessLogSample)
+	m.closers = append(m.closers, access.Close)
 	h := fshttp.NewServer(m.svc, fshttp.Config{
 		JWTSecret: []byte(jwtSecret), AdminToken: adminToken, PaymentToken: cfg.PaymentToken, Demo: cfg.Demo, Logger: m.log,
 		JWKS: keys, JWTIssuer: cfg.JWTIssuer, JWTAudience: cfg.JWTAudience,
 		RequestTimeout: cfg.RequestTimeout,
 		Limiter:        m.limiter, ReadPerIP: cfg.ReadPerIP, TrustedProxies: cfg.TrustedProxies,
-		Route: m.metrics.Route, Metrics: metricsHandler, Gather: m.metrics.Registry().Gather,
+		Route: m.metrics.Route, Metrics: metricsHandler, Gather: m.metrics.Registry().Gather, AccessLog: access,
 	})
 	// The pages (/, /sales/{id}, /console) sit in front of the API, whose
 	// routes keep priority.

@@ -140,6 +140,14 @@ var settings = []setting{
 		c.LogFormat = v
 		return nil
 	}},
+	{env: "FLASHSALE_ACCESS_LOG_SAMPLE", def: "1000", help: "one access-log line for each N requests that went well (0: none); every 5xx, other 4xx and slow one gets its own, and each route a summary line a second", set: func(c *Config, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return errors.New("want a whole number of requests, 0 or more")
+		}
+		c.AccessLogSample = n
+		return nil
+	}},
 	{env: "FLASHSALE_DEBUG_ADDR", help: "a listener of its own for net/http/pprof, e.g. 127.0.0.1:6060; off when empty", set: str(func(c *Config) *string { return &c.DebugAddr })},
 	{env: "FLASHSALE_METRICS_ADDR", help: "serve /metrics on this address instead of the main listener", set: str(func(c *Config) *string { return &c.MetricsAddr })},
 	{env: "FLASHSALE_SHUTDOWN_DELAY", def: "0s", help: "on SIGTERM, how long /readyz says 503 while requests are still served", set: dur(func(c *Config) *time.Duration { return &c.ShutdownDelay })},
