@@ -539,6 +539,9 @@ function priceHints() {
     const v = parseInt($('f-' + k).value, 10);
     $('h-' + k).textContent = Number.isInteger(v) && /^[A-Z]{3}$/.test(cur) ? '= ' + money(v, cur) : '';
   }
+  const { tiers } = form.readTiers($('f-price_tiers').value, NaN, Infinity);
+  $('h-price_tiers').textContent = tiers && tiers.length && /^[A-Z]{3}$/.test(cur)
+    ? tiers.map((x) => t('tier', { n: x.rooms, price: money(x.price, cur) })).join(' · ') : '';
 }
 
 async function submitCreate(e) {
@@ -590,5 +593,5 @@ $('add-night').addEventListener('click', () => {
   form.addNight(next, stockOf).querySelector('input').focus();
 });
 $('create').addEventListener('submit', submitCreate);
-for (const id of ['f-price', 'f-original_price', 'f-currency']) $(id).addEventListener('input', priceHints);
+for (const id of ['f-price', 'f-original_price', 'f-currency', 'f-price_tiers']) $(id).addEventListener('input', priceHints);
 if (admin) signIn(admin);

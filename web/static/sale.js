@@ -69,7 +69,26 @@ const dayOf = (d) => Date.parse(d + 'T00:00:00Z');
 function stay() {
   const checkIn = $('checkin').value || (rooms[0] && rooms[0].date);
   const n = parseInt($('nights').value || '1', 10);
-  return { checkIn, nights: n };
+  const r = parseInt($('rooms').value || '1', 10);
+  return { checkIn, nights: n, rooms: r };
+}
+
+// unitPrice is the per-room-night price of rooms rooms: the tier with the
+// most rooms at or below it, else the sale's price (Sale.UnitPrice).
+function unitPrice(rooms) {
+  let p = sale.price;
+  for (const tr of sale.price_tiers || []) if (rooms >= tr.rooms) p = tr.price;
+  return p;
+}
+
+// fillRooms offers 1 to the sale's per-guest limit.
+function fillRooms() {
+  const sel = $('rooms');
+  const max = Math.max(1, Math.min(sale.per_user_limit || 1, 1000));
+  if (sel.options.length === max) return;
+  const keep = sel.value;
+  sel.replaceChildren(...Array.from({ length: max }, (_, i) => new Option(String(i + 1), String(i + 1))));
+  if (keep && parseInt(keep, 10) <= max) sel.value = keep;
 }
 
 // stayLeft is the rooms left for the chosen stay: its scarcest night.
@@ -216,7 +235,7 @@ async function buy() {
       ptoken = tk.body.token;
     }
     const s = stay();
-    const req = { token, body: { token: ptoken, check_in: s.checkIn, nights: s.nights }, headers: { 'Idempotency-Key': crypto.randomUUID() } };
+    const req = { token, body: { token: ptoken, check_in: s.checkIn, nights: s.nights, rooms: s.rooms }, headers: { 'Idempotency-Key': crypto.randomUUID() } };
     let p = await call('POST', `/api/sales/${eid}/purchase`, req);
     for (let i = 0; p.status === 0 && i < 2; i++) { // the same key: a retry cannot buy twice
       await sleep(500 * (i + 1));
@@ -328,6 +347,23 @@ function render() {
   $('room').textContent = sale.room_type;
   $('price').textContent = money(sale.price, sale.currency);
   $('original').textContent = sale.original_price > sale.price ? money(sale.original_price, sale.currency) : '';
+  const tiers = sale.price_tiers || [];
+  $('tiers-box').hidden = !tiers.length;
+  const shownTiers = JSON.stringify([tiers, lang]);
+  if ($('tiers').dataset.shown !== shownTiers) {
+    $('tiers').replaceChildren(...tiers.map((tr) => {
+      const li = document.createElement('li');
+      li.textContent = t('tier', { n: tr.rooms, price: money(tr.price, sale.currency) });
+      return li;
+    }));
+    $('tiers').dataset.shown = shownTiers;
+  }
+  const s = stay();
+  const unit = unitPrice(s.rooms);
+  const total = unit * s.rooms * s.nights;
+  const amount = t('amount', { amount: money(total, sale.currency), rooms: s.rooms, nights: s.nights, unit: money(unit, sale.currency) });
+  if ($('amount').textContent !== amount) $('amount').textContent = amount; // aria-live: only a change is read out
+  $('amount').dataset.amount = String(total);
   const left = stayLeft();
   $('left').textContent = String(left);
   $('left').dataset.left = String(left);
@@ -390,10 +426,12 @@ async function start() {
   setupSwitch(() => { fillStay(); render(); });
   $('checkin').addEventListener('change', () => { fillStay(); render(); });
   $('nights').addEventListener('change', render);
+  $('rooms').addEventListener('change', render);
   $('buy').addEventListener('click', buy);
   $('cancel').addEventListener('click', cancelHold);
   $('pay').addEventListener('click', payDemo);
   if (!(await load())) return;
+  fillRooms();
   $('sale').hidden = false;
   if (demo && !token) await demoLogin();
   else if (demo) $('who').textContent = t('signed_in', { user: store.get('flashsale.demo_user') || '' });

@@ -8,7 +8,7 @@ const $ = (x) => document.getElementById(x);
 // FIELDS maps a field's JSON path to its input and its error line.
 const FIELDS = {
   title: ['f-title', 'e-title'], hotel: ['f-hotel', 'e-hotel'], room_type: ['f-room_type', 'e-room_type'],
-  price: ['f-price', 'e-price'], original_price: ['f-original_price', 'e-original_price'], currency: ['f-currency', 'e-currency'],
+  price: ['f-price', 'e-price'], price_tiers: ['f-price_tiers', 'e-price_tiers'], original_price: ['f-original_price', 'e-original_price'], currency: ['f-currency', 'e-currency'],
   starts_at: ['f-starts_at', 'e-starts_at'], ends_at: ['f-ends_at', 'e-ends_at'],
   per_user_limit: ['f-per_user_limit', 'e-per_user_limit'], hold_seconds: ['f-hold_seconds', 'e-hold_seconds'],
   purchase_token: ['f-purchase_token', 'e-purchase_token'], 'challenge.difficulty': ['f-challenge', 'e-challenge'],
@@ -30,6 +30,8 @@ function elementsOf(key) {
 }
 
 const MAX_MONEY = 2 ** 40;
+const MAX_TIERS = 10; // flashsale.MaxPriceTiers
+const TIER = /^(\d+)\s*:\s*(\d+)$/;
 const RATE = /^([0-9]+)\/[smh](?:,([0-9]+))?$/;
 const CHANNEL = /^[a-z0-9._-]{1,64}$/;
 const DATE = /^\d{4}-\d{2}-\d{2}$/;
@@ -172,7 +174,33 @@ export function read() {
     if (v !== 'off' && (!m || Number(m[1]) < 1 || Number(m[1]) > 1e6 || (m[2] !== undefined && (Number(m[2]) < 1 || Number(m[2]) > 1e6)))) bad('limits.' + k, 'v.rate');
   }
   if (Object.keys(limits).length) body.limits = limits;
+  const tiers = readTiers(val('f-price_tiers'), body.price, body.per_user_limit);
+  if (tiers.error) bad('price_tiers', ...tiers.error);
+  else if (tiers.tiers.length) body.price_tiers = tiers.tiers;
   return { body, errors: errs };
+}
+
+// readTiers parses "rooms:price, rooms:price" and checks it as
+// Sale.validatePriceTiers does: rooms going up from 2 to the rooms per
+// guest, prices going down, each below the sale's price. It returns
+// {tiers} or {error: [message key, vars]}.
+export function readTiers(text, price, perUser) {
+  const parts = text.split(',').map((x) => x.trim()).filter(Boolean);
+  const tiers = [];
+  for (const x of parts) {
+    const m = TIER.exec(x);
+    if (!m) return { error: ['v.tiers_format'] };
+    tiers.push({ rooms: Number(m[1]), price: Number(m[2]) });
+  }
+  if (tiers.length > MAX_TIERS) return { error: ['v.tiers_count', { max: MAX_TIERS }] };
+  let rooms = 1, before = price;
+  for (const [i, tr] of tiers.entries()) {
+    if (tr.rooms <= rooms || !(tr.rooms <= perUser)) return { error: ['v.tiers_rooms', { i: i + 1, max: perUser }] };
+    if (Number.isInteger(before) && tr.price >= before) return { error: ['v.tiers_price', { i: i + 1, price: before }] };
+    rooms = tr.rooms;
+    before = tr.price;
+  }
+  return { tiers };
 }
 
 // fieldOfMessage names the field a server's 400 message is about (its
