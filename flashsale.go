@@ -98,6 +98,11 @@ type Store interface {
 	AdjustStock(ctx context.Context, saleID string, d StockDelta, c SaleChange) (*NightStock, error)
 	// SaleChanges returns a sale's change log, oldest first.
 	SaleChanges(ctx context.Context, saleID string) ([]SaleChange, error)
+	// DeleteSale removes a test sale (Sale.Test) with its nights, orders,
+	// change log, events and their delivery log, in one transaction:
+	// ErrNotTestSale for any other sale (real sales are never deleted),
+	// ErrNotFound when there is none.
+	DeleteSale(ctx context.Context, id string) error
 	// SaleOrders returns up to q.Limit of a sale's orders, newest first
 	// (see OrderQuery).
 	SaleOrders(ctx context.Context, saleID string, q OrderQuery) ([]*Order, error)

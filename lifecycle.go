@@ -18,6 +18,8 @@ var (
 	ErrPaused = &Error{EPaused, "the sale is paused; try again when it resumes"}
 	// ErrStockInUse refuses taking away rooms that are held or sold.
 	ErrStockInUse = &Error{EStockInUse, "only rooms that are neither held nor sold can be removed"}
+	// ErrNotTestSale refuses deleting a sale that is not a test sale.
+	ErrNotTestSale = &Error{EConflict, "only test sales (created with \"test\": true) can be deleted"}
 )
 
 // Change kinds, as recorded in a SaleChange.

@@ -42,6 +42,9 @@ type Notice struct {
 	At      time.Time
 	// Payload is the JSON body delivered, fixed when the change committed.
 	Payload []byte
+	// Test marks an event of a test sale; the dispatcher sets it from the
+	// sale and the transports carry it as a header (it is not stored).
+	Test bool
 }
 
 // noticeTypes maps an order's status to the event it makes.

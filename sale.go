@@ -47,6 +47,10 @@ type Sale struct {
 	// Challenge, when its difficulty is set, makes the token endpoint ask
 	// for a proof of work first (it needs PurchaseToken).
 	Challenge Challenge `json:"challenge,omitzero"`
+	// Test marks a load test's sale (flashsale bench): hidden from the
+	// public list, marked in metrics (flashsale_sale_info) and events (a
+	// header), and deletable with its orders. Set at creation only.
+	Test bool `json:"test,omitempty"`
 	// Paused stops new tokens and purchases until the operator resumes
 	// the sale; holds and payments go on.
 	Paused bool `json:"paused"`

@@ -87,6 +87,9 @@ type Service interface {
 	AdjustStock(ctx context.Context, id string, d StockDelta) (*SaleView, error)
 	// SaleChanges returns a sale's change log, oldest first.
 	SaleChanges(ctx context.Context, id string) ([]SaleChange, error)
+	// DeleteSale removes a test sale and everything of it (ErrNotTestSale
+	// for a real one), on every instance within a second.
+	DeleteSale(ctx context.Context, id string) error
 	// SaleOrders returns a page of a sale's orders (newest first) and the
 	// next page's cursor, "" after the last one.
 	SaleOrders(ctx context.Context, id string, q OrderQuery) ([]*Order, string, error)

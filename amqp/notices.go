@@ -79,6 +79,7 @@ func (s *NoticeSink) publish(ctx context.Context, n flashsale.Notice) (*amqp091.
 		DeliveryMode: amqp091.Persistent,
 		MessageId:    n.ID,
 		Type:         string(n.Type),
+		Headers:      noticeHeaders(n),
 		Timestamp:    n.At,
 		Body:         n.Payload,
 	})
@@ -134,4 +135,12 @@ func (s *NoticeSink) Close() error {
 		return nil
 	}
 	return err
+}
+
+// noticeHeaders marks a test sale's event ("test": true), else none.
+func noticeHeaders(n flashsale.Notice) amqp091.Table {
+	if !n.Test {
+		return nil
+	}
+	return amqp091.Table{"test": true}
 }

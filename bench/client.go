@@ -170,7 +170,10 @@ type Sale struct {
 	PerUserLimit  int       `json:"per_user_limit"`
 	HoldSeconds   int       `json:"hold_seconds"`
 	PurchaseToken bool      `json:"purchase_token"`
-	Challenge     *struct {
+	// Test makes it a test sale: hidden from the public list, marked in
+	// metrics and events, deletable with its orders (DeleteSale).
+	Test      bool `json:"test,omitempty"`
+	Challenge *struct {
 		Difficulty int `json:"difficulty"`
 	} `json:"challenge,omitempty"`
 }
@@ -185,7 +188,7 @@ func NewSale(stock, holdSeconds int) Sale {
 		Nights: []Night{{Date: now.AddDate(0, 1, 0).Format(time.DateOnly), Stock: stock}},
 		Price:  39900, OriginalPrice: 69900, Currency: "CNY",
 		StartsAt: now.Add(-time.Second), EndsAt: now.Add(time.Hour),
-		PerUserLimit: 1, HoldSeconds: holdSeconds, PurchaseToken: true,
+		PerUserLimit: 1, HoldSeconds: holdSeconds, PurchaseToken: true, Test: true,
 	}
 }
 
@@ -198,6 +201,15 @@ func (c *Client) CreateSale(ctx context.Context, s Sale) (string, error) {
 		return "", fmt.Errorf("create sale: %w", err)
 	}
 	return out.ID, nil
+}
+
+// DeleteSale deletes a test sale with its orders (the server refuses a
+// real one).
+func (c *Client) DeleteSale(ctx context.Context, saleID string) error {
+	if err := c.adminJSON(ctx, "DELETE", "/api/admin/sales/"+saleID, nil, nil, http.StatusNoContent); err != nil {
+		return fmt.Errorf("delete sale: %w", err)
+	}
+	return nil
 }
 
 // View is the guest's sale page, GET /api/sales/{id}.

@@ -330,3 +330,22 @@ func (s *Service) refreshSales(ctx context.Context) error {
 	}
 	return nil
 }
+
+// DeleteSale removes a test sale (the store refuses a real one). This
+// instance forgets it at once; the others when their refresh finds it no
+// longer current though not due to end, as after a close. The engine's
+// copy is left to expire: nothing can buy from a sale that is not found.
+func (s *Service) DeleteSale(ctx context.Context, id string) error {
+	s.lifeMu.Lock()
+	defer s.lifeMu.Unlock()
+	if err := s.store.DeleteSale(ctx, id); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	delete(s.sales, id)
+	s.mu.Unlock()
+	s.reads.list.Invalidate(struct{}{})
+	s.reads.unknown.Set(id, struct{}{})
+	s.log.Info("test sale deleted", "sale_id", id)
+	return nil
+}

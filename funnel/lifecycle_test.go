@@ -297,3 +297,38 @@ func TestLifecycleStorm(t *testing.T) {
 	}
 	t.Logf("%d held, %d sold out, %d pause toggles; stock now %d/%d", held.Load(), refused.Load(), paused.Load(), ns[0].Stock, ns[1].Stock)
 }
+
+// TestTestSale: a test sale sells like any other, is left out of the
+// public list, and is deleted with its orders; a real one is not.
+func TestTestSale(t *testing.T) {
+	e := mustOpen(t)
+	ctx := context.Background()
+	real := e.sale(t, nil, 5)
+	test := e.sale(t, func(s *flashsale.Sale) { s.Test = true }, 5)
+	o, err := e.buy(t, alice, flashsale.PurchaseRequest{SaleID: test.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	views, err := e.svc.Sales(ctx)
+	if err != nil || len(views) != 1 || views[0].ID != real.ID {
+		t.Fatalf("Sales = %d views (%v), want only the real sale", len(views), err)
+	}
+	if v, err := e.svc.PublicSale(ctx, test.ID); err != nil || !v.Test {
+		t.Fatalf("PublicSale(test sale) = %+v, %v: its page is the load test's", v, err)
+	}
+	if err := e.svc.DeleteSale(ctx, real.ID); !errors.Is(err, flashsale.ErrNotTestSale) {
+		t.Fatalf("DeleteSale(real) = %v, want ErrNotTestSale", err)
+	}
+	if err := e.svc.DeleteSale(ctx, test.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.PublicSale(ctx, test.ID); !errors.Is(err, flashsale.ErrNotFound) {
+		t.Fatalf("PublicSale(deleted) = %v, want ErrNotFound", err)
+	}
+	if _, err := e.svc.Order(ctx, alice, o.ID); !errors.Is(err, flashsale.ErrNotFound) {
+		t.Fatalf("Order of the deleted sale = %v, want ErrNotFound", err)
+	}
+	if _, err := e.svc.AdminSale(ctx, real.ID); err != nil {
+		t.Fatalf("the real sale: %v", err)
+	}
+}

@@ -176,7 +176,11 @@ func (s *Service) deliverBatch(ctx context.Context, sink flashsale.NoticeSink, n
 						results[i] = errNotTried
 						continue
 					}
-					results[i] = s.deliverOne(ctx, sink, ns[i], tries[i])
+					n := ns[i]
+					if sale, err := s.sale(ctx, n.SaleID); err == nil {
+						n.Test = sale.Test
+					}
+					results[i] = s.deliverOne(ctx, sink, n, tries[i])
 					if failed = results[i] != nil; failed {
 						anyFailed.Store(true)
 					}

@@ -358,3 +358,18 @@ func (s *Server) writeOrdersCSV(w http.ResponseWriter, r *http.Request, id strin
 	}
 	cw.Flush()
 }
+
+// handleDeleteSale removes a test sale with its orders: 204, or 409 for a
+// sale that is not a test sale.
+func (s *Server) handleDeleteSale(w http.ResponseWriter, r *http.Request) {
+	id, err := pathID(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if err := s.svc.DeleteSale(r.Context(), id); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}

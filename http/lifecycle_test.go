@@ -79,6 +79,16 @@ func (s *stubService) AdjustStock(ctx context.Context, id string, d flashsale.St
 	return s.view(), nil
 }
 
+func (s *stubService) DeleteSale(ctx context.Context, id string) error {
+	if err := s.lifeRecord(id, func(l *lifecycleCalls) { l.action = "delete" }); err != nil {
+		return err
+	}
+	if id != "s1" {
+		return flashsale.ErrNotTestSale
+	}
+	return nil
+}
+
 func (s *stubService) SaleChanges(ctx context.Context, id string) ([]flashsale.SaleChange, error) {
 	if err := s.lifeRecord(id, func(*lifecycleCalls) {}); err != nil {
 		return nil, err
@@ -157,6 +167,15 @@ func TestLifecycleRoutes(t *testing.T) {
 			}
 		})
 	}
+	t.Run("Delete", func(t *testing.T) {
+		if w := admin("DELETE", "/api/admin/sales/s1", ""); w.Code != 204 || svc.life.action != "delete" {
+			t.Fatalf("DELETE test sale: %d %s", w.Code, w.Body)
+		}
+		wantError(t, admin("DELETE", "/api/admin/sales/real", ""), 409, flashsale.EConflict)
+		if w := do(t, srv, "DELETE", "/api/admin/sales/s1", "alice", ""); w.Code != 403 && w.Code != 401 {
+			t.Errorf("a user's DELETE = %d", w.Code)
+		}
+	})
 	t.Run("Stock", func(t *testing.T) {
 		w := admin("POST", "/api/admin/sales/s1/nights/2026-12-24/stock", `{"delta":-2}`)
 		if w.Code != 200 || svc.life.delta != (flashsale.StockDelta{Date: "2026-12-24", Delta: -2}) {

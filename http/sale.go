@@ -26,7 +26,9 @@ type saleBody struct {
 	PerUserLimit  *int                  `json:"per_user_limit"`
 	HoldSeconds   *int                  `json:"hold_seconds"`
 	PurchaseToken *bool                 `json:"purchase_token"`
-	Eligibility   struct {
+	// Test makes a load test's sale (see flashsale.Sale.Test).
+	Test        bool `json:"test"`
+	Eligibility struct {
 		MinTier     flashsale.Tier `json:"min_tier"`
 		MinStays30d int            `json:"min_stays_30d"`
 		Channels    []string       `json:"channels"`
@@ -76,6 +78,7 @@ func decodeSale(r io.Reader) (*flashsale.Sale, error) {
 		Eligibility: flashsale.Eligibility{MinTier: b.Eligibility.MinTier,
 			MinStays30d: b.Eligibility.MinStays30d, Channels: b.Eligibility.Channels},
 		Challenge: b.Challenge,
+		Test:      b.Test,
 	}
 	var err error
 	for _, l := range []struct {
@@ -144,6 +147,7 @@ type saleJSON struct {
 	Limits        flashsale.SaleLimits   `json:"limits"`
 	Challenge     flashsale.Challenge    `json:"challenge,omitzero"`
 	Paused        bool                   `json:"paused"`
+	Test          bool                   `json:"test,omitempty"`
 	Revision      int64                  `json:"revision"`
 	CreatedAt     time.Time              `json:"created_at"`
 	Status        flashsale.SaleStatus   `json:"status"`
@@ -160,7 +164,7 @@ func adminView(v *flashsale.SaleView) saleJSON {
 	return saleJSON{
 		ID: s.ID, Title: s.Title, Description: s.Description, Hotel: s.Hotel, RoomType: s.RoomType,
 		Price: s.Price, OriginalPrice: s.OriginalPrice, PriceTiers: s.PriceTiers, Currency: s.Currency,
-		StartsAt: s.StartsAt, EndsAt: s.EndsAt, PerUserLimit: s.PerUserLimit, Paused: s.Paused, Revision: s.Revision,
+		StartsAt: s.StartsAt, EndsAt: s.EndsAt, PerUserLimit: s.PerUserLimit, Paused: s.Paused, Test: s.Test, Revision: s.Revision,
 		HoldSeconds: s.HoldSeconds, PurchaseToken: s.PurchaseToken, Eligibility: s.Eligibility,
 		Limits: s.Limits, Challenge: s.Challenge, CreatedAt: s.CreatedAt, Status: v.Status, ServerTime: v.ServerTime, Nights: nights,
 	}
@@ -230,6 +234,7 @@ type createdSaleJSON struct {
 	Eligibility   flashsale.Eligibility `json:"eligibility"`
 	Limits        flashsale.SaleLimits  `json:"limits"`
 	Challenge     flashsale.Challenge   `json:"challenge,omitzero"`
+	Test          bool                  `json:"test,omitempty"`
 	CreatedAt     time.Time             `json:"created_at"`
 }
 
@@ -253,7 +258,7 @@ func (s *Server) handleCreateSale(w http.ResponseWriter, r *http.Request) {
 		Currency: created.Currency, StartsAt: created.StartsAt, EndsAt: created.EndsAt,
 		PerUserLimit: created.PerUserLimit, HoldSeconds: created.HoldSeconds,
 		PurchaseToken: created.PurchaseToken, Eligibility: created.Eligibility, Limits: created.Limits,
-		Challenge: created.Challenge, CreatedAt: created.CreatedAt,
+		Challenge: created.Challenge, Test: created.Test, CreatedAt: created.CreatedAt,
 	})
 }
 

@@ -187,6 +187,7 @@ func (s *Server) routes() []route {
 		{"GET /api/admin/sales", s.requireAdmin(s.handleListSales)},
 		{"GET /api/admin/sales/{id}", s.requireAdmin(s.handleAdminSale)},
 		{"PATCH /api/admin/sales/{id}", s.requireAdmin(s.handleUpdateSale)},
+		{"DELETE /api/admin/sales/{id}", s.requireAdmin(s.handleDeleteSale)},
 		{"POST /api/admin/sales/{id}/pause", s.requireAdmin(s.handleSaleAction(pauseSale))},
 		{"POST /api/admin/sales/{id}/resume", s.requireAdmin(s.handleSaleAction(resumeSale))},
 		{"POST /api/admin/sales/{id}/close", s.requireAdmin(s.handleSaleAction(closeSale))},

@@ -83,7 +83,7 @@ type FunnelObserver Metrics
 func (o *FunnelObserver) m() *Metrics { return (*Metrics)(o) }
 
 // Sale tracks a sale the funnel knows, up to the cap.
-func (o *FunnelObserver) Sale(s *flashsale.Sale) { o.m().track(s.ID, s.EndsAt) }
+func (o *FunnelObserver) Sale(s *flashsale.Sale) { o.m().track(s.ID, s.EndsAt, s.Test) }
 
 // Purchase counts one purchase's answer.
 func (o *FunnelObserver) Purchase(saleID string, err error) {

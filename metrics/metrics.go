@@ -16,6 +16,7 @@ package metrics
 import (
 	"cmp"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -68,6 +69,7 @@ type Metrics struct {
 	releaseDelay prometheus.Histogram
 	auditFound   *prometheus.GaugeVec
 	auditLeft    *prometheus.GaugeVec
+	saleInfo     *prometheus.GaugeVec
 	audits       *prometheus.CounterVec
 
 	routes *prometheus.HistogramVec
@@ -99,6 +101,7 @@ func New(cfg Config) *Metrics {
 	m.releaseDelay = f.histogram("hold_release_delay_seconds", "How long after its hold ended an expired order's units were back in the stock engine.")
 	m.auditFound = f.gaugeVec("audit_findings", "Findings of the sale's last scheduled audit (drift between the books), before repair.", "sale")
 	m.auditLeft = f.gaugeVec("audit_unrepaired_findings", "Findings the sale's last scheduled audit left after repairing what is safe.", "sale")
+	m.saleInfo = f.gaugeVec("sale_info", "1 for each tracked sale; test=\"true\" marks a load test's sale, so a query can leave them out (on(sale) group_left).", "sale", "test")
 	m.audits = f.counterVec("audits_total", "Scheduled audits run, by result: balanced, drift, error.", "result")
 
 	m.routes = f.histogramVec("http_request_duration_seconds", "HTTP request latency by route pattern.", "route")
@@ -157,6 +160,7 @@ type saleSet struct {
 	expiries prometheus.Counter
 	label    string
 	ends     time.Time
+	test     string // its sale_info's test label
 }
 
 func (m *Metrics) newSaleSet(label string, ends time.Time) *saleSet {
@@ -180,7 +184,7 @@ func (m *Metrics) sale(saleID string) *saleSet {
 
 // track starts tracking a sale under its ID if there is room, making
 // room by forgetting the sales that ended over EndedKeep ago.
-func (m *Metrics) track(saleID string, ends time.Time) {
+func (m *Metrics) track(saleID string, ends time.Time, test bool) {
 	if saleID == "" || saleID == OtherSale {
 		return
 	}
@@ -210,6 +214,8 @@ func (m *Metrics) track(saleID string, ends time.Time) {
 		}
 	}
 	next[saleID] = m.newSaleSet(saleID, ends)
+	next[saleID].test = strconv.FormatBool(test)
+	m.saleInfo.WithLabelValues(saleID, next[saleID].test).Set(1)
 	m.sales.Store(&next)
 }
 
@@ -226,6 +232,7 @@ func (m *Metrics) forget(s *saleSet) {
 	m.holdExpiries.DeleteLabelValues(s.label)
 	m.auditFound.DeleteLabelValues(s.label)
 	m.auditLeft.DeleteLabelValues(s.label)
+	m.saleInfo.DeleteLabelValues(s.label, s.test)
 }
 
 // factory registers families under the namespace.

@@ -37,7 +37,7 @@ func (m *Metrics) Store(next flashsale.Store) flashsale.Store {
 		transition: op("transition"), expireHolds: op("expire_holds"), snapshot: op("snapshot"),
 		failOrder: op("fail_order"), ping: op("ping"), pendingMigrations: op("pending_migrations"),
 		listSales: op("list_sales"), updateSale: op("update_sale"), adjustStock: op("adjust_stock"),
-		saleChanges: op("sale_changes"), saleOrders: op("sale_orders"),
+		saleChanges: op("sale_changes"), saleOrders: op("sale_orders"), deleteSale: op("delete_sale"),
 		claimNotices: op("claim_notices"), ackNotices: op("ack_notices"), noticeCursor: op("notice_cursor"),
 		recordDelivery: op("record_delivery"), deliveries: op("deliveries"),
 	}
@@ -54,6 +54,7 @@ type store struct {
 	createSale, sale, sales, nightStocks, placeOrders, order, orderByKey *call
 	transition, expireHolds, snapshot, failOrder, ping                   *call
 	listSales, updateSale, adjustStock, saleChanges, saleOrders          *call
+	deleteSale                                                           *call
 	claimNotices, ackNotices, noticeCursor, recordDelivery, deliveries   *call
 	pendingMigrations                                                    *call
 	placed                                                               [len(placeResults)]prometheus.Counter
@@ -184,6 +185,13 @@ func (s *store) SaleChanges(ctx context.Context, saleID string) ([]flashsale.Sal
 	cs, err := s.next.SaleChanges(ctx, saleID)
 	s.saleChanges.done(start, err)
 	return cs, err
+}
+
+func (s *store) DeleteSale(ctx context.Context, id string) error {
+	start := time.Now()
+	err := s.next.DeleteSale(ctx, id)
+	s.deleteSale.done(start, err)
+	return err
 }
 
 func (s *store) SaleOrders(ctx context.Context, saleID string, q flashsale.OrderQuery) ([]*flashsale.Order, error) {

@@ -50,8 +50,8 @@ func (s *Store) UpdateSale(ctx context.Context, sale *flashsale.Sale, rev int64,
 					original_price = $5, currency = $6, starts_at_ms = $7, ends_at_ms = $8, per_user_limit = $9,
 					hold_seconds = $10, purchase_token = $11, min_tier = $12, min_stays_30d = $13, channels = $14,
 					limit_per_sale = $15, limit_per_user = $16, limit_per_ip = $17, challenge_difficulty = $18,
-					price_tiers = $19, description = $20, paused = $21, revision = revision + 1
-					WHERE id = $22 AND revision = $23`,
+					price_tiers = $19, test = $20, description = $21, paused = $22, revision = revision + 1
+					WHERE id = $23 AND revision = $24`,
 					append(append([]any{sale.Title, sale.Hotel, sale.RoomType, sale.Price, sale.OriginalPrice,
 						sale.Currency, ms(sale.StartsAt), ms(sale.EndsAt), sale.PerUserLimit, sale.HoldSeconds,
 						sale.PurchaseToken, string(sale.Eligibility.MinTier)}, rules.Args()...),

@@ -33,10 +33,10 @@ func (s *Store) CreateSale(ctx context.Context, sale *flashsale.Sale) error {
 		rules := sqlrows.RulesOf(sale)
 		_, err := tx.Exec(ctx, `INSERT INTO sales (id, title, hotel, room_type, price, original_price,
 			currency, starts_at_ms, ends_at_ms, per_user_limit, hold_seconds, purchase_token, min_tier, created_at_ms,
-			min_stays_30d, channels, limit_per_sale, limit_per_user, limit_per_ip, challenge_difficulty, price_tiers,
+			min_stays_30d, channels, limit_per_sale, limit_per_user, limit_per_ip, challenge_difficulty, price_tiers, test,
 			description, paused, revision)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
-			$21, $22, $23, $24)`,
+			$21, $22, $23, $24, $25)`,
 			append(append([]any{sale.ID, sale.Title, sale.Hotel, sale.RoomType, sale.Price, sale.OriginalPrice,
 				sale.Currency, ms(sale.StartsAt), ms(sale.EndsAt), sale.PerUserLimit, sale.HoldSeconds,
 				sale.PurchaseToken, string(sale.Eligibility.MinTier), ms(sale.CreatedAt)}, rules.Args()...),
@@ -74,7 +74,7 @@ func insertNights(ctx context.Context, tx pgx.Tx, sale *flashsale.Sale) error {
 const saleColumns = `s.id, s.title, s.hotel, s.room_type, s.price, s.original_price, s.currency,
 	s.starts_at_ms, s.ends_at_ms, s.per_user_limit, s.hold_seconds, s.purchase_token, s.min_tier,
 	s.created_at_ms, s.min_stays_30d, s.channels, s.limit_per_sale, s.limit_per_user, s.limit_per_ip,
-	s.challenge_difficulty, s.price_tiers, s.description, s.paused, s.revision, to_char(n.date, 'YYYY-MM-DD'), n.stock`
+	s.challenge_difficulty, s.price_tiers, s.test, s.description, s.paused, s.revision, to_char(n.date, 'YYYY-MM-DD'), n.stock`
 
 // Sale returns one sale with its nights, or ErrNotFound.
 func (s *Store) Sale(ctx context.Context, id string) (*flashsale.Sale, error) {

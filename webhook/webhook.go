@@ -33,6 +33,8 @@ const (
 	// a receiver can drop a duplicate before parsing it.
 	EventIDHeader   = "Flashsale-Event-Id"
 	EventTypeHeader = "Flashsale-Event-Type"
+	// TestHeader is "true" on the events of a test sale (a load test's).
+	TestHeader = "Flashsale-Test"
 )
 
 // ToleranceDefault is how old a signature Verify accepts by default.
@@ -81,6 +83,9 @@ func (s *Sink) Deliver(ctx context.Context, n flashsale.Notice) (int, error) {
 	req.Header.Set(EventIDHeader, n.ID)
 	req.Header.Set(EventTypeHeader, string(n.Type))
 	req.Header.Set(SignatureHeader, Sign(s.secret, s.now(), n.Payload))
+	if n.Test {
+		req.Header.Set(TestHeader, "true")
+	}
 	resp, err := s.client.Do(req)
 	if err != nil {
 		return 0, fmt.Errorf("webhook: post %s: %w", n.ID, err)

@@ -50,6 +50,14 @@ func TestDeliver(t *testing.T) {
 	if err := Verify(secret, r.Header.Get(SignatureHeader), bodies[0], time.Now(), ToleranceDefault); err != nil {
 		t.Fatalf("the receiver cannot verify the signature: %v", err)
 	}
+	if r.Header.Get(TestHeader) != "" {
+		t.Errorf("a real sale's event has %s: %q", TestHeader, r.Header.Get(TestHeader))
+	}
+	n.Test = true
+	if _, err := s.Deliver(t.Context(), n); err != nil || got[1].Header.Get(TestHeader) != "true" {
+		t.Errorf("a test sale's event: %v, %s = %q, want true", err, TestHeader, got[1].Header.Get(TestHeader))
+	}
+	n.Test = false
 	for _, st := range []int{http.StatusInternalServerError, http.StatusBadRequest, http.StatusFound} {
 		mu.Lock()
 		status = st

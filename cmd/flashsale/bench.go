@@ -85,6 +85,9 @@ type benchFlags struct {
 	targets, metrics       []string // URL, or path=URL with --compare
 	admin, secret          string
 	self, ceiling, compare bool
+	// realSales makes the sales real ones (not test sales); cleanup
+	// deletes each round's test sale after its check.
+	realSales, cleanup     bool
 	ceilingSrc             string
 	paths                  string
 	databaseURL, redisURL  string
@@ -130,6 +133,8 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 	fset.BoolVar(&f.self, "self", false, "start the embedded server in its own process and bench it")
 	fset.BoolVar(&f.ceiling, "ceiling", false, "run each round against the ceiling handler too and quote ratios to it")
 	fset.StringVar(&f.ceilingSrc, "ceiling-src", "../shared/bench/ceiling", "directory of the ceiling's main.go (absent: this binary's copy)")
+	fset.BoolVar(&f.realSales, "real-sales", false, "create real sales instead of test sales (test sales are hidden from the public list, marked in metrics and events, and deletable)")
+	fset.BoolVar(&f.cleanup, "cleanup", false, "delete each round's test sale with its orders after its check (DELETE /api/admin/sales/{id})")
 	fset.BoolVar(&f.compare, "compare", false, "run the shape against each path (embedded, distributed, dbmode) and print them side by side")
 	fset.StringVar(&f.paths, "paths", strings.Join(bench.Paths, ","), "with --compare: the paths to run")
 	fset.StringVar(&f.databaseURL, "database-url", getenv("FLASHSALE_DATABASE_URL"), "with --compare --self: the MySQL or PostgreSQL database of the distributed and dbmode servers (FLASHSALE_DATABASE_URL)")
@@ -256,6 +261,7 @@ func benchRounds(ctx context.Context, f *benchFlags, shape bench.Shape, mix benc
 			rep.Ceilings = append(rep.Ceilings, res)
 		}
 		sale := bench.NewSale(f.stock, f.hold)
+		sale.Test = !f.realSales
 		if f.difficulty > 0 {
 			sale.Challenge = &struct {
 				Difficulty int `json:"difficulty"`
@@ -292,6 +298,12 @@ func benchRounds(ctx context.Context, f *benchFlags, shape bench.Shape, mix benc
 			return nil, fmt.Errorf("bench: check round %d: %w", round+1, err)
 		}
 		rep.Checks = append(rep.Checks, ck)
+		if f.cleanup && sale.Test {
+			if err := target.DeleteSale(ctx, id); err != nil {
+				return nil, fmt.Errorf("bench: cleanup of round %d: %w", round+1, err)
+			}
+			rep.Notes = append(rep.Notes, fmt.Sprintf("Round %d: test sale %s deleted with its orders (--cleanup).", round+1, id))
+		}
 	}
 	rep.Summarize()
 	return rep, nil

@@ -287,8 +287,9 @@ func TestBenchSelf(t *testing.T) {
 	bin := buildBinary(t)
 	jsonFile := filepath.Join(t.TempDir(), "bench.json")
 	out := runBuiltBench(t, bin, "--self", "--ceiling", "--ceiling-src", sharedCeiling, "--rounds", "2",
-		"--shape", "burst", "--guests", "300", "--stock", "30", "--hold", "2", "--think", "50ms", "--json", jsonFile)
-	for _, want := range []string{"every invariant held", "×ceil", "ceiling: ", "funnel (all rounds)", "purchase  202"} {
+		"--shape", "burst", "--guests", "300", "--stock", "30", "--hold", "2", "--think", "50ms", "--json", jsonFile, "--cleanup")
+	for _, want := range []string{"every invariant held", "×ceil", "ceiling: ", "funnel (all rounds)", "purchase  202",
+		"Round 1: test sale", "Round 2: test sale"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q", want)
 		}

@@ -65,13 +65,14 @@ func Sales(rows Rows) ([]*flashsale.Sale, error) {
 // order: min_stays_30d, channels (comma-joined), limit_per_sale,
 // limit_per_user, limit_per_ip (a rate as ParseRate reads it, ” for the
 // instance's default), challenge_difficulty, price_tiers
-// ("rooms:price,...", ” for none).
+// ("rooms:price,...", ” for none), test.
 type Rules struct {
 	MinStays30d             int
 	Channels                string
 	PerSale, PerUser, PerIP string
 	Difficulty              int
 	PriceTiers              string
+	Test                    bool
 }
 
 // RulesOf is what a store writes for sale's rules.
@@ -89,6 +90,7 @@ func RulesOf(sale *flashsale.Sale) Rules {
 		PerSale:     rate(l.PerSale), PerUser: rate(l.PerUser), PerIP: rate(l.PerIP),
 		Difficulty: sale.Challenge.Difficulty,
 		PriceTiers: priceTiers(sale.PriceTiers),
+		Test:       sale.Test,
 	}
 }
 
@@ -119,12 +121,12 @@ func parsePriceTiers(v string) ([]flashsale.PriceTier, error) {
 
 // Args are the Rules as query arguments, in column order.
 func (r *Rules) Args() []any {
-	return []any{r.MinStays30d, r.Channels, r.PerSale, r.PerUser, r.PerIP, r.Difficulty, r.PriceTiers}
+	return []any{r.MinStays30d, r.Channels, r.PerSale, r.PerUser, r.PerIP, r.Difficulty, r.PriceTiers, r.Test}
 }
 
 // Dest are the scan destinations of the Rules columns, in column order.
 func (r *Rules) Dest() []any {
-	return []any{&r.MinStays30d, &r.Channels, &r.PerSale, &r.PerUser, &r.PerIP, &r.Difficulty, &r.PriceTiers}
+	return []any{&r.MinStays30d, &r.Channels, &r.PerSale, &r.PerUser, &r.PerIP, &r.Difficulty, &r.PriceTiers, &r.Test}
 }
 
 // Apply sets sale's rules from what was read.
@@ -140,6 +142,7 @@ func (r *Rules) Apply(sale *flashsale.Sale) error {
 		return err
 	}
 	sale.PriceTiers = tiers
+	sale.Test = r.Test
 	for _, l := range []struct {
 		v  string
 		to **flashsale.Rate
