@@ -5,7 +5,10 @@
 // sale's dashboard updated every second: its nights from the admin view,
 // its funnel, purchases, 429s, 503s and the purchase route's p99, its
 // audit, the breaker; with the actions the API has: pause, resume, close,
-// add and take back rooms, preheat, repair.
+// add and take back rooms, preheat, repair; an edit of the sale (the
+// create form, prefilled, locked to what a started sale may change), its
+// change log, its orders (filtered, paged, and every one as CSV), and a
+// test sale's deletion.
 //
 // The dashboard is pushed by GET /api/admin/sales/{id}/stream, once a
 // second. EventSource cannot send the Authorization header, so the stream
@@ -167,7 +170,7 @@ function renderList() {
   $('list-note').textContent = list.source === 'public' ? t('console.list_public') : '';
   $('more').hidden = !list.next;
   // What the rows show, without server_time, which changes every second.
-  const shown = list.sales.map((s) => [s.id, s.title, s.hotel, s.room_type, statusOf(s), s.starts_at, s.ends_at, total(s, 'available'), total(s, 'sold')]);
+  const shown = list.sales.map((s) => [s.id, s.title, s.hotel, s.room_type, statusOf(s), s.starts_at, s.ends_at, total(s, 'available'), total(s, 'sold'), !!s.test]);
   const drawn = JSON.stringify([shown, document.documentElement.lang, detail && detail.id]);
   if (drawn === list.drawn) return; // unchanged: keep the focus where it is
   list.drawn = drawn;
@@ -182,7 +185,7 @@ function renderList() {
       'aria-label': t('console.open_sale', { title: s.title }), onclick: () => open(s.id) });
     if (detail && detail.id === s.id) btn.setAttribute('aria-current', 'true');
     return el('tr', { data: { sale: s.id } },
-      el('th', { scope: 'row' }, el('span', { textContent: s.title }), el('br'),
+      el('th', { scope: 'row' }, el('span', { textContent: s.title }), s.test ? testBadge() : '', el('br'),
         el('small', { textContent: `${s.hotel} · ${s.room_type} · ${when(s.starts_at)} – ${when(s.ends_at)}` })),
       el('td', {}, el('span', { className: 'pill ' + st, textContent: t('status.' + st) })),
       el('td', { textContent: total(s, 'available') + ' / ' + (s.nights && s.nights[0] && 'sold' in s.nights[0] ? total(s, 'sold') : '–') }),
@@ -191,6 +194,10 @@ function renderList() {
   box.replaceChildren(el('table', { className: 'list' }, el('thead', {}, head), el('tbody', {}, ...rows)));
   if (focused) { const b = box.querySelector(`[data-open="${CSS.escape(focused)}"]`); if (b) b.focus(); }
 }
+
+// testBadge marks a test sale ("test": true: hidden from the public list,
+// deletable with its orders).
+const testBadge = () => el('span', { className: 'pill test', textContent: t('console.test'), title: t('console.test_hint') });
 
 function when(iso) {
   const d = new Date(iso);
@@ -203,18 +210,20 @@ function when(iso) {
 function open(id) {
   stopStream(detail);
   detail = { id, view: null, audit: null, figures: null, last: new Map(), history: [], metrics: true,
-    streaming: false, abort: null, backoff: 2000, retry: null };
+    streaming: false, abort: null, backoff: 2000, retry: null, changesRev: null, orders: { list: [], next: null, status: '' } };
   history.replaceState(null, '', '#sale=' + enc(id));
   buildDetail();
   list.drawn = '';
   renderList();
   startStream(detail);
+  loadOrders(detail, false);
   $('detail').hidden = false;
   $('d-title').focus();
 }
 
 function closeDetail() {
   const id = detail && detail.id;
+  if (editing) closeForm(false);
   stopStream(detail);
   detail = null;
   history.replaceState(null, '', location.pathname);
@@ -244,7 +253,10 @@ function buildDetail() {
       btn('d-resume', 'console.resume', () => lifecycle('resume')),
       btn('d-close', 'console.close', () => lifecycle('close')),
       btn('d-preheat', 'console.preheat', () => act(t('console.preheat'), 'POST', `/api/admin/sales/${enc(detail.id)}/preheat`)),
-      btn('d-repair', 'console.repair', () => act(t('console.repair'), 'POST', `/api/admin/sales/${enc(detail.id)}/audit/repair`))),
+      btn('d-repair', 'console.repair', () => act(t('console.repair'), 'POST', `/api/admin/sales/${enc(detail.id)}/audit/repair`)),
+      Object.assign(btn('d-edit', 'console.edit', openEdit), { ariaExpanded: 'false' }),
+      Object.assign(btn('d-delete', 'console.delete', deleteSale), { className: 'danger', hidden: true })),
+    el('div', { id: 'd-edit-slot' }),
     el('form', { id: 'd-rooms', className: 'rooms-form', onsubmit: (e) => e.preventDefault() },
       el('label', { htmlFor: 'd-night', data: { i18n: 'console.night' }, textContent: t('console.night') }), dates,
       el('label', { htmlFor: 'd-delta', data: { i18n: 'console.rooms' }, textContent: t('console.rooms') }),
@@ -260,6 +272,24 @@ function buildDetail() {
       fig('console.chart_refusals', 'c-refusals', legend(['limited', 'console.r429'], ['unavailable', 'console.r503'])),
       fig('console.chart_p99', 'c-p99', el('p', { className: 'hint', data: { i18n: 'console.p99_note' }, textContent: t('console.p99_note') }))),
     el('div', { className: 'table-wrap' }, el('table', { id: 'd-nights' })),
+    el('section', { 'aria-labelledby': 'ch-title' },
+      el('h3', { id: 'ch-title', data: { i18n: 'console.changes' }, textContent: t('console.changes') }),
+      el('div', { className: 'table-wrap' }, el('table', { id: 'd-changes', className: 'changes' }))),
+    el('section', { 'aria-labelledby': 'o-title' },
+      el('h3', { id: 'o-title', data: { i18n: 'console.orders' }, textContent: t('console.orders') }),
+      el('p', { className: 'toolbar' },
+        el('label', { htmlFor: 'o-status', data: { i18n: 'console.filter' }, textContent: t('console.filter') }),
+        el('select', { id: 'o-status', onchange: () => { detail.orders.status = $('o-status').value; loadOrders(detail, false); } },
+          ...['', 'held', 'paid', 'expired', 'cancelled', 'failed'].map((s) => {
+            const o = new Option(t(s ? 'order.' + s : 'console.all'), s);
+            o.dataset.i18n = s ? 'order.' + s : 'console.all';
+            return o;
+          })),
+        btn('o-refresh', 'console.refresh', () => loadOrders(detail, false)),
+        btn('o-csv', 'console.csv', downloadCSV)),
+      el('p', { id: 'o-msg', className: 'result', role: 'status', 'aria-live': 'polite' }),
+      el('div', { className: 'table-wrap', id: 'o-wrap', tabIndex: 0, 'aria-labelledby': 'o-title' }, el('table', { id: 'd-orders', className: 'orders' })),
+      btn('o-more', 'console.more_orders', () => loadOrders(detail, true))),
   );
 }
 
@@ -297,6 +327,7 @@ function addFigures(d, f, at) {
 // this sale follows the dashboard, not its own 5 s.
 function setView(d, v) {
   d.view = v;
+  if (v.revision !== d.changesRev) loadChanges(d);
   const i = list.sales.findIndex((s) => s.id === d.id);
   if (i >= 0 && list.source === 'admin') { list.sales[i] = v; renderList(); }
 }
@@ -381,12 +412,15 @@ function renderDetail() {
     return;
   }
   const st = statusOf(v);
-  $('d-title').textContent = `${v.title} · ${t('status.' + st)}`;
+  $('d-title').replaceChildren(`${v.title} · ${t('status.' + st)}`, v.test ? Object.assign(testBadge(), { id: 'd-test' }) : '');
   $('d-title').dataset.status = st;
-  $('d-meta').textContent = `${v.hotel} · ${v.room_type} · ${money(v.price, v.currency)}` +
+  $('d-meta').replaceChildren(`${v.hotel} · ${v.room_type} · ${money(v.price, v.currency)}` +
     (v.original_price > v.price ? ` (${money(v.original_price, v.currency)})` : '') +
-    ` · ${when(v.starts_at)} – ${when(v.ends_at)} · ${v.id}`;
+    ` · ${when(v.starts_at)} – ${when(v.ends_at)} · ${v.id} · `,
+  el('span', { id: 'd-revision', data: { revision: String(v.revision) }, textContent: t('console.revision', { n: v.revision }) }));
   const ended = st === 'ended';
+  $('d-edit').disabled = ended;
+  $('d-delete').hidden = !v.test;
   $('d-pause').hidden = st === 'paused';
   $('d-pause').disabled = ended;
   $('d-resume').hidden = st !== 'paused';
@@ -482,9 +516,10 @@ async function lifecycle(kind) {
   const what = t('console.' + kind);
   if (!(await ask(t('console.ask_' + kind, { title: v.title })))) return;
   const res = await call('POST', `/api/admin/sales/${enc(v.id)}/${kind}`, { token: admin });
-  if (res.status === 200 && res.body && res.body.id === v.id) detail.view = res.body;
+  if (res.status === 200 && res.body && res.body.id === v.id) setView(detail, res.body);
   result(what, res);
   renderDetail();
+  loadChanges(detail);
   loadList(false);
 }
 
@@ -503,9 +538,10 @@ async function stock(sign) {
   $('d-delta').removeAttribute('aria-invalid');
   if (!(await ask(t(sign > 0 ? 'console.ask_add' : 'console.ask_remove', { n, date, title: v.title })))) return;
   const res = await call('POST', `/api/admin/sales/${enc(v.id)}/nights/${enc(date)}/stock`, { token: admin, body: { delta: sign * n } });
-  if (res.status === 200 && res.body && res.body.id === v.id) detail.view = res.body;
+  if (res.status === 200 && res.body && res.body.id === v.id) setView(detail, res.body);
   result(what, res);
   renderDetail();
+  loadChanges(detail);
 }
 
 async function act(what, method, path, body) {
@@ -516,8 +552,249 @@ async function act(what, method, path, body) {
   refresh();
 }
 
+// --- the change log -----------------------------------------------------------
+// loadChanges reads the open sale's change log (the API's is oldest
+// first; the page shows the newest first). It runs when the dashboard
+// opens, after each action, and whenever the sale's revision moves (an
+// action from another console too); a later call's answer wins.
+async function loadChanges(d) {
+  if (!d || !admin) return;
+  d.changesRev = d.view ? d.view.revision : null;
+  const seq = d.changesSeq = (d.changesSeq || 0) + 1;
+  const res = await call('GET', `/api/admin/sales/${enc(d.id)}/changes`, { token: admin });
+  if (detail !== d || seq !== d.changesSeq) return;
+  if (res.status === 200) d.changes = (res.body.changes || []).slice().reverse();
+  else d.changesError = res.status === 404 && /no route/.test(errorMessage(res)) ? t('console.not_on_server') : errorMessage(res);
+  renderChanges();
+}
+
+function renderChanges() {
+  const d = detail;
+  if (!d || !$('d-changes')) return;
+  const head = el('thead', {}, el('tr', {}, ...['console.when', 'console.kind', 'console.revision_col', 'console.detail']
+    .map((k) => el('th', { scope: 'col', textContent: t(k) }))));
+  const cs = d.changes || [];
+  const rows = cs.map((c) => el('tr', { data: { kind: c.kind, revision: String(c.revision) } },
+    el('td', {}, el('time', { dateTime: c.at, textContent: when(c.at) })),
+    el('td', { textContent: t('change.' + c.kind) }),
+    el('td', { textContent: String(c.revision) }),
+    el('td', { textContent: c.detail })));
+  if (!rows.length) rows.push(el('tr', {}, el('td', { colSpan: 4, textContent: d.changes ? t('console.no_changes') : (d.changesError || t('loading')) })));
+  $('d-changes').replaceChildren(el('caption', { textContent: t('console.changes_caption') }), head, el('tbody', {}, ...rows));
+}
+
+// --- orders -------------------------------------------------------------------
+// loadOrders reads the first page of the open sale's orders with the
+// chosen status (or, with more, the page after the last one shown).
+async function loadOrders(d, more) {
+  if (!d || !admin) return;
+  const o = d.orders;
+  const q = new URLSearchParams({ limit: '20' });
+  if (o.status) q.set('status', o.status);
+  if (more && o.next) q.set('cursor', o.next);
+  const seq = o.seq = (o.seq || 0) + 1;
+  const res = await call('GET', `/api/admin/sales/${enc(d.id)}/orders?${q}`, { token: admin });
+  if (detail !== d || seq !== o.seq) return;
+  const box = $('o-msg');
+  if (res.status !== 200) {
+    box.className = 'result bad';
+    box.textContent = t('console.error', { what: t('console.orders'), msg: res.status === 404 && /no route/.test(errorMessage(res)) ? t('console.not_on_server') : errorMessage(res) });
+    return;
+  }
+  o.list = more ? o.list.concat(res.body.orders || []) : (res.body.orders || []);
+  o.next = res.body.next_cursor || null;
+  o.loaded = true;
+  renderOrders();
+  box.className = 'result';
+  box.textContent = t(o.next ? 'console.orders_more' : 'console.orders_all', { n: o.list.length });
+  if (more && !o.next && document.activeElement === document.body) $('o-wrap').focus(); // "more" went away under the focus
+}
+
+function renderOrders() {
+  const d = detail;
+  if (!d || !$('d-orders')) return;
+  const o = d.orders;
+  $('o-more').hidden = !o.next;
+  const head = el('thead', {}, el('tr', {}, ...['console.order', 'console.guest', 'console.status', 'console.stay', 'console.amount', 'console.hold_until']
+    .map((k) => el('th', { scope: 'col', textContent: t(k) }))));
+  const rows = o.list.map((x) => el('tr', { data: { order: x.order_id, status: x.status } },
+    el('td', {}, el('code', { textContent: x.order_id })),
+    el('td', { textContent: x.user_id }),
+    el('td', { textContent: t('order.' + x.status) + (x.failure_reason ? ` (${x.failure_reason})` : '') }),
+    el('td', { textContent: t('console.stay_of', { date: x.check_in, nights: x.nights, rooms: x.rooms }) }),
+    el('td', { textContent: money(x.amount, x.currency) }),
+    el('td', { textContent: x.status === 'paid' ? (x.payment_ref || '') : (x.status === 'held' ? when(x.hold_expires_at) : '–') })));
+  if (!rows.length) rows.push(el('tr', {}, el('td', { colSpan: 6, textContent: o.loaded ? t('console.no_orders') : t('loading') })));
+  $('d-orders').replaceChildren(el('caption', { textContent: t('console.orders_caption') }), head, el('tbody', {}, ...rows));
+}
+
+// csvRecords counts a CSV's records, a quoted field's line breaks not
+// included.
+function csvRecords(text) {
+  let n = 0, quoted = false;
+  for (const ch of text) {
+    if (ch === '"') quoted = !quoted;
+    else if (ch === '\n' && !quoted) n++;
+  }
+  return n;
+}
+
+// downloadCSV fetches every order of the chosen status as CSV (Accept:
+// text/csv, the admin token in the Authorization header: a link could
+// not carry it, and a token in a URL ends up in logs) and hands the
+// browser a Blob to save.
+async function downloadCSV() {
+  const d = detail;
+  if (!d) return;
+  const box = $('o-msg');
+  const what = t('console.csv');
+  box.className = 'result';
+  box.textContent = t('console.csv_busy');
+  const q = d.orders.status ? '?' + new URLSearchParams({ status: d.orders.status }) : '';
+  let text;
+  try {
+    const r = await fetch(`/api/admin/sales/${enc(d.id)}/orders${q}`, { headers: { Authorization: 'Bearer ' + admin, Accept: 'text/csv' }, cache: 'no-store' });
+    if (!r.ok) {
+      const body = await r.json().catch(() => null);
+      box.className = 'result bad';
+      box.textContent = t('console.error', { what, msg: body && body.error ? body.error.message : 'HTTP ' + r.status });
+      return;
+    }
+    text = await r.text();
+  } catch {
+    box.className = 'result bad';
+    box.textContent = t('console.error', { what, msg: t('console.network') });
+    return;
+  }
+  const url = URL.createObjectURL(new Blob([text], { type: 'text/csv;charset=utf-8' }));
+  const a = el('a', { href: url, download: `orders-${d.id}${d.orders.status ? '-' + d.orders.status : ''}.csv`, hidden: true });
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 60000);
+  const cut = text !== '' && !text.endsWith('\n'); // the server cut the stream short
+  box.className = 'result ' + (cut ? 'bad' : 'ok');
+  box.textContent = t(cut ? 'console.csv_cut' : 'console.csv_done', { n: Math.max(0, csvRecords(text) - 1) });
+}
+
+// --- deleting a test sale -----------------------------------------------------
+async function deleteSale() {
+  const v = detail && detail.view;
+  if (!v || !v.test) return; // a real sale is 409: never offered
+  if (!(await ask(t('console.ask_delete', { title: v.title })))) return;
+  const res = await call('DELETE', `/api/admin/sales/${enc(v.id)}`, { token: admin });
+  if (res.status !== 204) { result(t('console.delete'), res); return; }
+  list.sales = list.sales.filter((s) => s.id !== v.id);
+  closeDetail();
+  $('list-title').focus();
+  say('console.deleted', { title: v.title });
+  loadList(false);
+}
+
+// --- editing a sale -----------------------------------------------------------
+// editing is the open edit: the sale's ID, the body its prefilled form
+// reads as (only what differs from it is sent), and whether it started.
+let editing = null;
+// KEEP are the inputs of the fields a started sale may change: what the
+// operator typed there survives a refill.
+const KEEP = form.EDITABLE.map((k) => form.inputOf(k).id);
+
+function setFormMode(edit) {
+  $('create-title').dataset.i18n = edit ? 'edit.title' : 'console.new_sale';
+  $('create-submit').dataset.i18n = edit ? 'edit.save' : 'f.create';
+  for (const id of ['create-title', 'create-submit']) $(id).textContent = t($(id).dataset.i18n);
+}
+
+function resetForm() {
+  $('create').reset();
+  $('nights-rows').replaceChildren();
+  form.lock(false);
+  form.clear();
+}
+
+// prefill puts the sale in the form, locks what it may no longer change,
+// and takes its baseline; keep names inputs whose typed value stays.
+function prefill(v, keep = []) {
+  const typed = keep.map((id) => [id, $(id).value]);
+  form.fill(v);
+  editing.started = Date.parse(v.starts_at) <= Date.parse(v.server_time);
+  editing.base = form.read({ full: true }).body;
+  for (const [id, x] of typed) $(id).value = x;
+  form.lock(editing.started);
+  priceHints();
+}
+
+function openEdit() {
+  const v = detail && detail.view;
+  if (!v) return;
+  resetForm();
+  setFormMode(true);
+  $('new').setAttribute('aria-expanded', 'false');
+  $('d-edit-slot').append($('create'));
+  editing = { id: v.id };
+  prefill(v);
+  $('create').hidden = false;
+  $('d-edit').setAttribute('aria-expanded', 'true');
+  $('f-title').focus();
+}
+
+// closeForm ends an edit: the form goes back to creating sales, in its
+// place under the list.
+function closeForm(focus = true) {
+  if (!editing) return;
+  editing = null;
+  $('create').hidden = true;
+  resetForm();
+  setFormMode(false);
+  $('detail').before($('create'));
+  const b = $('d-edit');
+  if (b) { b.setAttribute('aria-expanded', 'false'); if (focus) b.focus(); }
+}
+
+// submitEdit sends what changed. A 409 already_started (the sale started
+// while the form was open) refills the form from the sale, locked, with
+// the error at the field the server named.
+async function submitEdit(e) {
+  e.preventDefault();
+  const ed = editing;
+  const { body, errors } = form.read({ full: true });
+  if (errors.length) { form.show(errors, 'edit.summary'); return; }
+  const patch = {};
+  for (const [k, x] of Object.entries(body)) if (JSON.stringify(x) !== JSON.stringify(ed.base[k])) patch[k] = x;
+  if (!Object.keys(patch).length) { form.show([['form', t('edit.nothing')]], 'edit.summary'); return; }
+  const btn = $('create-submit');
+  btn.disabled = true;
+  const res = await call('PATCH', `/api/admin/sales/${enc(ed.id)}`, { token: admin, body: patch });
+  btn.disabled = false;
+  if (editing !== ed) return;
+  if (res.status === 200 && res.body && res.body.id === ed.id) {
+    if (detail && detail.id === ed.id) setView(detail, res.body);
+    closeForm();
+    const box = $('d-msg');
+    box.className = 'result ok';
+    box.textContent = t('edit.saved', { n: res.body.revision });
+    renderDetail();
+    loadChanges(detail);
+    return;
+  }
+  const msg = errorMessage(res);
+  const code = errorCode(res);
+  const named = msg.split(' ')[0];
+  const field = form.fieldOfMessage(msg) || { eligibility: 'eligibility.min_tier', challenge: 'challenge.difficulty', limits: 'limits.per_sale' }[named] || '';
+  if (res.status === 409 && code === 'already_started') {
+    const fresh = await call('GET', `/api/admin/sales/${enc(ed.id)}`, { token: admin });
+    if (editing !== ed) return;
+    if (fresh.status === 200) { if (detail && detail.id === ed.id) setView(detail, fresh.body); prefill(fresh.body, KEEP); }
+    form.show([[field || 'form', t('edit.already_started', { field: named })]], 'edit.summary');
+    return;
+  }
+  const known = { ended: 'console.err_ended' };
+  form.show([[field || 'form', known[code] ? t(known[code]) : t('v.server', { msg })]], 'edit.summary');
+}
+
 // --- creating a sale --------------------------------------------------------
 function showCreate(show) {
+  if (editing) closeForm(false);
   $('create').hidden = !show;
   $('new').setAttribute('aria-expanded', String(show));
   if (!show) { $('new').focus(); return; }
@@ -572,7 +849,7 @@ setupSwitch(() => {
   renderInstance();
   list.drawn = '';
   renderList();
-  if (detail) { apply(); renderDetail(); }
+  if (detail) { apply(); renderDetail(); renderChanges(); renderOrders(); }
   form.labelRemoveButtons();
   priceHints();
 });
@@ -583,8 +860,8 @@ for (const btn of document.querySelectorAll('[data-force]')) {
 }
 $('filter').addEventListener('change', () => { list.filter = $('filter').value; list.next = null; list.pages = 1; loadList(false); });
 $('more').addEventListener('click', () => loadList(true));
-$('new').addEventListener('click', () => showCreate($('create').hidden));
-$('create-cancel').addEventListener('click', () => showCreate(false));
+$('new').addEventListener('click', () => showCreate(!!editing || $('create').hidden));
+$('create-cancel').addEventListener('click', () => (editing ? closeForm() : showCreate(false)));
 $('add-night').addEventListener('click', () => {
   const rows = $('nights-rows').children;
   const last = rows.length ? rows[rows.length - 1].querySelector('[data-part="date"]').value : '';
@@ -592,6 +869,6 @@ $('add-night').addEventListener('click', () => {
   const stockOf = rows.length ? rows[rows.length - 1].querySelector('[data-part="stock"]').value : '5';
   form.addNight(next, stockOf).querySelector('input').focus();
 });
-$('create').addEventListener('submit', submitCreate);
+$('create').addEventListener('submit', (e) => (editing ? submitEdit(e) : submitCreate(e)));
 for (const id of ['f-price', 'f-original_price', 'f-currency', 'f-price_tiers']) $(id).addEventListener('input', priceHints);
 if (admin) signIn(admin);

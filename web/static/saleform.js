@@ -7,7 +7,7 @@ const $ = (x) => document.getElementById(x);
 
 // FIELDS maps a field's JSON path to its input and its error line.
 const FIELDS = {
-  title: ['f-title', 'e-title'], hotel: ['f-hotel', 'e-hotel'], room_type: ['f-room_type', 'e-room_type'],
+  title: ['f-title', 'e-title'], description: ['f-description', 'e-description'], hotel: ['f-hotel', 'e-hotel'], room_type: ['f-room_type', 'e-room_type'],
   price: ['f-price', 'e-price'], price_tiers: ['f-price_tiers', 'e-price_tiers'], original_price: ['f-original_price', 'e-original_price'], currency: ['f-currency', 'e-currency'],
   starts_at: ['f-starts_at', 'e-starts_at'], ends_at: ['f-ends_at', 'e-ends_at'],
   per_user_limit: ['f-per_user_limit', 'e-per_user_limit'], hold_seconds: ['f-hold_seconds', 'e-hold_seconds'],
@@ -108,8 +108,9 @@ export function localValue(d) {
 const intOf = (v) => (/^-?\d+$/.test(v.trim()) ? Number(v.trim()) : NaN);
 
 // read returns {body, errors}: the request body, and [key, message]
-// pairs for every field the server would refuse.
-export function read() {
+// pairs for every field the server would refuse. With full (an edit), the
+// optional objects are sent even when empty, so clearing one clears it.
+export function read({ full = false } = {}) {
   const errs = [];
   const bad = (k, msg, vars) => errs.push([k, t(msg, vars)]);
   const val = (id) => $(id).value;
@@ -119,6 +120,9 @@ export function read() {
     // The server counts bytes of UTF-8: 200 of them is 66 Chinese characters.
     if (!body[k] || utf8.encode(body[k]).length > 200) bad(k, 'v.required', { max: 200 });
   }
+  const description = val('f-description').trim();
+  if (description || full) body.description = description;
+  if (utf8.encode(description).length > 2000) bad('description', 'v.description', { max: 2000 });
   const rows = [...$('nights-rows').children];
   body.nights = rows.map((row) => ({ date: row.querySelector('[data-part="date"]').value, stock: intOf(row.querySelector('[data-part="stock"]').value) }));
   if (body.nights.length < 1 || body.nights.length > 366) bad('nights', 'v.nights_count');
@@ -149,6 +153,7 @@ export function read() {
   body.hold_seconds = range('hold_seconds', 'f-hold_seconds', 1, 86400);
   body.purchase_token = $('f-purchase_token').checked;
   const difficulty = range('challenge.difficulty', 'f-challenge', 0, 32);
+  if (full && Number.isInteger(difficulty)) body.challenge = { difficulty };
   if (difficulty > 0) {
     body.challenge = { difficulty };
     if (!body.purchase_token) bad('challenge.difficulty', 'v.challenge_token');
@@ -164,7 +169,7 @@ export function read() {
     else if (channels.some((c) => !CHANNEL.test(c))) bad('eligibility.channels', 'v.channel');
     else if (new Set(channels).size !== channels.length) bad('eligibility.channels', 'v.channel_repeat');
   }
-  if (Object.keys(elig).length) body.eligibility = elig;
+  if (Object.keys(elig).length || full) body.eligibility = elig;
   const limits = {};
   for (const k of ['per_sale', 'per_user', 'per_ip']) {
     const v = val('f-' + k).trim();
@@ -173,10 +178,10 @@ export function read() {
     const m = RATE.exec(v);
     if (v !== 'off' && (!m || Number(m[1]) < 1 || Number(m[1]) > 1e6 || (m[2] !== undefined && (Number(m[2]) < 1 || Number(m[2]) > 1e6)))) bad('limits.' + k, 'v.rate');
   }
-  if (Object.keys(limits).length) body.limits = limits;
+  if (Object.keys(limits).length || full) body.limits = limits;
   const tiers = readTiers(val('f-price_tiers'), body.price, body.per_user_limit);
   if (tiers.error) bad('price_tiers', ...tiers.error);
-  else if (tiers.tiers.length) body.price_tiers = tiers.tiers;
+  else if (tiers.tiers.length || full) body.price_tiers = tiers.tiers;
   return { body, errors: errs };
 }
 
@@ -224,9 +229,10 @@ export function clear() {
 }
 
 // show puts each [key, message] at its field (a key with no field goes
-// to the summary only), lists them all in the summary, and moves focus to
-// the first field in error so a keyboard or screen-reader user lands on it.
-export function show(errors) {
+// to the summary only), lists them all in the summary (headed by the
+// summary key's sentence), and moves focus to the first field in error so
+// a keyboard or screen-reader user lands on it.
+export function show(errors, summary = 'v.summary') {
   clear();
   const box = $('create-errors');
   const ul = document.createElement('ul');
@@ -254,8 +260,54 @@ export function show(errors) {
     ul.append(li);
   }
   const h = document.createElement('p');
-  h.textContent = t('v.summary', { n: errors.length });
+  h.textContent = t(summary, { n: errors.length });
   box.append(h, ul);
   box.hidden = false;
   (first || box).focus();
+}
+
+// --- editing ----------------------------------------------------------------
+// EDITABLE are the fields a started sale may still change (flashsale's
+// SalePatch.Apply): the others are what guests holding purchase tokens
+// were promised.
+export const EDITABLE = ['title', 'description', 'ends_at', 'limits.per_sale', 'limits.per_user', 'limits.per_ip'];
+
+// fill puts a sale (the admin view) in the form.
+export function fill(v) {
+  const set = (id, x) => { $(id).value = x == null ? '' : String(x); };
+  for (const k of ['title', 'description', 'hotel', 'room_type', 'price', 'original_price', 'currency', 'per_user_limit', 'hold_seconds']) set('f-' + k, v[k]);
+  $('nights-rows').replaceChildren();
+  for (const n of v.nights || []) addNight(n.date, n.stock);
+  set('f-price_tiers', (v.price_tiers || []).map((x) => `${x.rooms}:${x.price}`).join(', '));
+  set('f-starts_at', localValue(new Date(v.starts_at)));
+  set('f-ends_at', localValue(new Date(v.ends_at)));
+  $('f-purchase_token').checked = !!v.purchase_token;
+  set('f-challenge', (v.challenge && v.challenge.difficulty) || 0);
+  const e = v.eligibility || {};
+  set('f-min_tier', e.min_tier || '');
+  set('f-min_stays', e.min_stays_30d || 0);
+  set('f-channels', (e.channels || []).join(', '));
+  const l = v.limits || {};
+  for (const k of ['per_sale', 'per_user', 'per_ip']) set('f-' + k, l[k] || '');
+}
+
+// inputOf is the input of a field's JSON path (EDITABLE's included).
+export const inputOf = (key) => elementsOf(key)[0];
+
+// lock makes every field a started sale may not change read-only (or, for
+// what has no read-only state, disabled), each described by the note that
+// says why; lock(false) undoes it.
+export function lock(on, note = 'edit-locked') {
+  const fixed = Object.keys(FIELDS).filter((k) => !EDITABLE.includes(k) && k !== 'nights').map((k) => $(FIELDS[k][0]));
+  fixed.push(...$('nights-rows').querySelectorAll('input'));
+  for (const inp of fixed) {
+    if (inp.tagName === 'SELECT' || inp.type === 'checkbox') inp.disabled = on;
+    else inp.readOnly = on;
+    const ids = (inp.getAttribute('aria-describedby') || '').split(' ').filter((x) => x && x !== note);
+    if (on) ids.push(note);
+    inp.setAttribute('aria-describedby', ids.join(' '));
+  }
+  for (const b of document.querySelectorAll('#add-night, #nights-rows .remove-night')) b.disabled = on;
+  if (!on) labelRemoveButtons();
+  $(note).hidden = !on;
 }
