@@ -654,9 +654,13 @@ func runCompare(ctx context.Context, f *benchFlags, shape bench.Shape, mix bench
 // returns the report and where the server was.
 func comparePath(ctx context.Context, f *benchFlags, shape bench.Shape, mix bench.Mix, sp pathSpec, progress io.Writer) (*bench.Report, string, error) {
 	var procs []*child
+	var cleanup func() // after the servers stop: a live one writes its keys again
 	defer func() {
 		for _, p := range procs {
 			p.stop()
+		}
+		if cleanup != nil {
+			cleanup()
 		}
 	}()
 	fp := *f
@@ -666,7 +670,7 @@ func comparePath(ctx context.Context, f *benchFlags, shape bench.Shape, mix benc
 		if sp.name != bench.PathEmbedded {
 			name := fmt.Sprintf("flashsale-bench-%s-%s", runID(), sp.name)
 			env = f.distributedEnv(name, sp.name == bench.PathDBMode)
-			defer cleanupDistributed(f.redisURL, f.amqpURL, name)
+			cleanup = func() { cleanupDistributed(f.redisURL, f.amqpURL, name) }
 		}
 		p, base, admin, secret, err := spawnSelf(ctx, env)
 		if err != nil {
