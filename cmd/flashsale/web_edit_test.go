@@ -108,7 +108,7 @@ func TestBrowserConsoleEdit(t *testing.T) {
 	soon["starts_at"] = start.Format(time.RFC3339Nano)
 	sid := c.createSale(t, soon)
 	// A reload with the sale in the fragment opens it (the list shows it within 5 s).
-	runSteps(t, ctx, chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`location.hash = %q; location.reload()`, "#sale="+sid)))
+	runSteps(t, ctx, chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`history.replaceState(null, '', %q)`, "#sale="+sid)), chromedp.Reload(), visible("#d-title"))
 	pollJS(t, ctx, `document.getElementById('d-title') && document.getElementById('d-title').textContent.startsWith('Soon')`, 5*time.Second)
 	runSteps(t, ctx, chromedp.Click(chromedp.CSS("#d-edit")), visible("#create"))
 	if jsBool(t, ctx, `document.getElementById('f-price').readOnly`) {
