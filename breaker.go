@@ -1,6 +1,9 @@
 package flashsale
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // Breaker is the circuit breaker in front of a stock engine across the
 // network, as the service reports it and operators switch it. When the
@@ -56,6 +59,24 @@ type BreakerStatus struct {
 	Since time.Time `json:"since"`
 	// ConsecutiveFailures counts the engine calls that failed in a row.
 	ConsecutiveFailures uint32 `json:"consecutive_failures"`
+	// DeploymentForce is the override every instance of the deployment
+	// follows (ForceBoard), as this instance last read it; empty where
+	// the override is the instance's own (no board: SQLite).
+	DeploymentForce BreakerForce `json:"deployment_force,omitempty"`
+}
+
+// ForceBoard is where the operator's override of the breaker is kept for
+// a whole deployment, so one switch at one instance reaches every one
+// behind the load balancer: each instance reads it every second and
+// forces its own breaker to match. The SQL stores of the distributed shape
+// implement it (forcetest is its conformance suite), in the database and
+// not in Redis: the override is for the moments Redis is in trouble.
+type ForceBoard interface {
+	// SetBreakerForce records f for every instance. The caller checks f
+	// (Valid); the database refuses anything but the overrides.
+	SetBreakerForce(ctx context.Context, f BreakerForce) error
+	// BreakerForce returns the override last set (BreakerAuto if none).
+	BreakerForce(ctx context.Context) (BreakerForce, error)
 }
 
 // Readiness is whether an instance can sell now, and what each dependency

@@ -94,6 +94,10 @@ type Config struct {
 	// Breaker is the circuit breaker Engine sits behind (the same value),
 	// for /readyz and the operators' switch; nil where there is none.
 	Breaker flashsale.Breaker
+	// Forces, when set with Breaker, is the deployment's breaker override
+	// (force.go), reread every ForcePoll (default ForcePollDefault).
+	Forces    flashsale.ForceBoard
+	ForcePoll time.Duration
 	// Board, when set, is the breaker's db mode (see mode.go): while the
 	// breaker is open the deployment sells from the database. Every
 	// instance of a deployment must have it or none. SellLease and
@@ -166,6 +170,16 @@ type Service struct {
 	// heartbeat goroutine reads it.
 	pausedFor atomic.Value
 
+	// forces is the deployment's breaker override (nil: the instance's
+	// own). forceMu serialises its reads and writes with their applying,
+	// and guards forceDown; deployForce (a BreakerForce) is the last
+	// value applied. Lock order: forceMu alone.
+	forces      flashsale.ForceBoard
+	forcePoll   time.Duration
+	forceMu     sync.Mutex
+	forceDown   bool
+	deployForce atomic.Value
+
 	bg   context.CancelFunc // ends the background loops' context
 	done sync.WaitGroup
 }
@@ -197,6 +211,8 @@ func New(cfg Config) *Service {
 		queued:    cfg.Queued,
 		breaker:   cfg.Breaker,
 		sell:      newSeller(cfg),
+		forces:    cfg.Forces,
+		forcePoll: cmp.Or(cfg.ForcePoll, ForcePollDefault),
 		admit:     newAdmission(cfg.MaxInFlight, cfg.MaxInFlightPerSale),
 		limiter:   cfg.Limiter,
 		limits:    cfg.Limits,
@@ -226,6 +242,11 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	bg, cancel := context.WithCancel(context.Background())
 	s.bg = cancel
+	if s.forces != nil && s.breaker != nil {
+		s.forceStep(ctx) // an instance starting while the switch is on follows it from the start
+		s.done.Add(1)
+		go s.forceLoop(bg)
+	}
 	if s.sell != nil {
 		s.modeStep(ctx) // sell from where the others do from the start
 		s.done.Add(1)
@@ -486,8 +507,7 @@ func (s *Service) Sales(ctx context.Context) ([]*flashsale.SaleView, error) {
 func (s *Service) Ready(ctx context.Context) *flashsale.Readiness {
 	r := &flashsale.Readiness{Ready: true, Engine: "ok", Database: "ok", Selling: s.sells()}
 	if s.breaker != nil {
-		st := s.breaker.Status()
-		r.Breaker = &st
+		r.Breaker = s.breakerStatus()
 	}
 	if s.sell != nil {
 		m := s.sell.mode.Load().(flashsale.SellMode)
@@ -554,20 +574,35 @@ func (s *Service) Breaker(context.Context) (*flashsale.BreakerStatus, error) {
 	if s.breaker == nil {
 		return nil, errNoBreaker
 	}
-	st := s.breaker.Status()
-	return &st, nil
+	return s.breakerStatus(), nil
 }
 
-// ForceBreaker applies an operator's override to the breaker.
-func (s *Service) ForceBreaker(_ context.Context, f flashsale.BreakerForce) (*flashsale.BreakerStatus, error) {
+// ForceBreaker applies an operator's override to the breaker: to every
+// instance's with a ForceBoard (force.go), to this one's without.
+func (s *Service) ForceBreaker(ctx context.Context, f flashsale.BreakerForce) (*flashsale.BreakerStatus, error) {
 	if s.breaker == nil {
 		return nil, errNoBreaker
 	}
-	if err := s.breaker.Force(f); err != nil {
+	if err := f.Valid(); err != nil {
 		return nil, err
 	}
+	if s.forces != nil {
+		if err := s.forceEverywhere(ctx, f); err != nil {
+			return nil, err
+		}
+	} else if err := s.breaker.Force(f); err != nil {
+		return nil, err
+	}
+	return s.breakerStatus(), nil
+}
+
+// breakerStatus is the breaker's status with the deployment's override.
+func (s *Service) breakerStatus() *flashsale.BreakerStatus {
 	st := s.breaker.Status()
-	return &st, nil
+	if s.forces != nil {
+		st.DeploymentForce = s.deploymentForce()
+	}
+	return &st
 }
 
 var errNoBreaker = flashsale.Errorf(flashsale.ENotFound, "this instance has no circuit breaker: its stock engine is in-process and cannot fail on its own")

@@ -33,8 +33,10 @@ func (s *Server) handleBreaker(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, st)
 }
 
-// handleForceBreaker pins the breaker of this instance (each instance has
-// its own: an operator switches every instance behind the load balancer).
+// handleForceBreaker pins the breaker: of every instance in the
+// distributed shape (the switch is kept in the database and each instance
+// follows it within ForcePollDefault), of this one where there is no
+// database to share it through.
 func (s *Server) handleForceBreaker(w http.ResponseWriter, r *http.Request) {
 	b, err := decodeBreaker(r.Body)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/forcetest"
 	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/flashsale/flashsale/modetest"
 	"github.com/flashsale/flashsale/mysql"
@@ -29,7 +30,14 @@ func TestStore(t *testing.T) {
 // when the test ends.
 func MustOpenStore(tb testing.TB) *mysql.Store {
 	tb.Helper()
-	s, err := mysql.Open(context.Background(), MustCreateDatabase(tb), slog.New(slog.NewTextHandler(tb.Output(), nil)))
+	return MustOpenStoreAt(tb, MustCreateDatabase(tb))
+}
+
+// MustOpenStoreAt opens another store on the database url names, as
+// another instance of a deployment would.
+func MustOpenStoreAt(tb testing.TB, url string) *mysql.Store {
+	tb.Helper()
+	s, err := mysql.Open(context.Background(), url, slog.New(slog.NewTextHandler(tb.Output(), nil)))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -239,4 +247,11 @@ func migrationFiles(tb testing.TB) int {
 
 func TestModeBoard(t *testing.T) {
 	modetest.Run(t, func(tb testing.TB) flashsale.ModeBoard { return MustOpenStore(tb) })
+}
+
+func TestForceBoard(t *testing.T) {
+	forcetest.Run(t, func(tb testing.TB) (a, b flashsale.ForceBoard) {
+		url := MustCreateDatabase(tb)
+		return MustOpenStoreAt(tb, url), MustOpenStoreAt(tb, url)
+	})
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/forcetest"
 	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/flashsale/flashsale/modetest"
 	"github.com/flashsale/flashsale/postgres"
@@ -28,7 +29,14 @@ func TestStore(t *testing.T) {
 // when the test ends.
 func MustOpenStore(tb testing.TB) *postgres.Store {
 	tb.Helper()
-	s, err := postgres.Open(context.Background(), MustCreateDatabase(tb), slog.New(slog.NewTextHandler(tb.Output(), nil)))
+	return MustOpenStoreAt(tb, MustCreateDatabase(tb))
+}
+
+// MustOpenStoreAt opens another store on the database url names, as
+// another instance of a deployment would.
+func MustOpenStoreAt(tb testing.TB, url string) *postgres.Store {
+	tb.Helper()
+	s, err := postgres.Open(context.Background(), url, slog.New(slog.NewTextHandler(tb.Output(), nil)))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -197,4 +205,11 @@ func migrationFiles(tb testing.TB) int {
 
 func TestModeBoard(t *testing.T) {
 	modetest.Run(t, func(tb testing.TB) flashsale.ModeBoard { return MustOpenStore(tb) })
+}
+
+func TestForceBoard(t *testing.T) {
+	forcetest.Run(t, func(tb testing.TB) (a, b flashsale.ForceBoard) {
+		url := MustCreateDatabase(tb)
+		return MustOpenStoreAt(tb, url), MustOpenStoreAt(tb, url)
+	})
 }

@@ -222,12 +222,12 @@ func (m *Main) open(ctx context.Context) error {
 		return err
 	}
 	m.closers = append(m.closers, m.tracing.Close) // last: after everything that makes spans
-	var board flashsale.ModeBoard
+	var board boards
 	if m.store, board, err = openStoreBoard(ctx, cfg, m.log); err != nil {
 		return err
 	}
 	if cfg.BreakerMode != BreakerDB {
-		board = nil
+		board.mode = nil
 	}
 	m.closers = append(m.closers, m.store.Close)
 	m.metrics = metrics.New(metrics.Config{})
@@ -254,14 +254,14 @@ func (m *Main) open(ctx context.Context) error {
 		Store: m.store, Engine: m.engine, Writer: m.writer, Sinks: sinks,
 		Secret: []byte(jwtSecret), TokenKeys: cfg.TokenKeys, ReapInterval: cfg.ReapInterval, Logger: m.log,
 		Fence: m.fence, Drainer: m.drainer, Republish: m.republish, AuditInterval: cfg.AuditInterval,
-		AuditGrace: cfg.AuditGrace, Breaker: m.breaker,
-		Board: board, SellLease: cfg.SellLease, DirectLimit: cfg.DirectLimit,
+		AuditGrace: cfg.AuditGrace, Breaker: m.breaker, Forces: board.forces,
+		Board: board.mode, SellLease: cfg.SellLease, DirectLimit: cfg.DirectLimit,
 		MaxInFlight: cfg.MaxInFlight, MaxInFlightPerSale: cfg.MaxInFlightPerSale,
 		Limiter: m.limiter, Limits: cfg.Limits, Facts: facts,
 		Queued: cfg.AMQPURL != "", Observer: m.metrics.Funnel(),
 	})
 	m.metrics.WatchStock(m.svc)
-	if board != nil {
+	if board.mode != nil {
 		m.metrics.WatchSelling(m.svc.SellMode)
 	}
 	if err := m.svc.Start(ctx); err != nil {

@@ -27,45 +27,52 @@ func openStore(ctx context.Context, cfg Config, logger *slog.Logger) (flashsale.
 	return s, err
 }
 
-// openStoreBoard is openStore, with the sell-mode board of the SQL servers
-// (nil for SQLite, which has no other instances to agree with).
-func openStoreBoard(ctx context.Context, cfg Config, logger *slog.Logger) (flashsale.Store, flashsale.ModeBoard, error) {
+// boards are where the instances of a deployment agree, in the SQL
+// servers: the sell mode and the operator's breaker override (both nil for
+// SQLite, which has no other instances to agree with).
+type boards struct {
+	mode   flashsale.ModeBoard
+	forces flashsale.ForceBoard
+}
+
+// openStoreBoard is openStore, with the boards of the SQL servers.
+func openStoreBoard(ctx context.Context, cfg Config, logger *slog.Logger) (flashsale.Store, boards, error) {
 	var (
 		s     migrator
-		board flashsale.ModeBoard
+		board boards
 		err   error
 	)
 	switch {
 	case strings.HasPrefix(cfg.DatabaseURL, "sqlite://"):
 		path := strings.TrimPrefix(cfg.DatabaseURL, "sqlite://")
 		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-			return nil, nil, fmt.Errorf("create data dir: %w", err)
+			return nil, boards{}, fmt.Errorf("create data dir: %w", err)
 		}
 		// Create the file owner-only before SQLite does; its -wal and -shm
 		// files take the database file's mode.
 		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 		if err != nil {
-			return nil, nil, fmt.Errorf("create database: %w", err)
+			return nil, boards{}, fmt.Errorf("create database: %w", err)
 		}
 		f.Close()
 		s, err = sqlite.Open(ctx, path, logger)
 	case strings.HasPrefix(cfg.DatabaseURL, "mysql://"):
 		var my *mysql.Store
 		my, err = mysql.Open(ctx, cfg.DatabaseURL, logger)
-		s, board = my, my
+		s, board = my, boards{my, my}
 	case strings.HasPrefix(cfg.DatabaseURL, "postgres://"), strings.HasPrefix(cfg.DatabaseURL, "postgresql://"):
 		var pg *postgres.Store
 		pg, err = postgres.Open(ctx, cfg.DatabaseURL, logger)
-		s, board = pg, pg
+		s, board = pg, boards{pg, pg}
 	default:
-		return nil, nil, fmt.Errorf("unsupported database url %s", maskURL(cfg.DatabaseURL))
+		return nil, boards{}, fmt.Errorf("unsupported database url %s", maskURL(cfg.DatabaseURL))
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("open database: %w", err)
+		return nil, boards{}, fmt.Errorf("open database: %w", err)
 	}
 	if err := s.Migrate(ctx); err != nil {
 		s.Close()
-		return nil, nil, fmt.Errorf("migrate: %w", err)
+		return nil, boards{}, fmt.Errorf("migrate: %w", err)
 	}
 	return s, board, nil
 }
