@@ -137,6 +137,7 @@ type orderJSON struct {
 	HoldExpiresAt time.Time             `json:"hold_expires_at"`
 	PaymentRef    string                `json:"payment_ref,omitempty"`
 	FailureReason string                `json:"failure_reason,omitempty"`
+	CreatedAt     time.Time             `json:"created_at,omitzero"`
 }
 
 func orderView(o *flashsale.Order) orderJSON {
@@ -144,6 +145,7 @@ func orderView(o *flashsale.Order) orderJSON {
 		ID: o.ID, SaleID: o.SaleID, UserID: o.UserID, Status: o.Status, CheckIn: o.CheckIn,
 		Nights: o.Nights, Rooms: o.Rooms, Amount: o.Amount, Currency: o.Currency,
 		HoldExpiresAt: o.HoldExpiresAt, PaymentRef: o.PaymentRef, FailureReason: o.FailureReason,
+		CreatedAt: o.CreatedAt,
 	}
 }
 
