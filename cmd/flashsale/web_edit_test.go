@@ -245,8 +245,11 @@ func TestBrowserConsoleOrders(t *testing.T) {
 		performance.setResourceTimingBufferSize(100000);
 	})()`),
 		chromedp.SetValue(chromedp.CSS("#o-status"), ""),
-		chromedp.Evaluate[chromedp.Void](`document.getElementById('o-status').dispatchEvent(new Event('change'))`),
-		chromedp.Click(chromedp.CSS("#o-csv")))
+		chromedp.Evaluate[chromedp.Void](`document.getElementById('o-status').dispatchEvent(new Event('change'))`))
+	// The list reloads for the filter first: a click while it does was
+	// lost once in CI (the button is redrawn with the list).
+	pollJS(t, ctx, rows+` === 20 && !document.getElementById('o-more').hidden`, 5*time.Second)
+	runSteps(t, ctx, chromedp.Click(chromedp.CSS("#o-csv")))
 	pollJS(t, ctx, `window.offered.length === 1 && !!window.offered[0].name`, 10*time.Second)
 	pollJS(t, ctx, `document.getElementById('o-msg').textContent.includes('25 order')`, 5*time.Second)
 	if got := jsString(t, ctx, `window.offered[0].name + ' ' + window.offered[0].href.slice(0, 5)`); got != "orders-"+id+".csv blob:" {
