@@ -665,7 +665,7 @@ func distView(b *testing.B, cs []*client, saleID string) {
 	b.Helper()
 	for _, c := range cs {
 		if status, err := c.do(context.Background(), "GET", "/api/sales/"+saleID, "", nil, nil, nil); err != nil || status != 200 {
-			b.Fatalf("view sale %s at %s: %d %v", saleID, c.base, status, err)
+			b.Fatalf("view sale %s at %s: %d %v", saleID, c.Base, status, err)
 		}
 	}
 }

@@ -253,21 +253,6 @@ func distributedStorm(t *testing.T, c *cluster, saleID string, users, attempts, 
 	return accepted
 }
 
-// purchaseAcross takes a token from instance a and buys at instance b.
-func purchaseAcross(ctx context.Context, a, b *client, saleID, user string) (int, orderJSON, error) {
-	var tok struct {
-		Token string `json:"token"`
-		apiError
-	}
-	status, err := a.do(ctx, "POST", "/api/sales/"+saleID+"/token", a.jwt(user), nil, nil, &tok)
-	if err != nil || status != http.StatusCreated {
-		return status, orderJSON{apiError: tok.apiError}, err
-	}
-	var o orderJSON
-	status, err = b.do(ctx, "POST", "/api/sales/"+saleID+"/purchase", b.jwt(user), map[string]any{"token": tok.Token}, nil, &o)
-	return status, o, err
-}
-
 // checkBooks waits for the queue to drain and proves I1-I4 against the
 // database, nothing dead-lettered.
 func checkBooks(t *testing.T, c *cluster, saleID string, stock int, accepted map[string]string, exact bool) {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -13,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/golang-jwt/jwt/v5"
+	"github.com/flashsale/flashsale/bench"
 )
 
 const (
@@ -50,74 +49,59 @@ func MustRunMain(tb testing.TB, mod func(*Config)) (*Main, *client) {
 	return m, newClient("http://"+m.Addr(), cfg.AdminToken, cfg.JWTSecret)
 }
 
-// client speaks the HTTP API as guests and as the operator do.
+// client is bench's API client with the helpers tests want: bodies and
+// answers as Go values, failures through testing.TB. Requests, headers and
+// connections are bench.Client's, so the tests and flashsale bench speak
+// the API the same way.
 type client struct {
-	base, admin string
-	secret      []byte
-	http        *http.Client
-	mu          sync.Mutex
-	jwts        map[string]string
+	*bench.Client
+	admin string // the operator's bearer token, for admin requests sent by hand
 }
 
+// testConns is the connections a client keeps to its server: enough for a
+// storm's guests without one connection each.
+const testConns = 512
+
 func newClient(base, admin, secret string) *client {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConnsPerHost = 512
-	tr.MaxConnsPerHost = 512
-	return &client{base: base, admin: admin, secret: []byte(secret), http: &http.Client{Transport: tr, Timeout: 30 * time.Second}, jwts: map[string]string{}}
+	return &client{Client: bench.NewClient(base, admin, secret, testConns), admin: admin}
 }
 
 // jwt returns a user token signed like a platform would.
-func (c *client) jwt(user string) string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if t, ok := c.jwts[user]; ok {
-		return t
-	}
-	t, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{
-		"sub": user, "tier": "gold", "exp": time.Now().Add(time.Hour).Unix(),
-	}).SignedString(c.secret)
-	if err != nil {
-		panic(err)
-	}
-	c.jwts[user] = t
-	return t
-}
+func (c *client) jwt(user string) string { return c.JWT(user) }
 
-// do sends a request with a bearer token and decodes a JSON answer into out.
+// do sends body as JSON (nil: none) with a bearer token and decodes the
+// answer, whatever its status, into out.
 func (c *client) do(ctx context.Context, method, path, bearer string, body any, header map[string]string, out any) (int, error) {
-	var rd io.Reader
+	var b []byte
 	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
+		var err error
+		if b, err = json.Marshal(body); err != nil {
 			return 0, err
 		}
-		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
-	if err != nil {
-		return 0, err
-	}
-	if bearer != "" {
-		req.Header.Set("Authorization", "Bearer "+bearer)
-	}
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return resp.StatusCode, err
-	}
-	if out != nil && len(b) > 0 {
-		if err := json.Unmarshal(b, out); err != nil {
-			return resp.StatusCode, fmt.Errorf("decode %s %s (%d): %w: %s", method, path, resp.StatusCode, err, b)
+	var h http.Header
+	if len(header) > 0 {
+		h = http.Header{}
+		for k, v := range header {
+			h.Set(k, v)
 		}
 	}
-	return resp.StatusCode, nil
+	r, err := c.Do(ctx, method, path, bearer, b, h)
+	if err != nil {
+		return r.Status, err
+	}
+	return r.Status, decodeAnswer(method, path, r, out)
+}
+
+// decodeAnswer decodes r's body, if it has one, into out (nil: skip).
+func decodeAnswer(method, path string, r bench.Response, out any) error {
+	if out == nil || len(r.Body) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(r.Body, out); err != nil {
+		return fmt.Errorf("decode %s %s (%d): %w: %s", method, path, r.Status, err, r.Body)
+	}
+	return nil
 }
 
 type apiError struct {
@@ -168,26 +152,42 @@ func (c *client) adminSale(tb testing.TB, id string) adminSaleJSON {
 
 // purchase gets a token if needed and buys; it returns the status and answer.
 func (c *client) purchase(ctx context.Context, saleID, user string, withToken bool, body map[string]any, key string) (int, orderJSON, error) {
+	var from *client
+	if withToken {
+		from = c
+	}
+	return buy(ctx, from, c, saleID, user, body, key)
+}
+
+// purchaseAcross takes a token from instance a and buys at instance b.
+func purchaseAcross(ctx context.Context, a, b *client, saleID, user string) (int, orderJSON, error) {
+	return buy(ctx, a, b, saleID, user, nil, "")
+}
+
+// buy is user's purchase at instance at with body (nil: {}) under the
+// idempotency key (empty: none), with a token taken first from instance
+// from (nil: no token). A refused token is the answer.
+func buy(ctx context.Context, from, at *client, saleID, user string, body map[string]any, key string) (int, orderJSON, error) {
 	if body == nil {
 		body = map[string]any{}
 	}
-	if withToken {
-		var tok struct {
-			Token string `json:"token"`
-			apiError
+	if from != nil {
+		tok, r, err := from.Token(ctx, saleID, user, "", "")
+		if err != nil || r.Status != http.StatusCreated {
+			var o orderJSON
+			if err == nil {
+				err = decodeAnswer("POST", "/api/sales/"+saleID+"/token", r, &o)
+			}
+			return r.Status, o, err
 		}
-		status, err := c.do(ctx, "POST", "/api/sales/"+saleID+"/token", c.jwt(user), nil, nil, &tok)
-		if err != nil || status != http.StatusCreated {
-			return status, orderJSON{apiError: tok.apiError}, err
-		}
-		body["token"] = tok.Token
+		body["token"] = tok
 	}
 	var h map[string]string
 	if key != "" {
 		h = map[string]string{"Idempotency-Key": key}
 	}
 	var o orderJSON
-	status, err := c.do(ctx, "POST", "/api/sales/"+saleID+"/purchase", c.jwt(user), body, h, &o)
+	status, err := at.do(ctx, "POST", "/api/sales/"+saleID+"/purchase", at.jwt(user), body, h, &o)
 	return status, o, err
 }
 
@@ -223,7 +223,7 @@ func TestDemo(t *testing.T) {
 	if status, err := c.do(ctx, "POST", "/api/demo/login", "", map[string]any{"user_id": "alice"}, nil, &login); err != nil || status != 200 || login.Token == "" {
 		t.Fatalf("login: %d %v", status, err)
 	}
-	c.jwts["alice"] = login.Token
+	c.SetJWT("alice", login.Token)
 	status, o, err := c.purchase(ctx, id, "alice", true, nil, "")
 	if err != nil || status != http.StatusAccepted || o.Status != "held" {
 		t.Fatalf("purchase: %d %v %+v", status, err, o)
@@ -264,32 +264,26 @@ func TestStorm(t *testing.T) {
 		accepted = map[string]string{} // order -> user
 		perUser  = map[string]int{}
 		codes    = map[string]int{}
-		wg       sync.WaitGroup
-		start    = make(chan struct{})
 	)
-	for i := range attempts {
+	bench.Together(attempts, func(i int) error {
 		user := fmt.Sprintf("guest-%04d", i%users)
-		wg.Go(func() {
-			<-start
-			status, o, err := c.purchase(ctx, id, user, true, nil, "")
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case err != nil:
-				t.Errorf("%s: %v", user, err)
-			case status == http.StatusAccepted:
-				if _, dup := accepted[o.OrderID]; dup {
-					t.Errorf("order %s accepted twice", o.OrderID)
-				}
-				accepted[o.OrderID] = user
-				perUser[user]++
-			default:
-				codes[o.Error.Code]++
+		status, o, err := c.purchase(ctx, id, user, true, nil, "")
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case err != nil:
+			t.Errorf("%s: %v", user, err)
+		case status == http.StatusAccepted:
+			if _, dup := accepted[o.OrderID]; dup {
+				t.Errorf("order %s accepted twice", o.OrderID)
 			}
-		})
-	}
-	close(start)
-	wg.Wait()
+			accepted[o.OrderID] = user
+			perUser[user]++
+		default:
+			codes[o.Error.Code]++
+		}
+		return nil
+	})
 	t.Logf("accepted %d, refused %v", len(accepted), codes)
 	if len(accepted) != 100 {
 		t.Fatalf("accepted %d purchases, want exactly 100", len(accepted))
