@@ -25,6 +25,7 @@ const (
 	InvOverLimit = "over_limit" // I3: no user holds more than the sale's per-user limit
 	InvBooks     = "books"      // I6: the server's audit balances and its counters are the 202s' rooms
 	InvDrained   = "drained"    // I2: nothing is in flight or pending once the load stops
+	InvAnswers   = "answers"    // the sold-out loop: every purchase of no rooms is a 409, no 202, no 5xx
 )
 
 // Check is the invariant check after a run: what the server's audit says,
@@ -69,7 +70,8 @@ func (c *Check) Broken() []string {
 
 // Verify waits up to drain for the sale's orders to settle (nothing in
 // flight, no 202 still pending), then checks the invariants: the server's
-// audit of the sale, and every 202 in res read back by its owner.
+// audit of the sale, and every 202 in res read back by its owner; for
+// the sold-out loop, also that every answer was a sold out.
 // perUserLimit is the sale's.
 func Verify(ctx context.Context, c *Client, saleID string, perUserLimit int, res *Result, drain time.Duration) (*Check, error) {
 	byOrder := map[string][]Accepted{}
@@ -108,7 +110,11 @@ func Verify(ctx context.Context, c *Client, saleID string, perUserLimit int, res
 			break
 		}
 	}
-	return judge(audit, byOrder, statuses, perUserLimit, res.Unknown, drained), nil
+	ck := judge(audit, byOrder, statuses, perUserLimit, res.Unknown, drained)
+	if res.Loop == LoopSoldOut {
+		ck.Invariants = append(ck.Invariants, soldOutAnswers(res))
+	}
+	return ck, nil
 }
 
 // judge is Verify's verdict on what it read.

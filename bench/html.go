@@ -35,6 +35,7 @@ type htmlPage struct {
 type htmlSection struct {
 	Name     string // the path's name in a comparison, else empty
 	Title    string
+	Loop     string // the closed loop, or empty for an open shape
 	Report   *Report
 	Outcomes []Outcome
 	Funnel   template.HTML
@@ -85,7 +86,7 @@ const (
 )
 
 func section(name, title string, r *Report) htmlSection {
-	s := htmlSection{Name: name, Title: title, Report: r, Outcomes: sumOutcomes(r.Rounds)}
+	s := htmlSection{Name: name, Title: title, Loop: r.loop(), Report: r, Outcomes: sumOutcomes(r.Rounds)}
 	for _, res := range r.Rounds {
 		s.FunnelOf.Admission += res.Funnel.Admission
 		s.FunnelOf.Stock += res.Funnel.Stock

@@ -236,6 +236,13 @@ type Result struct {
 	DB        *DBLoad `json:"db,omitempty"`
 	DBMissing string  `json:"db_missing,omitempty"`
 
+	// Loop and Conns are a closed loop's (empty for an open shape), with
+	// the sessions it finished and the 202s it got, per second.
+	Loop         string  `json:"loop,omitempty"`
+	Conns        int     `json:"conns,omitempty"`
+	SessionRate  float64 `json:"sessions_per_s,omitempty"`
+	AcceptedRate float64 `json:"accepted_per_s,omitempty"`
+
 	// Accepted is every 202, and Unknown the purchases whose answer was
 	// lost, for the invariant check.
 	Accepted []Accepted `json:"-"`

@@ -31,13 +31,31 @@ type Report struct {
 	// rate; a latency ratio of 1.2 is 20 % slower than it.
 	CeilingMedian *Summary `json:"ceiling_median,omitempty"`
 	Ratio         *Summary `json:"ratio,omitempty"`
-	OK            bool     `json:"ok"` // every invariant of every round held
+	// RoundRatios are each round's own ratios, to the ceiling's round
+	// just before it: how far the figures move from round to round.
+	RoundRatios []Summary `json:"round_ratios,omitempty"`
+	OK          bool      `json:"ok"` // every invariant of every round held
 }
 
 // Summary is the median over rounds of each figure.
 type Summary struct {
-	Throughput float64         `json:"throughput"`
-	Endpoints  []EndpointStats `json:"endpoints"`
+	Throughput float64 `json:"throughput"`
+	// Sessions and Accepted are a closed loop's sessions and 202s per
+	// second. In a ratio, Accepted is the target's 202s to the ceiling's
+	// sessions: the ceiling accepts nothing, and its session (the same
+	// requests, each answered 409) is what a guest costs at the least.
+	Sessions  float64         `json:"sessions_per_s,omitempty"`
+	Accepted  float64         `json:"accepted_per_s,omitempty"`
+	Endpoints []EndpointStats `json:"endpoints"`
+}
+
+// endpoint is the figures of the endpoint called name.
+func (s Summary) endpoint(name string) (EndpointStats, bool) {
+	i := slices.IndexFunc(s.Endpoints, func(e EndpointStats) bool { return e.Name == name })
+	if i < 0 {
+		return EndpointStats{}, false
+	}
+	return s.Endpoints[i], true
 }
 
 // Summarize fills in the medians, the ratios and OK from the rounds.
@@ -45,23 +63,30 @@ func (r *Report) Summarize() {
 	r.Median = summarize(r.Rounds)
 	if len(r.Ceilings) > 0 {
 		c := summarize(r.Ceilings)
-		r.CeilingMedian = &c
-		ratio := Summary{Throughput: div(r.Median.Throughput, c.Throughput)}
-		for _, e := range r.Median.Endpoints {
-			i := slices.IndexFunc(c.Endpoints, func(x EndpointStats) bool { return x.Name == e.Name })
-			if i < 0 {
-				continue
-			}
-			ce := c.Endpoints[i]
-			ratio.Endpoints = append(ratio.Endpoints, EndpointStats{Name: e.Name, Count: e.Count, Mean: div(e.Mean, ce.Mean),
-				P50: div(e.P50, ce.P50), P90: div(e.P90, ce.P90), P99: div(e.P99, ce.P99), P999: div(e.P999, ce.P999), Max: div(e.Max, ce.Max)})
+		x := ratio(r.Median, c)
+		r.CeilingMedian, r.Ratio, r.RoundRatios = &c, &x, nil
+		for i := range min(len(r.Rounds), len(r.Ceilings)) {
+			r.RoundRatios = append(r.RoundRatios, ratio(summarize(r.Rounds[i:i+1]), summarize(r.Ceilings[i:i+1])))
 		}
-		r.Ratio = &ratio
 	}
 	r.OK = true
 	for _, c := range r.Checks {
 		r.OK = r.OK && c.OK()
 	}
+}
+
+// ratio is the target's figures t over the ceiling's c.
+func ratio(t, c Summary) Summary {
+	x := Summary{Throughput: div(t.Throughput, c.Throughput), Sessions: div(t.Sessions, c.Sessions), Accepted: div(t.Accepted, c.Sessions)}
+	for _, e := range t.Endpoints {
+		ce, ok := c.endpoint(e.Name)
+		if !ok {
+			continue
+		}
+		x.Endpoints = append(x.Endpoints, EndpointStats{Name: e.Name, Count: e.Count, Mean: div(e.Mean, ce.Mean),
+			P50: div(e.P50, ce.P50), P90: div(e.P90, ce.P90), P99: div(e.P99, ce.P99), P999: div(e.P999, ce.P999), Max: div(e.Max, ce.Max)})
+	}
+	return x
 }
 
 func div(a, b float64) float64 {
@@ -77,6 +102,8 @@ func summarize(rs []*Result) Summary {
 		return s
 	}
 	s.Throughput = median(rs, func(r *Result) float64 { return r.Throughput })
+	s.Sessions = median(rs, func(r *Result) float64 { return r.SessionRate })
+	s.Accepted = median(rs, func(r *Result) float64 { return r.AcceptedRate })
 	for _, name := range endpointNames {
 		var es []EndpointStats
 		for _, r := range rs {
@@ -118,7 +145,11 @@ func median[T any](xs []T, f func(T) float64) float64 {
 // WriteText writes the report for people.
 func (r *Report) WriteText(w io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "flashsale bench: %s, mix %s, %d round(s), target %s\n", r.Shape, r.Mix, len(r.Rounds), r.Target)
+	what := r.Shape
+	if r.Mix != "" {
+		what += ", mix " + r.Mix
+	}
+	fmt.Fprintf(&b, "flashsale bench: %s, %d round(s), target %s\n", what, len(r.Rounds), r.Target)
 	if r.Ceiling != "" {
 		fmt.Fprintf(&b, "ceiling: %s, its round run just before each of the target's\n", r.Ceiling)
 	}
@@ -136,10 +167,24 @@ func (r *Report) WriteText(w io.Writer) error {
 	if r.CeilingMedian != nil {
 		fmt.Fprintf(&b, ", ceiling %.0f req/s: %.2f× the ceiling", r.CeilingMedian.Throughput, r.Ratio.Throughput)
 	}
-	fmt.Fprintf(&b, "\ngenerator at most %.0f ms behind its schedule (that wait is in the latencies)\n", lag)
+	loop := r.loop()
+	if loop == LoopAccepted {
+		fmt.Fprintf(&b, "\naccepted purchases %.0f/s (median of rounds)", r.Median.Accepted)
+		if r.CeilingMedian != nil {
+			fmt.Fprintf(&b, ", the ceiling's guests (token + purchase) %.0f/s: %.2f× the ceiling", r.CeilingMedian.Sessions, r.Ratio.Accepted)
+		}
+	}
+	from := "scheduled send"
+	if loop != "" {
+		from = "send"
+		fmt.Fprintf(&b, "\nclosed loop: %d workers, each sending its next request when its last was answered\n", r.Rounds[0].Conns)
+	} else {
+		fmt.Fprintf(&b, "\ngenerator at most %.0f ms behind its schedule (that wait is in the latencies)\n", lag)
+	}
+	r.writeRoundRatios(&b, loop)
 	writeDBLoad(&b, r.Rounds)
 
-	b.WriteString("\nlatency, ms from each request's scheduled send (median of rounds)\n")
+	fmt.Fprintf(&b, "\nlatency, ms from each request's %s (median of rounds)\n", from)
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	head := "endpoint\trequests\tmean\tp50\tp90\tp99\tp99.9\tmax\t"
 	if r.Ratio != nil {
@@ -149,8 +194,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	for _, e := range r.Median.Endpoints {
 		line := fmt.Sprintf("%s\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t", e.Name, e.Count, e.Mean, e.P50, e.P90, e.P99, e.P999, e.Max)
 		if r.Ratio != nil {
-			if i := slices.IndexFunc(r.Ratio.Endpoints, func(x EndpointStats) bool { return x.Name == e.Name }); i >= 0 {
-				x := r.Ratio.Endpoints[i]
+			if x, ok := r.Ratio.endpoint(e.Name); ok {
 				line += fmt.Sprintf("%.2f\t%.2f\t%.2f\t", x.P50, x.P99, x.P999)
 			} else {
 				line += "-\t-\t-\t"
@@ -189,6 +233,33 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 	}
 	return writeVerdict(w, &b, r.OK, "every invariant held")
+}
+
+// loop is the closed loop the rounds ran ("" for an open shape).
+func (r *Report) loop() string {
+	if len(r.Rounds) == 0 {
+		return ""
+	}
+	return r.Rounds[0].Loop
+}
+
+// writeRoundRatios writes each round's ratios to its ceiling's round.
+func (r *Report) writeRoundRatios(b *strings.Builder, loop string) {
+	if len(r.RoundRatios) == 0 {
+		return
+	}
+	b.WriteString("\nround by round, as ratios to the ceiling's round just before it\n")
+	for i, x := range r.RoundRatios {
+		t, c := r.Rounds[i], r.Ceilings[i]
+		fmt.Fprintf(b, "  round %d: throughput %.2f× (%.0f / %.0f req/s)", i+1, x.Throughput, t.Throughput, c.Throughput)
+		if loop == LoopAccepted {
+			fmt.Fprintf(b, ", accepted %.2f× (%.0f/s / %.0f guests/s)", x.Accepted, t.AcceptedRate, c.SessionRate)
+		}
+		if e, ok := x.endpoint(epPurchase.String()); ok {
+			fmt.Fprintf(b, "; purchase p50 %.2f×, p99 %.2f×", e.P50, e.P99)
+		}
+		b.WriteString("\n")
+	}
 }
 
 // writeVerdict ends a text report with whether every invariant held

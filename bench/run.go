@@ -58,11 +58,14 @@ const (
 	MaxSessionsDefault     = 4096
 )
 
-// Run sends cfg's guests at the server on cfg's schedule and waits for
-// every session to finish (or ctx to end).
+// Run sends cfg's guests at the server on cfg's schedule (a Loop's back
+// to back) and waits for every session to finish (or ctx to end).
 func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Client == nil || cfg.Shape == nil || cfg.SaleID == "" {
 		return nil, fmt.Errorf("bench: Run needs a client, a shape and a sale")
+	}
+	if l, ok := cfg.Shape.(Loop); ok {
+		return runLoop(ctx, cfg, l)
 	}
 	cfg.Think = cmp.Or(cfg.Think, ThinkDefault)
 	cfg.Hammer = cmp.Or(cfg.Hammer, HammerDefault)
@@ -88,49 +91,59 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 	}
 
+	res := r.measure(ctx, cfg.Shape, cfg.Mix, func(start time.Time) {
+		sem := make(chan struct{}, cfg.MaxSessions)
+		var wg sync.WaitGroup
+		i := 0
+		for at := range cfg.Shape.Arrivals() {
+			due := start.Add(at)
+			if d := time.Until(due); d > 0 {
+				select {
+				case <-time.After(d):
+				case <-ctx.Done():
+				}
+			}
+			if ctx.Err() != nil {
+				break
+			}
+			sem <- struct{}{}
+			r.rec.late(time.Since(due))
+			k, n := who[i], i
+			rng := rand.New(rand.NewPCG(cfg.Seed, uint64(n)))
+			wg.Go(func() {
+				defer func() { <-sem }()
+				switch k {
+				case Normal:
+					r.normal(ctx, n, due, rng)
+				case Scalper:
+					r.scalper(ctx, n, due)
+				case Broken:
+					r.broken(ctx, n, due)
+				}
+			})
+			i++
+		}
+		wg.Wait()
+	})
+	return res, ctx.Err()
+}
+
+// measure runs load (which starts at start) with the recorder, the
+// progress line and the watch of the server's database around it, and
+// returns what they saw.
+func (r *run) measure(ctx context.Context, shape Shape, mix Mix, load func(start time.Time)) *Result {
 	stopDB := func(time.Time) (*DBLoad, string) { return nil, "" }
-	if cfg.Metrics != "" {
-		stopDB = watchDB(ctx, cfg.Metrics)
+	if r.cfg.Metrics != "" {
+		stopDB = watchDB(ctx, r.cfg.Metrics)
 	}
 	start := time.Now()
 	r.rec = newRecorder(start)
 	stop := r.progress(ctx)
-	sem := make(chan struct{}, cfg.MaxSessions)
-	var wg sync.WaitGroup
-	i := 0
-	for at := range cfg.Shape.Arrivals() {
-		due := start.Add(at)
-		if d := time.Until(due); d > 0 {
-			select {
-			case <-time.After(d):
-			case <-ctx.Done():
-			}
-		}
-		if ctx.Err() != nil {
-			break
-		}
-		sem <- struct{}{}
-		r.rec.late(time.Since(due))
-		k, n := who[i], i
-		rng := rand.New(rand.NewPCG(cfg.Seed, uint64(n)))
-		wg.Go(func() {
-			defer func() { <-sem }()
-			switch k {
-			case Normal:
-				r.normal(ctx, n, due, rng)
-			case Scalper:
-				r.scalper(ctx, n, due)
-			case Broken:
-				r.broken(ctx, n, due)
-			}
-		})
-		i++
-	}
-	wg.Wait()
+	load(start)
 	stop()
-	res := r.rec.result(cfg.Client.Base, cfg.Shape, cfg.Mix)
+	res := r.rec.result(r.cfg.Client.Base, shape, mix)
 	res.DB, res.DBMissing = stopDB(start)
-	return res, ctx.Err()
+	return res
 }
 
 type run struct {
@@ -269,14 +282,8 @@ func (r *run) scalper(ctx context.Context, i int, due time.Time) {
 	}
 	for range r.cfg.Hammer {
 		o, resp, err := c.Purchase(ctx, r.cfg.SaleID, user, tok, "")
-		r.rec.record(epPurchase, t, resp, err)
+		r.purchased(Scalper, user, t, o, resp, err)
 		t = time.Now()
-		switch {
-		case err != nil:
-			r.rec.lost()
-		case resp.Status == 202:
-			r.rec.accept(Accepted{OrderID: o.OrderID, User: user, Kind: Scalper})
-		}
 	}
 }
 

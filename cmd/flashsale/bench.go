@@ -36,6 +36,19 @@ behind a slow generator), waits for the orders to settle, then checks the
 invariants: the server's audit cross-checked against the client's own
 record of every 202. Exits non-zero when an invariant breaks.
 
+Two --shape values are closed loops, for throughput: --conns workers, each
+sending its next request as soon as its last is answered, for --duration
+(latency then runs from each send; no mix):
+  soldout            one guest buying from a sale of no rooms (32 workers):
+                     every answer must be 409 sold_out; a 202 (an oversell),
+                     a 5xx or a lost answer breaks the "answers" invariant
+  accepted           a new guest each time, a token then a purchase of a sale
+                     of 1000000 rooms (256 workers); the holds outlast the run
+                     and the check, nobody pays: the figure is accepted/s
+With --ceiling each round runs the loop against the ceiling first (every
+answer 409; an accepted "guest" still sends a token and a purchase), and
+the report quotes each round's ratios and those of the medians.
+
   --self             start the embedded server in a process of its own
                      (this binary's serve, a free port, a temporary data dir)
   --target URL       a running server; the admin token and the JWT secret
@@ -88,6 +101,7 @@ type benchFlags struct {
 	// realSales makes the sales real ones (not test sales); cleanup
 	// deletes each round's test sale after its check.
 	realSales, cleanup     bool
+	given                  map[string]bool // the flags set on the command line
 	ceilingSrc             string
 	paths                  string
 	databaseURL, redisURL  string
@@ -140,19 +154,19 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 	fset.StringVar(&f.databaseURL, "database-url", getenv("FLASHSALE_DATABASE_URL"), "with --compare --self: the MySQL or PostgreSQL database of the distributed and dbmode servers (FLASHSALE_DATABASE_URL)")
 	fset.StringVar(&f.redisURL, "redis-url", getenv("FLASHSALE_REDIS_URL"), "with --compare --self: their Redis (FLASHSALE_REDIS_URL)")
 	fset.StringVar(&f.amqpURL, "amqp-url", getenv("FLASHSALE_AMQP_URL"), "with --compare --self: their RabbitMQ (FLASHSALE_AMQP_URL)")
-	fset.StringVar(&f.shape, "shape", "pulse", "arrivals: pulse, burst, constant or ramp")
+	fset.StringVar(&f.shape, "shape", "pulse", "arrivals: pulse, burst, constant or ramp; closed loops: soldout or accepted")
 	fset.Float64Var(&f.peak, "peak", 1000, "peak arrivals (guest sessions) per second: pulse, constant, ramp")
-	fset.DurationVar(&f.duration, "duration", 20*time.Second, "length of the shape: pulse, constant, ramp")
+	fset.DurationVar(&f.duration, "duration", 20*time.Second, "length of the shape: pulse, constant, ramp, soldout, accepted")
 	fset.IntVar(&f.guests, "guests", 2000, "guests arriving at once: burst")
 	fset.StringVar(&f.mix, "mix", bench.DefaultMix.String(), "shares of guests: normal, scalper, broken")
-	fset.IntVar(&f.stock, "stock", 100, "rooms in the sale (one night)")
+	fset.IntVar(&f.stock, "stock", 100, "rooms in the sale (one night); soldout and accepted choose their own")
 	fset.IntVar(&f.hold, "hold", 10, "the sale's hold_seconds")
 	fset.IntVar(&f.difficulty, "difficulty", 0, "the sale's proof-of-work difficulty (0: none)")
 	fset.DurationVar(&f.think, "think", bench.ThinkDefault, "mean time a guest with a 202 takes to pay")
 	fset.Float64Var(&f.pay, "pay", bench.PayDefault, "share of guests with a 202 who pay (half the rest cancel, the others let the hold expire)")
 	fset.IntVar(&f.hammer, "hammer", bench.HammerDefault, "purchases a scalper fires with one token")
 	fset.IntVar(&f.rounds, "rounds", 1, "rounds (the report quotes medians)")
-	fset.IntVar(&f.conns, "conns", 512, "connections the client keeps to the server")
+	fset.IntVar(&f.conns, "conns", 512, "connections the client keeps to the server; soldout and accepted: the loop's workers, one connection each (default 32 and 256)")
 	fset.DurationVar(&f.drain, "drain", 30*time.Second, "how long to wait for orders to settle before the check gives up")
 	fset.StringVar(&f.jsonFile, "json", "", "write the report as JSON to this file")
 	fset.StringVar(&f.htmlFile, "html", "", "write the report as one self-contained HTML page (charts inline, nothing fetched) to this file")
@@ -160,6 +174,8 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 	if err := fset.Parse(args); err != nil {
 		return err
 	}
+	f.given = map[string]bool{}
+	fset.Visit(func(fl *flag.Flag) { f.given[fl.Name] = true })
 	if fset.NArg() > 0 {
 		fset.Usage()
 		return fmt.Errorf("bench: unexpected arguments %q", fset.Args())
@@ -246,6 +262,10 @@ func benchRounds(ctx context.Context, f *benchFlags, shape bench.Shape, mix benc
 	target := bench.NewClient(t.base, f.admin, f.secret, f.conns)
 	defer target.CloseIdle()
 	rep := &bench.Report{Target: t.base, Shape: shape.String(), Mix: mix.String(), Ceiling: ceilingWhat, Notes: t.notes}
+	loop, isLoop := shape.(bench.Loop)
+	if isLoop {
+		rep.Mix = ""
+	}
 	for round := range f.rounds {
 		cfg := bench.Config{Shape: shape, Mix: mix, Think: f.think, Pay: f.pay, Hammer: f.hammer,
 			Progress: progress, Seed: uint64(round), Users: fmt.Sprintf("b%s-%sr%d-", runID(), t.name, round)}
@@ -261,6 +281,9 @@ func benchRounds(ctx context.Context, f *benchFlags, shape bench.Shape, mix benc
 			rep.Ceilings = append(rep.Ceilings, res)
 		}
 		sale := bench.NewSale(f.stock, f.hold)
+		if isLoop {
+			sale = loop.Sale(f.hold, f.drain)
+		}
 		sale.Test = !f.realSales
 		if f.difficulty > 0 {
 			sale.Challenge = &struct {
@@ -371,7 +394,24 @@ func (f *benchFlags) validate() (bench.Shape, bench.Mix, error) {
 			return nil, mix, err
 		}
 	}
-	if f.shape == "burst" {
+	switch f.shape {
+	case bench.LoopSoldOut, bench.LoopAccepted:
+		l := bench.Loop{Path: f.shape, Conns: f.conns, Duration: f.duration}
+		if !f.given["conns"] {
+			l.Conns = bench.SoldOutConnsDefault
+			if l.Path == bench.LoopAccepted {
+				l.Conns = bench.AcceptedConnsDefault
+			}
+			f.conns = l.Conns
+		}
+		switch {
+		case f.duration <= 0:
+			return nil, mix, errors.New("bench: --duration must be positive")
+		case f.given["stock"]:
+			return nil, mix, fmt.Errorf("bench: --stock: the %s loop's sale has %d rooms", l.Path, l.Sale(1, 0).Nights[0].Stock)
+		}
+		return l, mix, nil
+	case "burst":
 		if f.guests < 1 {
 			return nil, mix, errors.New("bench: --guests must be positive")
 		}
@@ -388,7 +428,7 @@ func (f *benchFlags) validate() (bench.Shape, bench.Mix, error) {
 	case "ramp":
 		return bench.Ramp(f.peak, f.duration), mix, nil
 	}
-	return nil, mix, fmt.Errorf("bench: unknown --shape %q (pulse, burst, constant, ramp)", f.shape)
+	return nil, mix, fmt.Errorf("bench: unknown --shape %q (pulse, burst, constant, ramp, soldout, accepted)", f.shape)
 }
 
 // child is a process bench started, and the temporary path it leaves.

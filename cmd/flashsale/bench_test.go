@@ -254,6 +254,8 @@ func TestBenchFlags(t *testing.T) {
 		{[]string{"--target", "http://x", "--pay", "1.5"}, "--pay"},
 		{[]string{"--target", "http://x", "--difficulty", "40"}, "--difficulty"},
 		{[]string{"--target", "http://x", "extra"}, "unexpected arguments"},
+		{[]string{"--target", "http://x", "--shape", "soldout", "--stock", "5"}, "--stock: the soldout loop's sale has 0 rooms"},
+		{[]string{"--target", "http://x", "--shape", "accepted", "--duration", "0s"}, "--duration must be positive"},
 		{[]string{"--target", "http://x", "--target", "http://y"}, "one --target, or --compare"},
 		{[]string{"--target", "http://x", "--metrics", "http://x/m", "--metrics", "http://y/m"}, "one --metrics"},
 		{[]string{"--compare", "--target", "http://x"}, "want PATH=URL"},
@@ -302,5 +304,53 @@ func TestBenchSelf(t *testing.T) {
 		if c.Held+c.Sold > 30 || c.Orders["paid"] == 0 {
 			t.Errorf("check %+v: want at most 30 rooms taken, some paid", c)
 		}
+	}
+}
+
+// TestBenchLoops runs the built binary's closed loops as a user would
+// (CI=true, output piped): the sold-out loop against the ceiling over two
+// rounds, with the ratios of each round and of the medians, and the
+// accepted loop with its 202s checked against the server's books.
+func TestBenchLoops(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := buildBinary(t)
+	t.Run("SoldOut", func(t *testing.T) {
+		jsonFile := filepath.Join(t.TempDir(), "bench.json")
+		out := runBuiltBench(t, bin, "--self", "--shape", "soldout", "--duration", "1s", "--ceiling", "--ceiling-src", sharedCeiling,
+			"--rounds", "2", "--json", jsonFile)
+		for _, want := range []string{"soldout (closed loop, 32 workers, 1s), 2 round(s)", "× the ceiling", "round by round, as ratios",
+			"  round 1: throughput ", "  round 2: throughput ", "purchase p50 ", "p99 ×ceil", "purchase  409  sold_out", "ok      answers",
+			"every invariant held"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("report lacks %q", want)
+			}
+		}
+		rep := readJSON[bench.Report](t, jsonFile)
+		if len(rep.Rounds) != 2 || len(rep.RoundRatios) != 2 || rep.Ratio == nil || rep.Ratio.Throughput <= 0 || rep.Rounds[0].Loop != "soldout" {
+			t.Errorf("JSON report: %d rounds, %d round ratios, ratio %+v", len(rep.Rounds), len(rep.RoundRatios), rep.Ratio)
+		}
+	})
+	t.Run("Accepted", func(t *testing.T) {
+		out := runBuiltBench(t, bin, "--self", "--shape", "accepted", "--conns", "32", "--duration", "1s")
+		for _, want := range []string{"accepted (closed loop, 32 workers, 1s)", "accepted purchases ", "closed loop: 32 workers",
+			"token     201", "purchase  202", "stock 1000000", "ok      lost_202", "every invariant held"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("report lacks %q", want)
+			}
+		}
+	})
+}
+
+// TestBenchSoldOutOversell points the sold-out loop at a server that
+// accepts purchases of a sale with no rooms: non-zero exit, and the
+// report names the answers invariant.
+func TestBenchSoldOutOversell(t *testing.T) {
+	var out bytes.Buffer
+	err := run(t.Context(), []string{"bench", "--target", brokenServer(t, "oversell", 0), "--admin-token", "a", "--jwt-secret", "s",
+		"--shape", "soldout", "--conns", "4", "--duration", "200ms", "--drain", "500ms"}, func(string) string { return "" }, &out, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), bench.InvAnswers) || !strings.Contains(out.String(), "BROKEN  answers: ") {
+		t.Fatalf("bench --shape soldout against a server that sells what it has not: err = %v\n%s", err, out.String())
 	}
 }
