@@ -341,3 +341,9 @@ func (c *Client) SetJWT(user, token string) {
 	defer c.mu.Unlock()
 	c.jwts[user] = token
 }
+
+// KeepIdle caps the idle connections the client keeps between requests at
+// n (NewClient keeps as many as it may open). Fewer means a burst after a
+// burst dials again, as fresh guests would: the server pays for accepting
+// them. Call it before the first request.
+func (c *Client) KeepIdle(n int) { c.http.Transport.(*http.Transport).MaxIdleConns = n }

@@ -14,7 +14,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,6 +22,7 @@ import (
 
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/amqp"
+	"github.com/flashsale/flashsale/bench"
 	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/flashsale/flashsale/redis"
 )
@@ -131,8 +131,8 @@ func BenchmarkDistributed(b *testing.B) {
 		distSignAccepted(ceilings)
 		b.ResetTimer()
 		rps, lat := distClosedLoop(b, b.N*distAcceptedRound, 409, func(i int) (int, error) {
-			c := ceilings[i%len(ceilings)]
-			return c.do(ctx, "POST", "/api/sales/x/purchase", c.jwt(fmt.Sprintf("a%05d", i%distAcceptedUsers)), map[string]any{}, nil, nil)
+			_, r, err := ceilings[i%len(ceilings)].Purchase(ctx, "x", fmt.Sprintf("a%05d", i%distAcceptedUsers), "", "")
+			return r.Status, err
 		})
 		b.StopTimer()
 		distReportLoop(b, rps, lat, scriptRPS)
@@ -166,8 +166,8 @@ func BenchmarkDistributed(b *testing.B) {
 		distSignAccepted(acc.clients)
 		b.ResetTimer()
 		rps, lat := distClosedLoop(b, b.N*distAcceptedRound, 202, func(i int) (int, error) {
-			status, _, err := acc.clients[i%len(acc.clients)].purchase(ctx, id, fmt.Sprintf("a%05d", i%distAcceptedUsers), false, nil, "")
-			return status, err
+			_, r, err := acc.clients[i%len(acc.clients)].Purchase(ctx, id, fmt.Sprintf("a%05d", i%distAcceptedUsers), "", "")
+			return r.Status, err
 		})
 		b.StopTimer()
 		distReportLoop(b, rps, lat, scriptRPS)
@@ -181,7 +181,7 @@ func BenchmarkDistributed(b *testing.B) {
 	distView(b, bc.clients, soldOut)
 	for _, cs := range [][]*client{ceilings, bc.clients} {
 		distSign(cs, "w", 1)
-		distBurst(distGuests, func(i int) error {
+		bench.Together(distGuests, func(i int) error {
 			purchaseAcross(ctx, cs[i%len(cs)], cs[(i+1)%len(cs)], soldOut, distGuest("w", 0, i))
 			return nil
 		})
@@ -249,7 +249,7 @@ func BenchmarkDistributed(b *testing.B) {
 		start := time.Now()
 		go func() { samples <- distSampleOrders(store, id, total, start, stop) }()
 		for round := range b.N {
-			_, errs := distBurst(distGuests, func(i int) error {
+			_, errs := bench.Together(distGuests, func(i int) error {
 				return distBuy(ctx, wc.clients, id, distGuest("r", round, i), i)
 			})
 			distErrs(b, errs)
@@ -517,34 +517,18 @@ func distParseRedisBenchmark(b *testing.B, out []byte) (rps, p50, p99 float64) {
 // back, request i by send(i), and returns requests per second and the sorted
 // latencies. send answers the status it got; want is the one expected.
 func distClosedLoop(b *testing.B, n, want int, send func(i int) (int, error)) (float64, []time.Duration) {
-	lat := make([]time.Duration, n)
 	var (
-		next  atomic.Int64
-		wg    sync.WaitGroup
 		mu    sync.Mutex
 		codes = map[int]int{}
 	)
-	start := time.Now()
-	for range distAcceptedWorkers {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= n {
-					return
-				}
-				t := time.Now()
-				status, err := send(i)
-				lat[i] = time.Since(t)
-				if err != nil || status != want {
-					mu.Lock()
-					codes[status]++
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
+	elapsed, lat, _ := bench.BackToBack(distAcceptedWorkers, n, func(_, i int) error {
+		if status, err := send(i); err != nil || status != want {
+			mu.Lock()
+			codes[status]++
+			mu.Unlock()
+		}
+		return nil
+	})
 	if len(codes) > 0 {
 		b.Errorf("answers other than %d, by status (0 = transport error): %v", want, codes)
 	}
@@ -562,30 +546,30 @@ type distPairs struct {
 func (p *distPairs) ceiling(b *testing.B, cs []*client, pids []int, kind string, round int) {
 	ctx := context.Background()
 	c0 := cpuTime(pids)
-	lat, errs := distBurst(distGuests, func(i int) error {
+	lat, errs := bench.Together(distGuests, func(i int) error {
 		a, z := cs[i%len(cs)], cs[(i+1)%len(cs)]
 		user := distGuest(kind, round, i)
-		s1, err1 := a.do(ctx, "POST", "/api/sales/x/token", a.jwt(user), nil, nil, nil)
-		s2, err2 := z.do(ctx, "POST", "/api/sales/x/purchase", z.jwt(user), map[string]any{"token": "t"}, nil, nil)
-		if err := errors.Join(err1, err2); err != nil || s1 != 409 || s2 != 409 {
-			return fmt.Errorf("ceiling: %d %d %v", s1, s2, err)
+		_, r1, err1 := a.Token(ctx, "x", user, "", "")
+		_, r2, err2 := z.Purchase(ctx, "x", user, "t", "")
+		if err := errors.Join(err1, err2); err != nil || r1.Status != 409 || r2.Status != 409 {
+			return fmt.Errorf("ceiling: %d %d %v", r1.Status, r2.Status, err)
 		}
 		return nil
 	})
 	p.ceilCPU += cpuTime(pids) - c0
 	distErrs(b, errs)
 	slices.Sort(lat)
-	p.ceilP99 = append(p.ceilP99, distMS(distPct(lat, 0.99)))
+	p.ceilP99 = append(p.ceilP99, distMS(bench.Percentile(lat, 0.99)))
 }
 
 // flashsale runs one burst of guests at the cluster.
 func (p *distPairs) flashsale(b *testing.B, c *distCluster, guest func(i int) error) {
 	c0 := cpuTime(c.pids())
-	lat, errs := distBurst(distGuests, guest)
+	lat, errs := bench.Together(distGuests, guest)
 	p.cpu += cpuTime(c.pids()) - c0
 	distErrs(b, errs)
 	slices.Sort(lat)
-	p.p99 = append(p.p99, distMS(distPct(lat, 0.99)))
+	p.p99 = append(p.p99, distMS(bench.Percentile(lat, 0.99)))
 }
 
 func (p *distPairs) report(b *testing.B) {
@@ -639,8 +623,8 @@ func deleteTopology(url, name string) {
 // a ratio to the script's.
 func distReportLoop(b *testing.B, rps float64, sorted []time.Duration, scriptRPS float64) {
 	b.ReportMetric(rps, "req/s")
-	b.ReportMetric(distMS(distPct(sorted, 0.50)), "p50-ms")
-	b.ReportMetric(distMS(distPct(sorted, 0.99)), "p99-ms")
+	b.ReportMetric(distMS(bench.Percentile(sorted, 0.50)), "p50-ms")
+	b.ReportMetric(distMS(bench.Percentile(sorted, 0.99)), "p99-ms")
 	if scriptRPS > 0 {
 		b.ReportMetric(rps/scriptRPS, "ratio")
 	}
@@ -650,7 +634,7 @@ func distReportLoop(b *testing.B, rps float64, sorted []time.Duration, scriptRPS
 func distSignAccepted(cs []*client) {
 	for _, c := range cs {
 		for u := range distAcceptedUsers {
-			c.jwt(fmt.Sprintf("a%05d", u))
+			c.JWT(fmt.Sprintf("a%05d", u))
 		}
 	}
 }
@@ -664,8 +648,8 @@ func distSignAccepted(cs []*client) {
 func distView(b *testing.B, cs []*client, saleID string) {
 	b.Helper()
 	for _, c := range cs {
-		if status, err := c.do(context.Background(), "GET", "/api/sales/"+saleID, "", nil, nil, nil); err != nil || status != 200 {
-			b.Fatalf("view sale %s at %s: %d %v", saleID, c.Base, status, err)
+		if r, err := c.View(context.Background(), saleID); err != nil || r.Status != 200 {
+			b.Fatalf("view sale %s at %s: %d %v", saleID, c.Base, r.Status, err)
 		}
 	}
 }
@@ -687,30 +671,10 @@ func distSign(cs []*client, kind string, rounds int) {
 	for _, c := range cs {
 		for r := range rounds {
 			for i := range distGuests {
-				c.jwt(distGuest(kind, r, i))
+				c.JWT(distGuest(kind, r, i))
 			}
 		}
 	}
-}
-
-// distBurst starts guests goroutines, releases them at once and returns
-// each one's latency and error.
-func distBurst(guests int, run func(i int) error) ([]time.Duration, []error) {
-	lat := make([]time.Duration, guests)
-	errs := make([]error, guests)
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i := range guests {
-		wg.Go(func() {
-			<-start
-			t := time.Now()
-			errs[i] = run(i)
-			lat[i] = time.Since(t)
-		})
-	}
-	close(start)
-	wg.Wait()
-	return lat, errs
 }
 
 // distErrs fails the benchmark with a count and the first few errors.
@@ -811,11 +775,11 @@ func distWriteRates(ss []distSample, burstEnd time.Duration) distRates {
 	return r
 }
 
-func distPct(sorted []time.Duration, p float64) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	return sorted[min(len(sorted)-1, int(float64(len(sorted))*p))]
-}
+// distBurst and distPct are bench.Together and bench.Percentile under the
+// names BenchmarkBurst (bench_test.go) still calls them by.
+var (
+	distBurst = bench.Together
+	distPct   = bench.Percentile
+)
 
 func distMS(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -19,6 +19,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/bench"
 	"github.com/flashsale/flashsale/internal/testenv"
 )
 
@@ -190,9 +191,7 @@ func distributedStorm(t *testing.T, c *cluster, saleID string, users, attempts, 
 		mu       sync.Mutex
 		accepted = map[string]string{}
 		count    atomic.Int64
-		next     atomic.Int64
 		codes    sync.Map
-		wg       sync.WaitGroup
 		killed   = make(chan struct{})
 	)
 	if killAfter > 0 {
@@ -211,43 +210,34 @@ func distributedStorm(t *testing.T, c *cluster, saleID string, users, attempts, 
 		close(killed)
 	}
 	ctx := context.Background()
-	for w := range 256 {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= attempts {
-					return
-				}
-				user := fmt.Sprintf("guest-%05d", (i*7919+w)%users)
-				for try := 0; ; try++ {
-					a, b := c.clients[i%len(c.clients)], c.clients[(i+1)%len(c.clients)]
-					if try > 0 {
-						a, b = c.clients[(i+try)%len(c.clients)], c.clients[(i+try+1)%len(c.clients)]
-					}
-					status, o, err := purchaseAcross(ctx, a, b, saleID, user)
-					if err != nil {
-						if try > 20 {
-							t.Errorf("%s: %v", user, err)
-							break
-						}
-						time.Sleep(10 * time.Millisecond)
-						continue
-					}
-					if status == http.StatusAccepted {
-						mu.Lock()
-						accepted[o.OrderID] = user
-						mu.Unlock()
-						count.Add(1)
-					} else {
-						n, _ := codes.LoadOrStore(o.Error.Code, new(atomic.Int64))
-						n.(*atomic.Int64).Add(1)
-					}
-					break
-				}
+	bench.BackToBack(256, attempts, func(w, i int) error {
+		user := fmt.Sprintf("guest-%05d", (i*7919+w)%users)
+		for try := 0; ; try++ {
+			a, b := c.clients[i%len(c.clients)], c.clients[(i+1)%len(c.clients)]
+			if try > 0 {
+				a, b = c.clients[(i+try)%len(c.clients)], c.clients[(i+try+1)%len(c.clients)]
 			}
-		})
-	}
-	wg.Wait()
+			status, o, err := purchaseAcross(ctx, a, b, saleID, user)
+			if err != nil {
+				if try > 20 {
+					t.Errorf("%s: %v", user, err)
+					return err
+				}
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			if status == http.StatusAccepted {
+				mu.Lock()
+				accepted[o.OrderID] = user
+				mu.Unlock()
+				count.Add(1)
+			} else {
+				n, _ := codes.LoadOrStore(o.Error.Code, new(atomic.Int64))
+				n.(*atomic.Int64).Add(1)
+			}
+			return nil
+		}
+	})
 	<-killed
 	codes.Range(func(k, v any) bool { t.Logf("refused %s: %d", k, v.(*atomic.Int64).Load()); return true })
 	return accepted
@@ -343,10 +333,9 @@ func checkBooksDead(t *testing.T, c *cluster, saleID string, stock int, accepted
 		}
 	}
 	for oid, user := range accepted {
-		var o orderJSON
-		status, err := c.clients[0].do(ctx, "GET", "/api/orders/"+oid, c.clients[0].jwt(user), nil, nil, &o)
-		if err != nil || status != 200 || o.Status != "held" {
-			t.Fatalf("202 order %s: %d %v %+v", oid, status, err, o)
+		o, r, err := c.clients[0].Order(ctx, user, oid)
+		if err != nil || r.Status != 200 || o.Status != "held" {
+			t.Fatalf("202 order %s: %d %v %+v %s", oid, r.Status, err, o, r.Body)
 		}
 	}
 }
@@ -358,11 +347,9 @@ func checkTokenOnce(t *testing.T, c *cluster) {
 	ctx := context.Background()
 	id := c.clients[0].createSale(t, saleJSON([]int{100}, 100, true))
 	user := "token-replayer"
-	var tok struct {
-		Token string `json:"token"`
-	}
-	if status, err := c.clients[0].do(ctx, "POST", "/api/sales/"+id+"/token", c.clients[0].jwt(user), nil, nil, &tok); err != nil || status != http.StatusCreated {
-		t.Fatalf("token: %d %v", status, err)
+	tok, r, err := c.clients[0].Token(ctx, id, user, "", "")
+	if err != nil || r.Status != http.StatusCreated {
+		t.Fatalf("token: %d %v", r.Status, err)
 	}
 	var (
 		mu      sync.Mutex
@@ -371,12 +358,10 @@ func checkTokenOnce(t *testing.T, c *cluster) {
 	)
 	for i := range 60 {
 		wg.Go(func() {
-			cl := c.clients[i%len(c.clients)]
-			var o orderJSON
-			status, err := cl.do(ctx, "POST", "/api/sales/"+id+"/purchase", cl.jwt(user), map[string]any{"token": tok.Token}, nil, &o)
+			_, r, err := c.clients[i%len(c.clients)].Purchase(ctx, id, user, tok, "")
 			mu.Lock()
 			defer mu.Unlock()
-			answers[fmt.Sprintf("%d %s %v", status, o.Error.Code, err)]++
+			answers[fmt.Sprintf("%d %s %v", r.Status, r.Code, err)]++
 		})
 	}
 	wg.Wait()
@@ -447,13 +432,11 @@ func (c *cluster) explainMissing(t *testing.T, saleID string, snap *flashsale.St
 		if n++; n > 5 {
 			break
 		}
-		var o orderJSON
-		status, err := c.clients[0].do(context.Background(), "GET", "/api/orders/"+oid, c.clients[0].jwt(user), nil, nil, &o)
-		t.Logf("missing 202 %s of %s: GET %d %v %+v", oid, user, status, err, o)
+		o, r, err := c.clients[0].Order(context.Background(), user, oid)
+		t.Logf("missing 202 %s of %s: GET %d %v %+v %s", oid, user, r.Status, err, o, r.Body)
 	}
-	var report map[string]any
-	status, err := c.clients[0].do(context.Background(), "GET", "/api/admin/sales/"+saleID+"/audit", c.clients[0].admin, nil, nil, &report)
-	t.Logf("audit: %d %v %v", status, err, report)
+	audit, err := c.clients[0].Audit(context.Background(), saleID)
+	t.Logf("audit: %v %+v", err, audit)
 	ready, dead := c.queueDepth(t)
 	t.Logf("queue: %d ready, %d dead-lettered", ready, dead)
 }
