@@ -5,15 +5,18 @@ import "context"
 // requestIDKey keys the request id in a context.
 type requestIDKey struct{}
 
-// requestIDCtx carries a request id: one allocation, where
-// context.WithValue would take a second to box the string, and every
-// request pays it.
-type requestIDCtx struct {
+// RequestIDContext carries a request id: one allocation, where
+// context.WithValue would take a second to box the string. It is exported
+// so the HTTP layer can embed it in its per-request context and pay one
+// allocation for the id and the deadline together.
+type RequestIDContext struct {
 	context.Context
-	id string
+	ID string
 }
 
-func (c *requestIDCtx) Value(k any) any {
+// Value answers the request id's key with c, and asks the parent for any
+// other.
+func (c *RequestIDContext) Value(k any) any {
 	if k == (requestIDKey{}) {
 		return c
 	}
@@ -24,13 +27,13 @@ func (c *requestIDCtx) Value(k any) any {
 // purchase from the HTTP request through the queue to the consumer's log
 // line, so an operator can find one order's lines end to end.
 func WithRequestID(ctx context.Context, id string) context.Context {
-	return &requestIDCtx{Context: ctx, id: id}
+	return &RequestIDContext{Context: ctx, ID: id}
 }
 
 // RequestID returns the request id ctx carries, or "".
 func RequestID(ctx context.Context) string {
-	if c, ok := ctx.Value(requestIDKey{}).(*requestIDCtx); ok {
-		return c.id
+	if c, ok := ctx.Value(requestIDKey{}).(*RequestIDContext); ok {
+		return c.ID
 	}
 	return ""
 }

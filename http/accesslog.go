@@ -224,28 +224,21 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 var statusWriters = sync.Pool{New: func() any { return new(statusWriter) }}
 
-// logged serves r through next, counting it in the access log and giving
-// it a line if it earns one. Event streams are neither counted nor timed:
-// their length is a guest watching, not a latency.
-func (a *AccessLog) logged(w http.ResponseWriter, r *http.Request, next func(http.ResponseWriter, *http.Request)) {
-	if a == nil || isEventStream(r) {
-		next(w, r)
-		return
-	}
+// newStatusWriter wraps w to remember the status; finish recycles it.
+func newStatusWriter(w http.ResponseWriter) *statusWriter {
 	sw := statusWriters.Get().(*statusWriter)
 	sw.ResponseWriter, sw.status = w, 0
-	start := time.Now()
-	// Not deferred: a handler's panic is answered and logged as a 500 by
-	// serveHTTP, and a count here would call it a 200.
-	next(sw, r)
-	d := time.Since(start)
+	return sw
+}
+
+// finish counts the request sw answered in the access log, under its route
+// pattern and with its latency d (serveHTTP times it once for this and the
+// route's histogram), gives it a line if it earns one, and recycles sw.
+// Event streams never come here: their length is a guest watching.
+func (a *AccessLog) finish(sw *statusWriter, r *http.Request, pattern string, d time.Duration) {
 	status := cmpStatus(sw.status)
 	sw.ResponseWriter = nil
 	statusWriters.Put(sw)
-	pattern := r.Pattern
-	if pattern == "" || pattern == "/" {
-		pattern = unmatchedRoute
-	}
 	if line, sampled := a.observe(pattern, status, d); line {
 		a.request(r, pattern, status, d, sampled)
 	}

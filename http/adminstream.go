@@ -45,8 +45,6 @@ const (
 	auditEvery = 10 * time.Second
 	// adminStreamRoute is the operators' stream, not timed (isStreamRoute).
 	adminStreamRoute = "GET /api/admin/sales/{id}/stream"
-	// purchaseRoute is the route whose latency buckets the stream carries.
-	purchaseRoute = "POST /api/sales/{id}/purchase"
 )
 
 // The metric families the stream reads (metrics/metrics.go names them).

@@ -59,7 +59,7 @@ func (s *Server) handleChallenge(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var none struct{}
-	if err := decodeBody(http.MaxBytesReader(w, r.Body, MaxBodyBytes), &none, true); err != nil {
+	if err := decodeBody(r.Body, &none, true); err != nil {
 		s.writeError(w, r, err)
 		return
 	}

@@ -200,7 +200,7 @@ func (s *Server) handleUpdateSale(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	p, err := decodeSalePatch(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	p, err := decodeSalePatch(r.Body)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -216,7 +216,7 @@ func (s *Server) handleSaleAction(act func(s *Server, r *http.Request, id string
 			s.writeError(w, r, err)
 			return
 		}
-		if err := decodeBody(http.MaxBytesReader(w, r.Body, MaxBodyBytes), &struct{}{}, true); err != nil {
+		if err := decodeBody(r.Body, &struct{}{}, true); err != nil {
 			s.writeError(w, r, err)
 			return
 		}
@@ -242,7 +242,7 @@ func (s *Server) handleAdjustStock(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	d, err := decodeStock(http.MaxBytesReader(w, r.Body, MaxBodyBytes), r.PathValue("date"))
+	d, err := decodeStock(r.Body, r.PathValue("date"))
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -163,9 +163,14 @@ type acceptedJSON struct {
 // order, in the order that rejects anonymous floods cheapest. On failure it
 // has written the error answer and ok is false.
 func (s *Server) userAndID(w http.ResponseWriter, r *http.Request) (u flashsale.User, id string, ok bool) {
+	return s.userAnd(w, r, r.PathValue("id"))
+}
+
+// userAnd is userAndID with the {id} value already read (fastRoute).
+func (s *Server) userAnd(w http.ResponseWriter, r *http.Request, rawID string) (u flashsale.User, id string, ok bool) {
 	u, err := s.authenticate(r)
 	if err == nil {
-		id, err = pathID(r)
+		id, err = checkID(rawID)
 	}
 	if err != nil {
 		s.writeError(w, r, err)
@@ -184,14 +189,19 @@ func (s *Server) writeOrder(w http.ResponseWriter, r *http.Request, o *flashsale
 	writeJSON(w, http.StatusOK, orderView(o))
 }
 
-// handleIssueToken takes an optional body: the solved challenge of a sale
-// that asks for one (see handleChallenge).
-func (s *Server) handleIssueToken(w http.ResponseWriter, r *http.Request) {
-	u, id, ok := s.userAndID(w, r)
+// withID serves an idHandler from the mux: its {id} is the path value.
+func withID(h idHandler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) { h(w, r, r.PathValue("id")) }
+}
+
+// issueToken takes an optional body: the solved challenge of a sale that
+// asks for one (see handleChallenge).
+func (s *Server) issueToken(w http.ResponseWriter, r *http.Request, rawID string) {
+	u, id, ok := s.userAnd(w, r, rawID)
 	if !ok {
 		return
 	}
-	b, err := decodeTokenRequest(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	b, err := decodeTokenRequest(r.Body)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -228,11 +238,11 @@ func writeToken(w http.ResponseWriter, t *flashsale.PurchaseToken) {
 	w.Write(b)
 }
 
-// handlePurchase is the hot path. It authenticates first (cheapest
-// rejection of anonymous floods), then validates everything it can before
-// the service spends any I/O.
-func (s *Server) handlePurchase(w http.ResponseWriter, r *http.Request) {
-	u, id, ok := s.userAndID(w, r)
+// purchase is the hot path. It authenticates first (cheapest rejection of
+// anonymous floods), then validates everything it can before the service
+// spends any I/O.
+func (s *Server) purchase(w http.ResponseWriter, r *http.Request, rawID string) {
+	u, id, ok := s.userAnd(w, r, rawID)
 	if !ok {
 		return
 	}
@@ -241,7 +251,7 @@ func (s *Server) handlePurchase(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	b, err := decodePurchase(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	b, err := decodePurchase(r.Body)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -298,7 +308,7 @@ func (s *Server) handlePaid(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	b, err := decodePaid(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	b, err := decodePaid(r.Body)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -239,7 +239,7 @@ type createdSaleJSON struct {
 }
 
 func (s *Server) handleCreateSale(w http.ResponseWriter, r *http.Request) {
-	sale, err := decodeSale(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	sale, err := decodeSale(r.Body)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -23,6 +23,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"syscall"
@@ -132,6 +133,7 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 		fmt.Fprintln(stdout, "migrations applied to", maskURL(cfg.DatabaseURL))
 		return nil
 	}
+	tuneGC(getenv, logger)
 	m := NewMain(cfg, logger, stdout)
 	if err := m.Open(ctx); err != nil {
 		m.Close()
@@ -141,6 +143,23 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 	m.Drain(cfg.ShutdownDelay)
 	logger.Info("shutting down")
 	return m.Close()
+}
+
+// gcPercentDefault is the collector's target when GOGC is not set. The
+// service's live heap is a few MB while a flood of sold-out answers
+// allocates some 180 MB a second, so at Go's default of 100 the collector
+// runs about seventy times a second; at 400 the heap peaks at five times
+// the live one (tens of MB) and a sold-out answer costs 15-20% less CPU
+// (docs/benchmarks.md). GOGC and GOMEMLIMIT, when set, are the runtime's
+// as usual.
+const gcPercentDefault = 400
+
+func tuneGC(getenv func(string) string, log *slog.Logger) {
+	if getenv("GOGC") != "" {
+		return
+	}
+	debug.SetGCPercent(gcPercentDefault)
+	log.Debug("garbage collector target", "gogc", gcPercentDefault)
 }
 
 // newLogger is every line's logger: one stream, text or JSON
