@@ -67,6 +67,10 @@ func runLoop(ctx context.Context, cfg Config, l Loop) (*Result, error) {
 	if l.Conns < 1 || l.Duration <= 0 || (l.Path != LoopSoldOut && l.Path != LoopAccepted) {
 		return nil, fmt.Errorf("bench: loop %+v: want soldout or accepted, workers and a duration", l)
 	}
+	// No watch of the server's metrics: reading them four times a second
+	// costs the server CPU the ceiling never pays, and a loop's figure is
+	// its throughput.
+	cfg.Metrics = ""
 	r := &run{cfg: cfg}
 	c := cfg.Client
 	once := r.accepted

@@ -80,6 +80,9 @@ type Options struct {
 	// pool behind commands that are all quick, and that queue is load,
 	// not a stalled Redis.
 	Timeout time.Duration
+	// Hook, when set, sees every command the engine sends (tracing's
+	// RedisHook: a client span per command of a traced call).
+	Hook goredis.Hook
 }
 
 // TimeoutDefault is Options.Timeout's default: a reserve takes well under
@@ -141,6 +144,9 @@ func Open(ctx context.Context, url string, opts Options, logger *slog.Logger) (*
 	client, err := newClient(url, opts)
 	if err != nil {
 		return nil, fmt.Errorf("open redis: %w", err)
+	}
+	if opts.Hook != nil {
+		client.AddHook(opts.Hook)
 	}
 	setLogger(logger)
 	prefix := cmp.Or(opts.Prefix, PrefixDefault)

@@ -14,6 +14,7 @@ import (
 	"github.com/flashsale/flashsale/funnel"
 	"github.com/flashsale/flashsale/inmem"
 	"github.com/flashsale/flashsale/redis"
+	"github.com/flashsale/flashsale/tracing"
 )
 
 const auditUsage = `usage: flashsale audit [--sale ID] [--repair] [--grace 5m]
@@ -71,9 +72,9 @@ func (d cliDrainer) Backlog(ctx context.Context) (int, error) {
 }
 
 // openRedis opens the Redis stock engine the configuration names, with the
-// key prefix and timeout serve uses.
-func openRedis(ctx context.Context, cfg Config, logger *slog.Logger) (*redis.Engine, error) {
-	return redis.Open(ctx, cfg.RedisURL, redis.Options{Prefix: cfg.RedisPrefix, Timeout: cfg.RedisTimeout}, logger)
+// key prefix and timeout serve uses, and tr's command spans (nil: none).
+func openRedis(ctx context.Context, cfg Config, logger *slog.Logger, tr *tracing.Tracing) (*redis.Engine, error) {
+	return redis.Open(ctx, cfg.RedisURL, redis.Options{Prefix: cfg.RedisPrefix, Timeout: cfg.RedisTimeout, Hook: tr.RedisHook()}, logger)
 }
 
 // runAudit is `flashsale audit`.
@@ -110,7 +111,7 @@ func runAudit(ctx context.Context, args []string, getenv func(string) string, st
 	defer store.Close()
 	fc := funnel.Config{Store: store, AuditGrace: *grace, AuditInterval: -1, Logger: logger}
 	if cfg.Distributed() {
-		e, err := openRedis(openCtx, cfg, logger)
+		e, err := openRedis(openCtx, cfg, logger, nil)
 		if err != nil {
 			return err
 		}

@@ -378,7 +378,7 @@ func (m *Main) openStock(ctx context.Context) error {
 	if cfg.RedisURL == "" {
 		m.engine = inmem.NewEngine()
 	} else {
-		e, err := openRedis(ctx, cfg, m.log)
+		e, err := openRedis(ctx, cfg, m.log, m.tracing)
 		if err != nil {
 			return err // it says "open redis"
 		}

@@ -82,6 +82,11 @@ func TestTracingAcrossQueue(t *testing.T) {
 				t.Fatalf("server span's trace %s, want the caller's %s", got, callerTrace)
 			}
 			reserve := findSpan(t, spans, func(s tracetest.SpanStub) bool { return inTrace(s) && s.Name == "redis reserve" })
+			// The commands the reserve sent (its script and the order's
+			// index, one pipeline), from the go-redis hook.
+			command := findSpan(t, spans, func(s tracetest.SpanStub) bool {
+				return inTrace(s) && strings.HasPrefix(s.Name, "redis ") && s.Parent.SpanID() == reserve.SpanContext.SpanID()
+			})
 			publish := findSpan(t, spans, func(s tracetest.SpanStub) bool { return inTrace(s) && s.Name == queue+".orders publish" })
 			process := findSpan(t, spans, func(s tracetest.SpanStub) bool {
 				return inTrace(s) && s.Name == queue+".orders process" && hasAttr(s, "flashsale.order.id", o.OrderID)
@@ -95,6 +100,7 @@ func TestTracingAcrossQueue(t *testing.T) {
 				kind          trace.SpanKind
 			}{
 				{"redis reserve", reserve, server, trace.SpanKindClient},
+				{"redis command", command, reserve, trace.SpanKindClient},
 				{"publish", publish, server, trace.SpanKindProducer},
 				{"process", process, publish, trace.SpanKindConsumer},
 				{"place_orders", write, process, trace.SpanKindClient},
