@@ -18,16 +18,18 @@ import (
 
 // TestScalpers is the source's last second over real HTTP against the
 // built binary (embedded shape, default limits): 200 fair guests arrive
-// over two seconds, each loads the sale page, takes a token and buys once;
-// meanwhile 20 scalper users each fire 500 purchases a second at the same
-// sale, reusing their one token and ignoring Retry-After, and a flood of
-// purchases by distinct users hits a second sale. Every fair guest gets a
-// room or a true sold_out (the sale really sold out), each scalper at most
-// its limit of one room, nobody a 5xx. The fair guests' p99 against their
-// p99 on an identical sale with no scalpers and no flood is logged, with
-// the CPU the server and the load generator used, for docs/benchmarks.md:
-// a performance figure, not a pass mark (this machine runs the load
-// generator on the server's two cores).
+// over two seconds, each loads the sale page, takes a token and buys once,
+// while 20 scalper users each fire 500 purchases a second at the same
+// sale, reusing their one token and ignoring Retry-After. In every other
+// run a flood of purchases by distinct users also hits a second sale, the
+// issue's isolation case: the fair guests' sale must not slow down because
+// another one is flooded. Every fair guest gets a room or a true sold_out
+// (the sale really sold out), each scalper at most its limit of one room,
+// nobody a 5xx. The fair guests' p99 with the flood against without it,
+// over interleaved rounds, and against a calm sale with neither, is
+// logged with the CPU the server and the load generator used, for
+// docs/benchmarks.md: a performance figure, not a pass mark (this machine
+// runs the load generator on the server's two cores).
 func TestScalpers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("storm skipped in -short")
@@ -40,11 +42,30 @@ func TestScalpers(t *testing.T) {
 	cl := newClient("http://"+addr, testAdminToken, testJWTSecret)
 	const stock = 150
 
-	quiet := cl.createSale(t, saleJSON([]int{stock}, 1, true))
-	base := fairGuests(t, cl, quiet, "calm")
-
-	busy := cl.createSale(t, saleJSON([]int{stock}, 1, true))
+	calm := fairGuests(t, cl, cl.createSale(t, saleJSON([]int{stock}, 1, true)), "calm")
 	hot := cl.createSale(t, saleJSON([]int{100_000}, 1, false))
+	var without, with []time.Duration
+	for round := range 3 {
+		for _, flood := range []bool{false, true} {
+			run := fmt.Sprintf("r%d-flood-%v", round, flood)
+			res := scalperRun(t, cl, server.Process.Pid, cl.createSale(t, saleJSON([]int{stock}, 1, true)), hot, run, flood)
+			if flood {
+				with = append(with, res.p99)
+			} else {
+				without = append(without, res.p99)
+			}
+		}
+	}
+	slices.Sort(without)
+	slices.Sort(with)
+	t.Logf("fair guests' p99 under scalpers, by round: without the flood %v, with it %v: median ratio %.2f (issue 8 asks at most 1.5); calm, no scalpers: %s",
+		without, with, float64(with[1])/float64(without[1]), calm)
+}
+
+// scalperRun is one run of TestScalpers: 20 scalpers on sale, a flood on
+// hot when flood is set, and 200 fair guests on sale once the storm is on.
+func scalperRun(t *testing.T, cl *client, pid int, sale, hot, run string, flood bool) fairResult {
+	t.Helper()
 	stop := make(chan struct{})
 	var (
 		wg       sync.WaitGroup
@@ -60,11 +81,11 @@ func TestScalpers(t *testing.T) {
 		v.(*atomic.Int64).Add(1)
 	}
 	for s := range scalped {
-		user := fmt.Sprintf("scalper-%02d", s)
+		user := fmt.Sprintf("%s-scalper-%02d", run, s)
 		var tok struct {
 			Token string `json:"token"`
 		}
-		if status, err := cl.do(context.Background(), "POST", "/api/sales/"+busy+"/token", cl.jwt(user), nil, nil, &tok); err != nil || status != http.StatusCreated {
+		if status, err := cl.do(context.Background(), "POST", "/api/sales/"+sale+"/token", cl.jwt(user), nil, nil, &tok); err != nil || status != http.StatusCreated {
 			t.Fatalf("scalper token: %d %v", status, err)
 		}
 		// 500 a second, whatever the answer to the last one was.
@@ -72,7 +93,7 @@ func TestScalpers(t *testing.T) {
 			openLoop(stop, 2*time.Millisecond, 32, &dropped, func(int) {
 				fired.Add(1)
 				var o orderJSON
-				status, err := cl.do(context.Background(), "POST", "/api/sales/"+busy+"/purchase", cl.jwt(user), map[string]any{"token": tok.Token}, nil, &o)
+				status, err := cl.do(context.Background(), "POST", "/api/sales/"+sale+"/purchase", cl.jwt(user), map[string]any{"token": tok.Token}, nil, &o)
 				if err != nil {
 					return
 				}
@@ -83,50 +104,46 @@ func TestScalpers(t *testing.T) {
 			})
 		})
 	}
-	// The flood on the other sale: 1 000 purchases a second by distinct
-	// users, each a real order.
-	wg.Go(func() {
-		openLoop(stop, time.Millisecond, 64, &dropped, func(i int) {
-			status, _, err := cl.purchase(context.Background(), hot, fmt.Sprintf("flood-%06d", i), false, nil, "")
-			flooded.Add(1)
-			if err == nil && status >= 500 {
-				floodBad.Add(1)
-			}
+	if flood {
+		// 1 000 purchases a second by distinct users, each a real order.
+		wg.Go(func() {
+			openLoop(stop, time.Millisecond, 64, &dropped, func(i int) {
+				status, _, err := cl.purchase(context.Background(), hot, fmt.Sprintf("%s-flood-%06d", run, i), false, nil, "")
+				flooded.Add(1)
+				if err == nil && status >= 500 {
+					floodBad.Add(1)
+				}
+			})
 		})
-	})
+	}
 	time.Sleep(500 * time.Millisecond) // the storm is on before the guests come
-	cpu0, wall0 := cpuTimes(t, server.Process.Pid), time.Now()
-	under := fairGuests(t, cl, busy, "fair")
-	cpu1, wall := cpuTimes(t, server.Process.Pid), time.Since(wall0)
+	cpu0, wall0 := cpuTimes(t, pid), time.Now()
+	res := fairGuests(t, cl, sale, run)
+	cpu1, wall := cpuTimes(t, pid), time.Since(wall0)
 	close(stop)
 	wg.Wait()
 
 	for s := range scalped {
 		if n := scalped[s].Load(); n > 1 {
-			t.Errorf("scalper %d got %d rooms, limit 1", s, n)
+			t.Errorf("%s: scalper %d got %d rooms, limit 1", run, s, n)
 		}
 	}
-	codes.Range(func(k, v any) bool {
-		if k.(int) >= 500 {
-			t.Errorf("scalpers got %d x %d", v.(*atomic.Int64).Load(), k)
-		}
-		return true
-	})
-	if n := floodBad.Load(); n > 0 {
-		t.Errorf("the flood on the other sale got %d 5xx", n)
-	}
-	ratio := float64(under.p99) / float64(base.p99)
 	var byCode []string
 	codes.Range(func(k, v any) bool {
+		if k.(int) >= 500 {
+			t.Errorf("%s: scalpers got %d x %d", run, v.(*atomic.Int64).Load(), k)
+		}
 		byCode = append(byCode, fmt.Sprintf("%d x %d", v.(*atomic.Int64).Load(), k))
 		return true
 	})
+	if n := floodBad.Load(); n > 0 {
+		t.Errorf("%s: the flood on the other sale got %d 5xx", run, n)
+	}
 	slices.Sort(byCode)
-	t.Logf("scalpers: %d purchases fired (%v); flood: %d purchases on the other sale; %d shots dropped with too many in flight",
-		fired.Load(), byCode, flooded.Load(), dropped.Load())
-	t.Logf("fair guests: %s alone, %s under scalpers and flood: p99 ratio %.2f", base, under, ratio)
-	t.Logf("while the fair guests bought under the storm (%v on 2 cores): the server used %v of CPU, this test's load generator %v",
-		wall.Round(time.Millisecond), (cpu1[0] - cpu0[0]).Round(time.Millisecond), (cpu1[1] - cpu0[1]).Round(time.Millisecond))
+	t.Logf("%s: fair guests %s; scalpers fired %d (%v); flood %d purchases on the other sale; %d shots dropped with too many in flight; in the %v the guests bought, the server used %v of CPU, this test's load generator %v",
+		run, res, fired.Load(), byCode, flooded.Load(), dropped.Load(), wall.Round(time.Millisecond),
+		(cpu1[0] - cpu0[0]).Round(time.Millisecond), (cpu1[1] - cpu0[1]).Round(time.Millisecond))
+	return res
 }
 
 // cpuTimes returns the CPU time (user + system) used so far by process pid
