@@ -532,8 +532,17 @@ func (s *Service) Ready(ctx context.Context) *flashsale.Readiness {
 // dependenciesReady records in r what the engine's and the database's
 // pings said, and what the instance sells from.
 func (s *Service) dependenciesReady(r *flashsale.Readiness, engineErr, storeErr error) {
-	if err := engineErr; err != nil {
-		r.Ready, r.Engine, r.EngineErr = false, "unavailable", err
+	switch forced := r.Breaker != nil && r.Breaker.Forced == flashsale.BreakerForceOpen; {
+	case engineErr != nil && forced:
+		// An operator's decision, not a fault: the breaker refuses the
+		// ping too. The instance answers purchases 503 and serves
+		// everything else, orders included, so it stays in the load
+		// balancer; the switch reaches every instance, and taking them
+		// all out would turn "no purchases" into "no answers".
+		r.Engine = "not asked: the breaker is forced open"
+		r.Reasons = append(r.Reasons, "breaker: forced open by an operator; purchases are answered 503, everything else is served")
+	case engineErr != nil:
+		r.Ready, r.Engine, r.EngineErr = false, "unavailable", engineErr
 		r.Reasons = append(r.Reasons, "engine: the stock engine does not answer")
 	}
 	switch r.Selling {
