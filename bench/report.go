@@ -34,7 +34,13 @@ type Report struct {
 	// RoundRatios are each round's own ratios, to the ceiling's round
 	// just before it: how far the figures move from round to round.
 	RoundRatios []Summary `json:"round_ratios,omitempty"`
-	OK          bool      `json:"ok"` // every invariant of every round held
+	// PartsRounds are, with --parts, each round's parts of an accepted
+	// purchase, each run alone (PartHTTP is the ceiling's round), and the
+	// bound they imply; PartsMedian is each figure's median over the
+	// rounds (its ratio the median of the rounds' ratios).
+	PartsRounds []*PartsRound `json:"parts_rounds,omitempty"`
+	PartsMedian *PartsRound   `json:"parts_median,omitempty"`
+	OK          bool          `json:"ok"` // every invariant of every round held
 }
 
 // Summary is the median over rounds of each figure.
@@ -69,6 +75,7 @@ func (r *Report) Summarize() {
 			r.RoundRatios = append(r.RoundRatios, ratio(summarize(r.Rounds[i:i+1]), summarize(r.Ceilings[i:i+1])))
 		}
 	}
+	r.summarizeParts()
 	r.OK = true
 	for _, c := range r.Checks {
 		r.OK = r.OK && c.OK()
@@ -173,6 +180,9 @@ func (r *Report) WriteText(w io.Writer) error {
 		if r.CeilingMedian != nil {
 			fmt.Fprintf(&b, ", the ceiling's guests (token + purchase) %.0f/s: %.2f× the ceiling", r.CeilingMedian.Sessions, r.Ratio.Accepted)
 		}
+		if m := r.PartsMedian; m != nil {
+			fmt.Fprintf(&b, "; %.2f× the bound its parts imply, %.0f/s (medians of rounds' figures)", m.Ratio, m.Bound)
+		}
 	}
 	from := "scheduled send"
 	if loop != "" {
@@ -182,6 +192,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(&b, "\ngenerator at most %.0f ms behind its schedule (that wait is in the latencies)\n", lag)
 	}
 	r.writeRoundRatios(&b, loop)
+	r.writeParts(&b)
 	writeDBLoad(&b, r.Rounds)
 
 	fmt.Fprintf(&b, "\nlatency, ms from each request's %s (median of rounds)\n", from)

@@ -48,6 +48,17 @@ sending its next request as soon as its last is answered, for --duration
 With --ceiling each round runs the loop against the ceiling first (every
 answer 409; an accepted "guest" still sends a token and a purchase), and
 the report quotes each round's ratios and those of the medians.
+With --parts as well (--shape accepted, a distributed --target and the
+Redis and RabbitMQ it uses, --redis-url and --amqp-url), each round also
+runs, after the ceiling's round, as long and with as many workers, the
+parts an accepted purchase cannot avoid, each alone: reserve (the Redis
+stock engine's reserve and confirm, a new guest each call, on a sale and
+keys of its own) and publish (a publisher-confirmed persistent message of
+an order, to a queue of its own); both are removed after the round. With
+http, the ceiling's guests/s, they bound the accepted rate at
+1/(1/http + 1/reserve + 1/publish): on one machine the parts share the
+CPU, so their costs per purchase add. The report quotes accepted/s as a
+ratio to that bound, round by round and the median.
 
   --self             start the embedded server in a process of its own
                      (this binary's serve, a free port, a temporary data dir)
@@ -98,6 +109,7 @@ type benchFlags struct {
 	targets, metrics       []string // URL, or path=URL with --compare
 	admin, secret          string
 	self, ceiling, compare bool
+	parts                  bool // the parts of an accepted purchase, alone
 	// realSales makes the sales real ones (not test sales); cleanup
 	// deletes each round's test sale after its check.
 	realSales, cleanup     bool
@@ -147,13 +159,14 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 	fset.BoolVar(&f.self, "self", false, "start the embedded server in its own process and bench it")
 	fset.BoolVar(&f.ceiling, "ceiling", false, "run each round against the ceiling handler too and quote ratios to it")
 	fset.StringVar(&f.ceilingSrc, "ceiling-src", "../shared/bench/ceiling", "directory of the ceiling's main.go (absent: this binary's copy)")
+	fset.BoolVar(&f.parts, "parts", false, "with --shape accepted --ceiling against a distributed --target: each round, also run the parts an accepted purchase cannot avoid alone (Redis reserve, confirmed publish) and quote the bound they imply")
 	fset.BoolVar(&f.realSales, "real-sales", false, "create real sales instead of test sales (test sales are hidden from the public list, marked in metrics and events, and deletable)")
 	fset.BoolVar(&f.cleanup, "cleanup", false, "delete each round's test sale with its orders after its check (DELETE /api/admin/sales/{id})")
 	fset.BoolVar(&f.compare, "compare", false, "run the shape against each path (embedded, distributed, dbmode) and print them side by side")
 	fset.StringVar(&f.paths, "paths", strings.Join(bench.Paths, ","), "with --compare: the paths to run")
 	fset.StringVar(&f.databaseURL, "database-url", getenv("FLASHSALE_DATABASE_URL"), "with --compare --self: the MySQL or PostgreSQL database of the distributed and dbmode servers (FLASHSALE_DATABASE_URL)")
-	fset.StringVar(&f.redisURL, "redis-url", getenv("FLASHSALE_REDIS_URL"), "with --compare --self: their Redis (FLASHSALE_REDIS_URL)")
-	fset.StringVar(&f.amqpURL, "amqp-url", getenv("FLASHSALE_AMQP_URL"), "with --compare --self: their RabbitMQ (FLASHSALE_AMQP_URL)")
+	fset.StringVar(&f.redisURL, "redis-url", getenv("FLASHSALE_REDIS_URL"), "with --compare --self: their Redis; with --parts: the target's (FLASHSALE_REDIS_URL)")
+	fset.StringVar(&f.amqpURL, "amqp-url", getenv("FLASHSALE_AMQP_URL"), "with --compare --self: their RabbitMQ; with --parts: the target's (FLASHSALE_AMQP_URL)")
 	fset.StringVar(&f.shape, "shape", "pulse", "arrivals: pulse, burst, constant or ramp; closed loops: soldout or accepted")
 	fset.Float64Var(&f.peak, "peak", 1000, "peak arrivals (guest sessions) per second: pulse, constant, ramp")
 	fset.DurationVar(&f.duration, "duration", 20*time.Second, "length of the shape: pulse, constant, ramp, soldout, accepted")
@@ -266,6 +279,9 @@ func benchRounds(ctx context.Context, f *benchFlags, shape bench.Shape, mix benc
 	if isLoop {
 		rep.Mix = ""
 	}
+	if f.parts {
+		rep.Notes = append(rep.Notes, partsNote(loop))
+	}
 	for round := range f.rounds {
 		cfg := bench.Config{Shape: shape, Mix: mix, Think: f.think, Pay: f.pay, Hammer: f.hammer,
 			Progress: progress, Seed: uint64(round), Users: fmt.Sprintf("b%s-%sr%d-", runID(), t.name, round)}
@@ -279,6 +295,16 @@ func benchRounds(ctx context.Context, f *benchFlags, shape bench.Shape, mix benc
 				return nil, fmt.Errorf("bench: ceiling round %d: %w", round+1, err)
 			}
 			rep.Ceilings = append(rep.Ceilings, res)
+			if f.parts {
+				if progress != nil {
+					fmt.Fprintf(progress, "round %d/%d, parts\n", round+1, f.rounds)
+				}
+				p, err := benchParts(ctx, f, loop, round, res)
+				if err != nil {
+					return nil, fmt.Errorf("bench: parts round %d: %w", round+1, err)
+				}
+				rep.PartsRounds = append(rep.PartsRounds, p)
+			}
 		}
 		sale := bench.NewSale(f.stock, f.hold)
 		if isLoop {
@@ -393,6 +419,9 @@ func (f *benchFlags) validate() (bench.Shape, bench.Mix, error) {
 		if _, err := f.comparePaths(); err != nil {
 			return nil, mix, err
 		}
+	}
+	if err := f.validateParts(); err != nil {
+		return nil, mix, err
 	}
 	switch f.shape {
 	case bench.LoopSoldOut, bench.LoopAccepted:

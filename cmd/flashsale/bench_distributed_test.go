@@ -59,15 +59,16 @@ const (
 //     that does nothing else) through EVALSHA with the engine's key layout:
 //     what this Redis does with the script, the rate the others are quoted
 //     against.
-//   - engine_accepted: the Redis part of an accepted purchase (reserve,
-//     then confirm) through the engine and its Go client, distAcceptedWorkers
-//     goroutines; ratio to redis_script.
+//   - engine_accepted: the Redis part of an accepted purchase (the reserve
+//     spending the purchase token, then confirm) through the engine and its
+//     Go client, distAcceptedWorkers goroutines, a new guest each (bench
+//     --parts' reserve part); ratio to redis_script.
 //   - ceiling_accepted: the same client and loop as accepted against three
 //     ceiling processes: the most any HTTP path could do here; its ratio to
 //     redis_script bounds accepted's.
 //   - broker_confirm: the same loop publishing reservations straight to
 //     RabbitMQ through one publisher per instance: what the broker alone
-//     confirms on this machine.
+//     confirms on this machine (bench --parts' publish part).
 //   - accepted: accepted purchases (no token, stock never runs out) spread
 //     over the instances; ratio = accepted req/s / redis_script req/s.
 //   - burst: distGuests guests at once, each a token from one instance and
@@ -99,23 +100,13 @@ func BenchmarkDistributed(b *testing.B) {
 	})
 
 	// The Redis part of an accepted purchase as an instance does it (the
-	// script and the order index in one pipeline, then the confirm), through
-	// the engine and its Go client, in the same loop as accepted: how close
-	// the engine gets to the script's own rate.
+	// script spending the token and the order index in one pipeline, then
+	// the confirm), through the engine and its Go client, in the same loop
+	// as accepted: how close the engine gets to the script's own rate.
 	b.Run("engine_accepted", func(b *testing.B) {
 		e, sale, _ := distEngine(b, redisURL)
-		hold := time.Now().Add(5 * time.Minute)
 		b.ResetTimer()
-		rps, lat := distClosedLoop(b, b.N*distScriptRound, 202, func(i int) (int, error) {
-			r := &flashsale.Reservation{
-				OrderID: fmt.Sprintf("bench-%09d", i), SaleID: sale.ID, UserID: fmt.Sprintf("a%05d", i%distAcceptedUsers),
-				Nights: 1, Rooms: 1, Amount: sale.Price, HoldExpiresAt: hold, Active: true,
-			}
-			if _, err := e.Reserve(ctx, r); err != nil {
-				return 0, err
-			}
-			return 202, e.Confirm(ctx, r.SaleID, r.OrderID)
-		})
+		rps, lat := distClosedLoop(b, b.N*distScriptRound, 202, distPart(reservePart(e, sale, "a")))
 		b.StopTimer()
 		distReportLoop(b, rps, lat, scriptRPS)
 	})
@@ -145,16 +136,7 @@ func BenchmarkDistributed(b *testing.B) {
 	b.Run("broker_confirm", func(b *testing.B) {
 		ps := distPublishers(b, distInstances)
 		b.ResetTimer()
-		rps, lat := distClosedLoop(b, b.N*distAcceptedRound, 202, func(i int) (int, error) {
-			r := &flashsale.Reservation{
-				OrderID: fmt.Sprintf("bench-%09d", i), SaleID: "bench", UserID: fmt.Sprintf("a%05d", i%distAcceptedUsers),
-				FirstNight: 0, Nights: 1, Rooms: 1, Amount: 39900, HoldExpiresAt: time.Now().Add(5 * time.Minute), Active: true,
-			}
-			if _, err := ps[i%len(ps)].Write(ctx, r); err != nil {
-				return 0, err
-			}
-			return 202, nil
-		})
+		rps, lat := distClosedLoop(b, b.N*distAcceptedRound, 202, distPart(publishPart("a", ps...)))
 		b.StopTimer()
 		distReportLoop(b, rps, lat, scriptRPS)
 	})
@@ -469,27 +451,28 @@ func distRedisBenchmark(b *testing.B, redisURL string, n int) (rps, p50, p99 flo
 }
 
 // distEngine opens a Redis engine on keys of its own (removed when the
-// benchmark ends) and loads a sale that never runs out: stock and per-user
-// limit of a billion. It returns the engine's key prefix too.
+// benchmark ends) with bench --parts' sale loaded, which never runs out:
+// stock and per-user limit of a billion. It returns the key prefix too.
 func distEngine(b *testing.B, redisURL string) (*redis.Engine, *flashsale.Sale, string) {
 	b.Helper()
 	prefix := testenv.Name("fs-bs-") + ":"
 	b.Cleanup(func() { testenv.DeleteKeys(redisURL, prefix) })
-	e, err := redis.Open(context.Background(), redisURL, redis.Options{Prefix: prefix}, slog.New(slog.DiscardHandler))
+	e, sale, err := openPartEngine(context.Background(), redisURL, prefix)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { e.Close() })
-	now := time.Now()
-	sale := &flashsale.Sale{
-		ID: testenv.Name("bench-"), Nights: []flashsale.Night{{Date: "2026-12-24", Stock: 1_000_000_000}},
-		Price: 39900, StartsAt: now.Add(-time.Second), EndsAt: now.Add(time.Hour),
-		PerUserLimit: 1_000_000_000, HoldSeconds: 300,
-	}
-	if err := e.Load(context.Background(), &flashsale.StockSnapshot{Sale: sale}, now); err != nil {
-		b.Fatal(err)
-	}
 	return e, sale, prefix
+}
+
+// distPart is a part as distClosedLoop's send: 202 for a call that succeeded.
+func distPart(p bench.Part) func(i int) (int, error) {
+	return func(i int) (int, error) {
+		if err := p(context.Background(), i); err != nil {
+			return 0, err
+		}
+		return 202, nil
+	}
 }
 
 // distParseRedisBenchmark reads redis-benchmark's --csv report.
