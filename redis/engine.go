@@ -358,6 +358,7 @@ func (e *Engine) Load(ctx context.Context, snap *flashsale.StockSnapshot, now ti
 		return unavailable("load: sale="+s.ID+": stage", err)
 	}
 
+	seen := e.flags.loaded(s.ID)
 	reply, err := loadScript.Run(ctx, e.client,
 		[]string{k.meta, k.stock, k.users, k.keys, k.res, k.unconfirmed, staged[0], staged[1], staged[2], staged[3]},
 		nowMs, s.StartsAt.UnixMilli(), s.EndsAt.UnixMilli(), s.PerUserLimit, s.HoldSeconds,
@@ -372,9 +373,10 @@ func (e *Engine) Load(ctx context.Context, snap *flashsale.StockSnapshot, now ti
 	default:
 		return unavailable("load: sale="+s.ID, errors.New("staged stock expired before commit"))
 	}
-	// The broadcast clears every engine's flags; clear ours now so this
-	// engine never answers sold out from the previous load.
-	e.flags.clearSale(s.ID)
+	// The broadcast clears every engine's flags; clear ours now, unless
+	// the broadcast already reached us, so this engine never answers sold
+	// out from the previous load.
+	e.flags.clearUnlessReloaded(s.ID, seen)
 	k.expire.Store(expire)
 
 	if err := e.indexOrders(ctx, s.ID, snap.Reservations, expire); err != nil {

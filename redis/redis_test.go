@@ -384,6 +384,35 @@ func TestSoldOutBroadcast(t *testing.T) {
 	checkFor(t, within, "b hears the retake sold night 0", func() bool { return b.flags.soldOut(snap.Sale.ID, 0, 1) })
 }
 
+// TestSoldOutOnLoad: a sale loaded with a night at zero (created with no
+// rooms, or rebuilt after its last was sold) is flagged sold out by every
+// engine, the one that loaded it included, however its own Load and the
+// broadcast of that load interleave. Many sales, since it is a race.
+func TestSoldOutOnLoad(t *testing.T) {
+	url, prefix := redisURL(t), newPrefix()
+	a := MustOpenEngine(t, url, prefix)
+	b := MustOpenEngine(t, url, prefix)
+	var counter commandCounter
+	a.client.AddHook(&counter)
+	for range 40 {
+		snap := newSale(5, 0, 3)
+		mustLoad(t, a, snap)
+		for name, e := range map[string]*Engine{"the loader": a, "another engine": b} {
+			checkFor(t, time.Second, name+" flags night 0 of a sale loaded with none", func() bool { return e.SoldOut(snap.Sale.ID, 0, 1) })
+		}
+		if a.SoldOut(snap.Sale.ID, 1, 1) {
+			t.Fatal("night 1 flagged sold out with 3 rooms")
+		}
+		before := counter.n.Load()
+		if _, err := a.Reserve(t.Context(), newReservation(snap, "u1", 0, 1, 1)); !errors.Is(err, flashsale.ErrSoldOut) {
+			t.Fatalf("Reserve(night 0) = %v, want ErrSoldOut", err)
+		}
+		if got := counter.n.Load() - before; got != 0 {
+			t.Fatalf("Reserve of a flagged night sent %d commands, want 0", got)
+		}
+	}
+}
+
 func TestSoldOutFlags(t *testing.T) {
 	var f soldOutFlags
 	for _, m := range []string{"", "z", "z 1", "x 1 s", "z a,b s"} { // malformed: ignored

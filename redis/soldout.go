@@ -31,6 +31,7 @@ import (
 type soldOutFlags struct {
 	mu    sync.RWMutex
 	sales map[string][]uint64 // sale id -> bitset of night indexes
+	loads map[string]uint64   // sale id -> "l" messages applied (see clearUnlessReloaded)
 }
 
 // soldOut reports whether any night of the stay is flagged.
@@ -83,7 +84,34 @@ func (f *soldOutFlags) apply(msg string) {
 	case 'b':
 		f.clearNights(saleID, nights)
 	case 'l':
-		f.clearSale(saleID)
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		delete(f.sales, saleID)
+		if f.loads == nil {
+			f.loads = map[string]uint64{}
+		}
+		f.loads[saleID]++
+	}
+}
+
+// loaded is how many "l" messages of the sale were applied so far.
+func (f *soldOutFlags) loaded(saleID string) uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.loads[saleID]
+}
+
+// clearUnlessReloaded clears the sale's flags unless an "l" message was
+// applied since loaded said seen: the engine's own Load clears the
+// previous load's flags at once, but must not wipe what its own load's
+// broadcast ("l" then "z" for the nights at zero) already set, or a sale
+// loaded sold out (created with no rooms, or rebuilt after every room was
+// sold) would never be flagged, and every purchase of it would go to Redis.
+func (f *soldOutFlags) clearUnlessReloaded(saleID string, seen uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.loads[saleID] == seen {
+		delete(f.sales, saleID)
 	}
 }
 
