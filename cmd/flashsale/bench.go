@@ -853,10 +853,19 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 func cleanupDistributed(redisURL, amqpURL, name string) {
 	if o, err := goredis.ParseURL(redisURL); err == nil {
 		rc := goredis.NewClient(o)
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		// A thousand keys a round trip: a round of --parts leaves
+		// hundreds of thousands, and one UNLINK each outran any timeout.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		iter := rc.Scan(ctx, 0, name+":*", 1000).Iterator()
+		var batch []string
 		for iter.Next(ctx) {
-			rc.Unlink(ctx, iter.Val())
+			if batch = append(batch, iter.Val()); len(batch) == 1000 {
+				rc.Unlink(ctx, batch...)
+				batch = batch[:0]
+			}
+		}
+		if len(batch) > 0 {
+			rc.Unlink(ctx, batch...)
 		}
 		cancel()
 		rc.Close()
