@@ -128,13 +128,18 @@ const breakerText = (b) => (b ? b.state + (b.forced && b.forced !== 'auto' ? ' (
 // admin list; a server without it (404 or 405 on GET /api/admin/sales)
 // gets the public list of upcoming and active sales instead.
 async function loadList(more) {
+  // Only the latest load may render: one in flight while a sale was
+  // deleted (or the filter changed) answers with the list from before.
+  const seq = list.seq = (list.seq || 0) + 1;
   const q = new URLSearchParams({ limit: '50' });
   if (list.filter) q.set('status', list.filter);
   if (more && list.next) q.set('cursor', list.next);
   let res = list.source === 'admin' ? await call('GET', '/api/admin/sales?' + q, { token: admin }) : null;
+  if (seq !== list.seq) return;
   if (res && (res.status === 404 || res.status === 405)) list.source = 'public';
   if (list.source === 'public') {
     res = await call('GET', '/api/sales');
+    if (seq !== list.seq) return;
     if (res.status === 200) {
       list.sales = res.body.sales.filter((s) => !list.filter || s.status === list.filter);
       list.next = null;
