@@ -44,11 +44,13 @@ func mustBrowser(t *testing.T) context.Context {
 		chromedp.WindowSize(360, 800), // a phone's width
 	}
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancelTab := chromedp.NewContext(actx, chromedp.WithErrorf(t.Logf))
-	ctx, cancelTime := context.WithTimeout(ctx, 90*time.Second)
+	tab, cancelTab := chromedp.NewContext(actx, chromedp.WithErrorf(t.Logf))
+	ctx, cancelTime := context.WithTimeout(tab, 90*time.Second)
 	t.Cleanup(func() {
 		if t.Failed() {
-			shot, cancel := context.WithTimeout(ctx, 5*time.Second)
+			// From the tab, not ctx: a test that ran out of time still
+			// leaves its picture.
+			shot, cancel := context.WithTimeout(tab, 5*time.Second)
 			if png, err := chromedp.Run(shot, chromedp.FullScreenshot(100)); err == nil {
 				f := filepath.Join(os.TempDir(), fmt.Sprintf("flashsale-%s-%d.png", strings.ReplaceAll(t.Name(), "/", "_"), time.Now().Unix()))
 				if os.WriteFile(f, png, 0o644) == nil {

@@ -61,9 +61,12 @@ async function signIn(tok) {
   $('dash').hidden = false;
   $('signout').hidden = false;
   $('msg').textContent = '';
+  // The list first, then the dashboard below it: drawn the other way
+  // round, the list's arrival pushed the dashboard's buttons down under a
+  // finger (or a click) already on its way.
+  await refresh();
   const want = new URLSearchParams(location.hash.slice(1)).get('sale');
   if (want) open(want);
-  await refresh();
   timer = setInterval(refresh, 1000);
   return true;
 }
