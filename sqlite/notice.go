@@ -21,14 +21,25 @@ import (
 // status once, and a sell-out names the order that took the last room) is
 // dropped, not a failure of the change it belongs to: the receiver would
 // drop it as a duplicate anyway. The drop is logged.
-func (s *Store) writeNotices(ctx context.Context, tx *sql.Tx, ns []flashsale.Notice) error {
+//
+// one, when set, is insertNoticeSQL prepared on tx's connection: a lone
+// notice (a batch of one order, the usual case below a few hundred
+// purchases a second) then costs no parse.
+func (s *Store) writeNotices(ctx context.Context, tx *sql.Tx, one *sql.Stmt, ns []flashsale.Notice) error {
 	for chunk := range slices.Chunk(ns, maxRowsPerStatement) {
 		args := make([]any, 0, 6*len(chunk))
 		for _, n := range chunk {
 			args = append(args, n.ID, string(n.Type), n.SaleID, n.OrderID, ms(n.At), string(n.Payload))
 		}
-		res, err := tx.ExecContext(ctx, `INSERT INTO notices (id, type, sale_id, order_id, at_ms, payload)
-			VALUES `+placeholders(len(chunk), 6)+` ON CONFLICT (id) DO NOTHING`, args...)
+		var (
+			res sql.Result
+			err error
+		)
+		if len(chunk) == 1 && one != nil {
+			res, err = one.ExecContext(ctx, args...)
+		} else {
+			res, err = tx.ExecContext(ctx, insertNoticesSQL(len(chunk)), args...)
+		}
 		if err != nil {
 			return fmt.Errorf("notices: %w", err)
 		}
@@ -41,10 +52,23 @@ func (s *Store) writeNotices(ctx context.Context, tx *sql.Tx, ns []flashsale.Not
 	return nil
 }
 
+// insertNoticesSQL appends rows notices, ignoring an ID already there.
+func insertNoticesSQL(rows int) string {
+	return `INSERT INTO notices (id, type, sale_id, order_id, at_ms, payload)
+		VALUES ` + placeholders(rows, 6) + ` ON CONFLICT (id) DO NOTHING`
+}
+
+const readStockSQL = `SELECT idx, date, stock - held - sold FROM nights WHERE sale_id = ? ORDER BY idx`
+
 // readStock reads a sale's nights for the outbox, before the transaction
 // takes any (the writer holds the database, so nothing else moves them).
 func readStock(ctx context.Context, q queryer, saleID, currency string) (*sqlrows.Stock, error) {
-	rows, err := q.QueryContext(ctx, `SELECT idx, date, stock - held - sold FROM nights WHERE sale_id = ? ORDER BY idx`, saleID)
+	rows, err := q.QueryContext(ctx, readStockSQL, saleID)
+	return scanStock(rows, err, currency)
+}
+
+// scanStock reads readStockSQL's rows (and the error of the query).
+func scanStock(rows *sql.Rows, err error, currency string) (*sqlrows.Stock, error) {
 	if err != nil {
 		return nil, err
 	}

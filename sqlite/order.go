@@ -80,12 +80,13 @@ func (s *Store) PlaceOrders(ctx context.Context, rs []flashsale.Reservation) ([]
 	// on it instead of parsing the SQL again for every reservation.
 	p.savepoint, p.rollbackTo, p.release = tx.StmtContext(ctx, st.savepoint), tx.StmtContext(ctx, st.rollbackTo), tx.StmtContext(ctx, st.release)
 	p.insertOrder, p.takeUserRooms, p.holdNights = tx.StmtContext(ctx, st.insertOrder), tx.StmtContext(ctx, st.takeUserRooms), tx.StmtContext(ctx, st.holdNights)
+	p.readTerms, p.readStock, p.insertNotice = tx.StmtContext(ctx, st.readTerms), tx.StmtContext(ctx, st.readStock), tx.StmtContext(ctx, st.insertNotice)
 	for i := range rs {
 		if results[i], err = p.place(ctx, &rs[i]); err != nil {
 			return nil, fmt.Errorf("place orders: order=%s: %w", rs[i].OrderID, err)
 		}
 	}
-	if err := s.writeNotices(ctx, tx, sqlrows.PlaceNotices(rs, results, p.stocks, p.now)); err != nil {
+	if err := s.writeNotices(ctx, tx, p.insertNotice, sqlrows.PlaceNotices(rs, results, p.stocks, p.now)); err != nil {
 		return nil, fmt.Errorf("place orders: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
@@ -103,6 +104,7 @@ type placer struct {
 
 	savepoint, rollbackTo, release         *sql.Stmt
 	insertOrder, takeUserRooms, holdNights *sql.Stmt
+	readTerms, readStock, insertNotice     *sql.Stmt
 }
 
 // place writes one reservation. The first return is its result; the second
@@ -214,7 +216,7 @@ func (p *placer) terms(ctx context.Context, saleID string) (*saleTerms, error) {
 	if t, ok := p.sales[saleID]; ok {
 		return t, nil
 	}
-	t, err := readTerms(ctx, p.tx, saleID)
+	t, err := scanTerms(p.readTerms.QueryRowContext(ctx, saleID))
 	if errors.Is(err, flashsale.ErrNotFound) {
 		t, err = nil, nil
 	}
@@ -222,7 +224,8 @@ func (p *placer) terms(ctx context.Context, saleID string) (*saleTerms, error) {
 		return nil, err
 	}
 	if t != nil {
-		if p.stocks[saleID], err = readStock(ctx, p.tx, saleID, t.currency); err != nil {
+		rows, err := p.readStock.QueryContext(ctx, saleID)
+		if p.stocks[saleID], err = scanStock(rows, err, t.currency); err != nil {
 			return nil, err
 		}
 	}
@@ -230,10 +233,15 @@ func (p *placer) terms(ctx context.Context, saleID string) (*saleTerms, error) {
 	return t, nil
 }
 
+const readTermsSQL = `SELECT per_user_limit, currency FROM sales WHERE id = ?`
+
 func readTerms(ctx context.Context, q queryer, saleID string) (*saleTerms, error) {
+	return scanTerms(q.QueryRowContext(ctx, readTermsSQL, saleID))
+}
+
+func scanTerms(row *sql.Row) (*saleTerms, error) {
 	var t saleTerms
-	err := q.QueryRowContext(ctx, `SELECT per_user_limit, currency FROM sales WHERE id = ?`, saleID).Scan(&t.limit, &t.currency)
-	if err != nil {
+	if err := row.Scan(&t.limit, &t.currency); err != nil {
 		return nil, errNoRows(err)
 	}
 	return &t, nil
@@ -286,7 +294,7 @@ func (s *Store) failOrder(ctx context.Context, r flashsale.Reservation, reason s
 	if err != nil {
 		return err
 	}
-	if err := s.writeNotices(ctx, tx, []flashsale.Notice{flashsale.OrderNotice(o, sqlrows.FromMS(at))}); err != nil {
+	if err := s.writeNotices(ctx, tx, nil, []flashsale.Notice{flashsale.OrderNotice(o, sqlrows.FromMS(at))}); err != nil {
 		return err
 	}
 	return tx.Commit()
@@ -406,7 +414,7 @@ func (s *Store) transition(ctx context.Context, id string, from, to flashsale.Or
 	if err != nil {
 		return nil, err
 	}
-	if err := s.writeNotices(ctx, tx, sqlrows.TransitionNotices(o, from, stock, ms(now))); err != nil {
+	if err := s.writeNotices(ctx, tx, nil, sqlrows.TransitionNotices(o, from, stock, ms(now))); err != nil {
 		return nil, err
 	}
 	if err := tx.Commit(); err != nil {
@@ -525,7 +533,7 @@ func (s *Store) expireHolds(ctx context.Context, now time.Time, limit int) ([]*f
 	for _, o := range orders {
 		o.Status, o.UpdatedAt = flashsale.OrderExpired, updated
 	}
-	if err := s.writeNotices(ctx, tx, sqlrows.ExpireNotices(orders, at)); err != nil {
+	if err := s.writeNotices(ctx, tx, nil, sqlrows.ExpireNotices(orders, at)); err != nil {
 		return nil, err
 	}
 	if err := tx.Commit(); err != nil {

@@ -52,6 +52,7 @@ type Store struct {
 type statements struct {
 	savepoint, rollbackTo, release         *sql.Stmt
 	insertOrder, takeUserRooms, holdNights *sql.Stmt
+	readTerms, readStock, insertNotice     *sql.Stmt
 }
 
 // prepared returns the writer's statements, preparing them on first use
@@ -73,6 +74,9 @@ func (s *Store) prepared(ctx context.Context) (*statements, error) {
 		{&st.insertOrder, insertOrderSQL},
 		{&st.takeUserRooms, takeUserRoomsSQL},
 		{&st.holdNights, holdNightsSQL},
+		{&st.readTerms, readTermsSQL},
+		{&st.readStock, readStockSQL},
+		{&st.insertNotice, insertNoticesSQL(1)},
 	} {
 		stmt, err := s.write.PrepareContext(ctx, p.sql)
 		if err != nil {
@@ -87,7 +91,7 @@ func (s *Store) prepared(ctx context.Context) (*statements, error) {
 
 func (st *statements) close() error {
 	var errs []error
-	for _, stmt := range []*sql.Stmt{st.savepoint, st.rollbackTo, st.release, st.insertOrder, st.takeUserRooms, st.holdNights} {
+	for _, stmt := range []*sql.Stmt{st.savepoint, st.rollbackTo, st.release, st.insertOrder, st.takeUserRooms, st.holdNights, st.readTerms, st.readStock, st.insertNotice} {
 		if stmt != nil {
 			errs = append(errs, stmt.Close())
 		}
