@@ -46,30 +46,59 @@ type purchaseBody struct {
 // nights or rooms must be at least 1. Errors are *flashsale.Error with
 // EInvalid or ETooLarge.
 func decodePurchase(r io.Reader) (purchaseBody, error) {
-	var w purchaseWire
-	if err := decodeBody(r, &w, true); err != nil {
+	buf, err := readBody(r)
+	if err != nil {
 		return purchaseBody{}, err
 	}
-	b := purchaseBody{Token: w.Token, CheckIn: w.CheckIn}
-	if len(w.Token) > MaxPurchaseToken {
+	defer putBuf(buf)
+	f, ok := scanPurchase(buf.Bytes())
+	if !ok {
+		if f, err = decodePurchaseJSON(buf.Bytes()); err != nil {
+			return purchaseBody{}, err
+		}
+	}
+	return f.check()
+}
+
+// decodePurchaseJSON is the strict decoder's reading of a purchase body,
+// for what scanPurchase leaves to it.
+func decodePurchaseJSON(b []byte) (purchaseFields, error) {
+	var w purchaseWire
+	if err := decodeJSON(b, &w, true); err != nil {
+		return purchaseFields{}, err
+	}
+	f := purchaseFields{Token: w.Token, CheckIn: w.CheckIn, HasNights: w.Nights != nil, HasRooms: w.Rooms != nil}
+	if w.Nights != nil {
+		f.Nights = *w.Nights
+	}
+	if w.Rooms != nil {
+		f.Rooms = *w.Rooms
+	}
+	return f, nil
+}
+
+// check applies a purchase's bounds.
+func (f purchaseFields) check() (purchaseBody, error) {
+	b := purchaseBody{Token: f.Token, CheckIn: f.CheckIn}
+	if len(f.Token) > MaxPurchaseToken {
 		return purchaseBody{}, flashsale.Errorf(flashsale.EInvalid, "token is longer than %d bytes", MaxPurchaseToken)
 	}
-	if w.CheckIn != "" {
-		if _, err := time.Parse(flashsale.DateLayout, w.CheckIn); err != nil {
+	if f.CheckIn != "" {
+		if _, err := time.Parse(flashsale.DateLayout, f.CheckIn); err != nil {
 			return purchaseBody{}, flashsale.Errorf(flashsale.EInvalid, "check_in must be a date like 2026-12-24")
 		}
 	}
-	if w.Nights != nil {
-		if *w.Nights < 1 || *w.Nights > flashsale.MaxNights {
+	if f.HasNights {
+		if f.Nights < 1 || f.Nights > flashsale.MaxNights {
 			return purchaseBody{}, flashsale.Errorf(flashsale.EInvalid, "nights must be between 1 and %d", flashsale.MaxNights)
 		}
-		b.Nights = *w.Nights
+		b.Nights = f.Nights
 	}
-	if w.Rooms != nil {
-		if *w.Rooms < 1 || *w.Rooms > MaxRooms {
+	if f.HasRooms {
+		if f.Rooms < 1 || f.Rooms > MaxRooms {
 			return purchaseBody{}, flashsale.Errorf(flashsale.EInvalid, "rooms must be between 1 and %d", MaxRooms)
 		}
-		b.Rooms = *w.Rooms
+		b.Rooms = f.Rooms
 	}
 	return b, nil
 }
