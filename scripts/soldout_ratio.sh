@@ -7,18 +7,18 @@
 #
 #   go build -o /tmp/fs-new ./cmd/flashsale
 #   go build -o /tmp/ceiling ../shared/bench/ceiling
-#   scripts/soldout_ratio.sh /tmp/ceiling /tmp/fs-old /tmp/fs-new   # rounds=7 duration=3s conns=32
+#   scripts/soldout_ratio.sh /tmp/ceiling /tmp/fs-old /tmp/fs-new   # ROUNDS=7 DURATION=3s CONNS=32 THREADS=1
 set -euo pipefail
 ceiling=$1
 shift
-rounds=${ROUNDS:-7} duration=${DURATION:-3s} conns=${CONNS:-32}
+rounds=${ROUNDS:-7} duration=${DURATION:-3s} conns=${CONNS:-32} threads=${THREADS:-1}
 . "$(dirname "$0")/soldout_servers.sh"
 
 declare -A ratios
 for r in $(seq "$rounds"); do
 	line="round $r:"
 	for i in "${!urls[@]}"; do
-		rps=$(wrk -t1 -c"$conns" -d"$duration" -s "$work/post.lua" "${urls[$i]}" | awk '/Requests\/sec/ {print $2}')
+		rps=$(wrk -t"$threads" -c"$conns" -d"$duration" -s "$work/post.lua" "${urls[$i]}" | awk '/Requests\/sec/ {print $2}')
 		if [ "$i" = 0 ]; then base=$rps; line+=" ceiling $rps/s"; continue; fi
 		ratio=$(python3 -c "print(f'{$rps/$base:.3f}')")
 		ratios[$i]+="$ratio "
