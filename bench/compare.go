@@ -41,11 +41,14 @@ func PathTitle(name string) string {
 // Comparison is the same shape run against each path: what --compare
 // prints as one table, and writes with --json and --html.
 type Comparison struct {
-	Shape string          `json:"shape"`
-	Mix   string          `json:"mix"`
-	Paths []*PathResult   `json:"paths"`
-	Rows  []ComparisonRow `json:"rows"`
-	OK    bool            `json:"ok"` // every path that ran kept every invariant
+	Shape string `json:"shape"`
+	// Mix is the guests' mix of an open-loop shape; a closed loop
+	// (Closed) has none.
+	Mix    string          `json:"mix,omitempty"`
+	Closed bool            `json:"closed,omitempty"`
+	Paths  []*PathResult   `json:"paths"`
+	Rows   []ComparisonRow `json:"rows"`
+	OK     bool            `json:"ok"` // every path that ran kept every invariant
 }
 
 // PathResult is one path's bench, or why it did not run.
@@ -205,7 +208,6 @@ func cell(fig string, r *Report) (string, *float64, string) {
 
 // comparisonNotes say how each figure was measured.
 var comparisonNotes = []string{
-	"latency: the purchase endpoint's, in ms from each request's scheduled send (open loop), the median over rounds of each round's figure",
 	"database QPS: calls from the server to its database per second, from its own counter flashsale_db_calls_total on /metrics, read every 250 ms from the first arrival until no order had been placed for a second after the load (the queued path writes after its 202s); peak: the busiest one-second window, mean: over that whole watch; a batch of orders is one call, so the database's own statement count is higher on the batching paths",
 	"orders written/s: reservations the database's conditional insert was asked to place per second (flashsale_db_orders_placed_total)",
 	"oversold orders: rooms taken beyond the stock after draining, by the server's audit or by the client's own record of every 202 (the larger)",
@@ -213,11 +215,26 @@ var comparisonNotes = []string{
 	"purchases failed: purchase requests answered 5xx (503 overloaded or switching included) or with no answer at all, over every purchase request",
 }
 
+// notes are comparisonNotes after the latency's, which depends on the
+// shape: from the scheduled send in an open loop, from the send in a
+// closed one.
+func (c *Comparison) notes() []string {
+	latency := "latency: the purchase endpoint's, in ms from each request's scheduled send (open loop), the median over rounds of each round's figure"
+	if c.Closed {
+		latency = "latency: the purchase endpoint's, in ms from each request's send (closed loop: a worker sends when its last answer came), the median over rounds of each round's figure"
+	}
+	return append([]string{latency}, comparisonNotes...)
+}
+
 // WriteText writes the table the source prints, a column per path, and
 // under it how each figure was measured and why a cell is n/a.
 func (c *Comparison) WriteText(w io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "flashsale bench --compare: %s, mix %s\n\n", c.Shape, c.Mix)
+	if c.Closed {
+		fmt.Fprintf(&b, "flashsale bench --compare: %s (closed loop)\n\n", c.Shape)
+	} else {
+		fmt.Fprintf(&b, "flashsale bench --compare: %s, mix %s\n\n", c.Shape, c.Mix)
+	}
 	for _, p := range c.Paths {
 		switch {
 		case p.Skipped != "":
@@ -246,7 +263,7 @@ func (c *Comparison) WriteText(w io.Writer) error {
 	}
 	tw.Flush()
 	b.WriteString("\n")
-	for _, n := range comparisonNotes {
+	for _, n := range c.notes() {
 		fmt.Fprintf(&b, "  %s\n", n)
 	}
 	for _, n := range notes {

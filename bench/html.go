@@ -63,7 +63,7 @@ func (r *Report) WriteHTML(w io.Writer) error {
 // self-contained HTML page.
 func (c *Comparison) WriteHTML(w io.Writer) error {
 	p := htmlPage{Title: "flashsale bench --compare: " + c.Shape, Generated: time.Now().UTC().Format(time.RFC3339),
-		Comparison: c, Notes: comparisonNotes, OK: c.OK}
+		Comparison: c, Notes: c.notes(), OK: c.OK}
 	for _, path := range c.Paths {
 		if path.Report != nil {
 			p.Sections = append(p.Sections, section(path.Name, PathTitle(path.Name), path.Report))

@@ -678,6 +678,9 @@ func runCompare(ctx context.Context, f *benchFlags, shape bench.Shape, mix bench
 		return err
 	}
 	c := &bench.Comparison{Shape: shape.String(), Mix: mix.String()}
+	if _, closed := shape.(bench.Loop); closed {
+		c.Mix, c.Closed = "", true
+	}
 	var failed []string
 	for _, sp := range specs {
 		pr := &bench.PathResult{Name: sp.name, Title: bench.PathTitle(sp.name), Skipped: sp.skip}

@@ -758,11 +758,4 @@ func distWriteRates(ss []distSample, burstEnd time.Duration) distRates {
 	return r
 }
 
-// distBurst and distPct are bench.Together and bench.Percentile under the
-// names BenchmarkBurst (bench_test.go) still calls them by.
-var (
-	distBurst = bench.Together
-	distPct   = bench.Percentile
-)
-
 func distMS(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

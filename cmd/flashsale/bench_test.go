@@ -102,7 +102,7 @@ func BenchmarkBurst(b *testing.B) {
 		ceiling.JWT(users[i])
 	}
 	burst := func(cl *bench.Client, saleID string) time.Duration {
-		lat, errs := distBurst(guests, func(i int) error {
+		lat, errs := bench.Together(guests, func(i int) error {
 			status, err := guest(ctx, cl, saleID, users[i])
 			if err != nil || (status != 202 && status != 409) {
 				return fmt.Errorf("guest %d: %d %v", i, status, err)
@@ -111,7 +111,7 @@ func BenchmarkBurst(b *testing.B) {
 		})
 		distErrs(b, errs)
 		slices.Sort(lat)
-		return distPct(lat, 0.99)
+		return bench.Percentile(lat, 0.99)
 	}
 	var ceil, p99 []float64
 	for b.Loop() {
