@@ -55,6 +55,9 @@ type Config struct {
 	// (default NoticePollDefault).
 	Sinks      []flashsale.NoticeSink
 	NoticePoll time.Duration
+	// OutboxRetention is how long notices (once every transport in use
+	// has them) and delivery attempts are kept; zero keeps them for ever.
+	OutboxRetention time.Duration
 	// Fence and Drainer let the engine heal itself when it loses a sale's
 	// state (see heal.go): both set in the distributed shape, both nil in
 	// the embedded one, whose engine lives and dies with the process.
@@ -122,6 +125,7 @@ type Service struct {
 	refresh    time.Duration
 	sinks      []flashsale.NoticeSink
 	noticePoll time.Duration
+	retention  time.Duration
 	log        *slog.Logger
 	now        func() time.Time
 	audit      auditConfig
@@ -201,6 +205,7 @@ func New(cfg Config) *Service {
 		refresh:    cmp.Or(cfg.SaleRefresh, SaleRefreshDefault),
 		sinks:      cfg.Sinks,
 		noticePoll: cmp.Or(cfg.NoticePoll, NoticePollDefault),
+		retention:  cfg.OutboxRetention,
 		log:        cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler)),
 		now:        cfg.Now,
 		audit:      newAuditConfig(cfg),
@@ -259,6 +264,10 @@ func (s *Service) Start(ctx context.Context) error {
 	for _, sink := range s.sinks {
 		s.done.Add(1)
 		go s.dispatchLoop(bg, sink)
+	}
+	if s.retention > 0 {
+		s.done.Add(1)
+		go s.pruneLoop(bg)
 	}
 	s.startAudits(bg)
 	if s.fence != nil {

@@ -39,7 +39,7 @@ func (m *Metrics) Store(next flashsale.Store) flashsale.Store {
 		listSales: op("list_sales"), updateSale: op("update_sale"), adjustStock: op("adjust_stock"),
 		saleChanges: op("sale_changes"), saleOrders: op("sale_orders"), deleteSale: op("delete_sale"),
 		claimNotices: op("claim_notices"), ackNotices: op("ack_notices"), noticeCursor: op("notice_cursor"),
-		recordDelivery: op("record_delivery"), deliveries: op("deliveries"),
+		recordDelivery: op("record_delivery"), deliveries: op("deliveries"), pruneOutbox: op("prune_outbox"),
 	}
 	for i, r := range placeResults {
 		s.placed[i] = m.dbPlaced.WithLabelValues(r.name)
@@ -56,7 +56,7 @@ type store struct {
 	listSales, updateSale, adjustStock, saleChanges, saleOrders          *call
 	deleteSale                                                           *call
 	claimNotices, ackNotices, noticeCursor, recordDelivery, deliveries   *call
-	pendingMigrations                                                    *call
+	pruneOutbox, pendingMigrations                                       *call
 	placed                                                               [len(placeResults)]prometheus.Counter
 }
 
@@ -234,6 +234,13 @@ func (s *store) Deliveries(ctx context.Context, q flashsale.DeliveryQuery) ([]fl
 	ds, err := s.next.Deliveries(ctx, q)
 	s.deliveries.done(start, err)
 	return ds, err
+}
+
+func (s *store) PruneOutbox(ctx context.Context, before time.Time, limit int) (int, int, error) {
+	start := time.Now()
+	n, d, err := s.next.PruneOutbox(ctx, before, limit)
+	s.pruneOutbox.done(start, err)
+	return n, d, err
 }
 
 func (s *store) PendingMigrations(ctx context.Context) ([]string, error) {

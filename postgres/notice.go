@@ -194,3 +194,22 @@ func (s *Store) Deliveries(ctx context.Context, q flashsale.DeliveryQuery) ([]fl
 	}
 	return ds, nil
 }
+
+// PruneOutbox deletes old, delivered notices and old delivery attempts;
+// see flashsale.Store.
+func (s *Store) PruneOutbox(ctx context.Context, before time.Time, limit int) (int, int, error) {
+	return sqlrows.PruneOutbox(sqlrows.OutboxDB{
+		Numbered: true,
+		Query: func(query string, args ...any) (sqlrows.Rows, func(), error) {
+			rows, err := s.pool.Query(ctx, query, args...)
+			if err != nil {
+				return nil, nil, err
+			}
+			return rows, rows.Close, nil
+		},
+		Exec: func(query string, args ...any) (int64, error) {
+			tag, err := s.pool.Exec(ctx, query, args...)
+			return tag.RowsAffected(), err
+		},
+	}, before, limit)
+}

@@ -167,3 +167,9 @@ func (s *Store) Deliveries(ctx context.Context, q flashsale.DeliveryQuery) ([]fl
 	}
 	return ds, nil
 }
+
+// PruneOutbox deletes old, delivered notices and old delivery attempts;
+// see flashsale.Store. It runs on the writer's connection.
+func (s *Store) PruneOutbox(ctx context.Context, before time.Time, limit int) (int, int, error) {
+	return sqlrows.PruneOutbox(sqlrows.SQLDB(ctx, s.write), before, limit)
+}

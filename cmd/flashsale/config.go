@@ -25,9 +25,12 @@ const (
 	DataDirDefault      = "./data"
 	OrderRateDefault    = 0 // orders/s the queue consumer writes; 0 = no cap
 	ReapIntervalDefault = 100 * time.Millisecond
-	ShutdownDefault     = 10 * time.Second
-	QueueNameDefault    = "flashsale"
-	RedisPrefixDefault  = "flashsale:"
+	// OutboxRetentionDefault keeps a week of order events: time for a
+	// receiver that was down to catch up, and for an operator to look.
+	OutboxRetentionDefault = 7 * 24 * time.Hour
+	ShutdownDefault        = 10 * time.Second
+	QueueNameDefault       = "flashsale"
+	RedisPrefixDefault     = "flashsale:"
 	// What an open breaker does (FLASHSALE_BREAKER_MODE).
 	BreakerReject = "reject"
 	BreakerDB     = "db"
@@ -84,6 +87,10 @@ type Config struct {
 	RedisTimeout time.Duration
 	// StartTimeout bounds start-up. FLASHSALE_START_TIMEOUT.
 	StartTimeout time.Duration
+	// OutboxRetention is how long order events (once every transport has
+	// them) and their delivery attempts are kept; 0 keeps them for ever.
+	// FLASHSALE_OUTBOX_RETENTION.
+	OutboxRetention time.Duration
 	// AuditInterval is how often the scheduled audit checks and repairs
 	// every current sale; negative turns it off. FLASHSALE_AUDIT_INTERVAL.
 	AuditInterval time.Duration
@@ -242,6 +249,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("FLASHSALE_USER_SERVICE_TIMEOUT and FLASHSALE_USER_SERVICE_STALE must be positive")
 	case c.ReapInterval <= 0:
 		return fmt.Errorf("FLASHSALE_REAP_INTERVAL must be positive")
+	case c.OutboxRetention < 0:
+		return fmt.Errorf("FLASHSALE_OUTBOX_RETENTION must be 0 (keep the events for ever) or positive")
 	case c.RequestTimeout <= 0 || c.RedisTimeout <= 0 || c.StartTimeout <= 0 || c.AuditGrace <= 0:
 		return fmt.Errorf("FLASHSALE_REQUEST_TIMEOUT, FLASHSALE_REDIS_TIMEOUT, FLASHSALE_START_TIMEOUT and FLASHSALE_AUDIT_GRACE must be positive")
 	case c.WebhookURL != "" && !strings.HasPrefix(c.WebhookURL, "http://") && !strings.HasPrefix(c.WebhookURL, "https://"):
@@ -270,7 +279,8 @@ func (c Config) LogValue() slog.Value {
 		slog.String("amqp_url", maskURL(c.AMQPURL)),
 		slog.String("redis_prefix", c.RedisPrefix),
 		slog.String("queue_name", c.QueueName),
-		slog.Group("events", slog.String("webhook_url", maskURL(c.WebhookURL)), slog.Bool("amqp", c.EventsAMQP)),
+		slog.Group("events", slog.String("webhook_url", maskURL(c.WebhookURL)), slog.Bool("amqp", c.EventsAMQP),
+			slog.Duration("retention", c.OutboxRetention)),
 		slog.Float64("order_rate", c.OrderRate),
 		slog.Duration("reap_interval", c.ReapInterval),
 		slog.Duration("request_timeout", c.RequestTimeout),

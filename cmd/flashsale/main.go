@@ -270,7 +270,7 @@ func (m *Main) open(ctx context.Context) error {
 		return err
 	}
 	m.svc = funnel.New(funnel.Config{
-		Store: m.store, Engine: m.engine, Writer: m.writer, Sinks: sinks,
+		Store: m.store, Engine: m.engine, Writer: m.writer, Sinks: sinks, OutboxRetention: cfg.OutboxRetention,
 		Secret: []byte(jwtSecret), TokenKeys: cfg.TokenKeys, ReapInterval: cfg.ReapInterval, Logger: m.log,
 		Fence: m.fence, Drainer: m.drainer, Republish: m.republish, AuditInterval: cfg.AuditInterval,
 		AuditGrace: cfg.AuditGrace, Breaker: m.breaker, Forces: board.forces,

@@ -85,6 +85,7 @@ var settings = []setting{
 		c.EventsAMQP = b
 		return err
 	}},
+	{env: "FLASHSALE_OUTBOX_RETENTION", def: OutboxRetentionDefault.String(), help: "how long order events (once every transport has them) and their delivery attempts are kept; 0: for ever", set: dur(func(c *Config) *time.Duration { return &c.OutboxRetention })},
 	{env: "FLASHSALE_JWT_SECRET", help: "HS256 secret of user JWTs, shared by every instance (default: generated into the data dir)", set: str(func(c *Config) *string { return &c.JWTSecret })},
 	{env: "FLASHSALE_TOKEN_KEYS", help: "purchase-token keys kid:secret,...: the first signs, all verify (default: the JWT secret as key 0)", set: func(c *Config, v string) error {
 		keys, err := funnel.ParseTokenKeys(v)
