@@ -64,21 +64,22 @@ func TestParseConfig(t *testing.T) {
 		}
 	})
 	for name, kv := range map[string]map[string]string{
-		"BadDatabase":      {"FLASHSALE_DATABASE_URL": "oracle://x"},
-		"BadRedis":         {"FLASHSALE_REDIS_URL": "http://x"},
-		"AMQPWithoutRedis": {"FLASHSALE_AMQP_URL": "amqp://x"},
-		"BadRate":          {"FLASHSALE_ORDER_RATE": "fast"},
-		"NegativeRate":     {"FLASHSALE_ORDER_RATE": "-1"},
-		"BadInterval":      {"FLASHSALE_REAP_INTERVAL": "soon"},
-		"ZeroInterval":     {"FLASHSALE_REAP_INTERVAL": "0s"},
-		"BadLevel":         {"FLASHSALE_LOG_LEVEL": "loud"},
-		"LimitNoUnit":      {"FLASHSALE_LIMIT_PURCHASE_USER": "20"},
-		"LimitBadUnit":     {"FLASHSALE_LIMIT_PURCHASE_USER": "20/d"},
-		"LimitZero":        {"FLASHSALE_LIMIT_PURCHASE_IP": "0/s"},
-		"LimitBadBurst":    {"FLASHSALE_LIMIT_PURCHASE_SALE": "20/s,x"},
-		"LimitZeroBurst":   {"FLASHSALE_LIMIT_READ_IP": "20/s,0"},
-		"BadProxy":         {"FLASHSALE_TRUSTED_PROXIES": "10.0.0.1"},
-		"InFlightOverAll":  {"FLASHSALE_MAX_INFLIGHT": "10", "FLASHSALE_MAX_INFLIGHT_PER_SALE": "20"},
+		"BadDatabase":       {"FLASHSALE_DATABASE_URL": "oracle://x"},
+		"BadRedis":          {"FLASHSALE_REDIS_URL": "http://x"},
+		"AMQPWithoutRedis":  {"FLASHSALE_AMQP_URL": "amqp://x"},
+		"BadRate":           {"FLASHSALE_ORDER_RATE": "fast"},
+		"NegativeRate":      {"FLASHSALE_ORDER_RATE": "-1"},
+		"BadInterval":       {"FLASHSALE_REAP_INTERVAL": "soon"},
+		"ZeroInterval":      {"FLASHSALE_REAP_INTERVAL": "0s"},
+		"NegativeRetention": {"FLASHSALE_OUTBOX_RETENTION": "-1h"},
+		"BadLevel":          {"FLASHSALE_LOG_LEVEL": "loud"},
+		"LimitNoUnit":       {"FLASHSALE_LIMIT_PURCHASE_USER": "20"},
+		"LimitBadUnit":      {"FLASHSALE_LIMIT_PURCHASE_USER": "20/d"},
+		"LimitZero":         {"FLASHSALE_LIMIT_PURCHASE_IP": "0/s"},
+		"LimitBadBurst":     {"FLASHSALE_LIMIT_PURCHASE_SALE": "20/s,x"},
+		"LimitZeroBurst":    {"FLASHSALE_LIMIT_READ_IP": "20/s,0"},
+		"BadProxy":          {"FLASHSALE_TRUSTED_PROXIES": "10.0.0.1"},
+		"InFlightOverAll":   {"FLASHSALE_MAX_INFLIGHT": "10", "FLASHSALE_MAX_INFLIGHT_PER_SALE": "20"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := parseConfig(nil, nil, env(kv)); err == nil {
