@@ -131,12 +131,13 @@ type Store interface {
 	// Deliveries reads it newest first (q.Limit clamped like a page).
 	RecordDelivery(ctx context.Context, d Delivery) error
 	Deliveries(ctx context.Context, q DeliveryQuery) ([]Delivery, error)
-	// PruneOutbox deletes, among the oldest limit notices and the oldest
-	// limit delivery-log attempts, those written before before: the
-	// notices only if every transport in use has acked them (a transport
-	// whose lease ended before before is gone and holds nothing back). It
-	// returns how many of each it deleted; a caller repeats while either
-	// is limit. Seq is never reused after a delete.
+	// PruneOutbox deletes, from the oldest limit notices and the oldest
+	// limit delivery-log attempts, the leading run written before before;
+	// for notices the run also ends at the first one a transport in use
+	// has not acked (a transport whose lease ended before before is gone
+	// and holds nothing back). It returns how many of each it deleted; a
+	// caller repeats while either is limit. Seq is never reused after a
+	// delete.
 	PruneOutbox(ctx context.Context, before time.Time, limit int) (notices, deliveries int, err error)
 	// PendingMigrations returns the migrations this binary embeds that the
 	// database has not recorded as applied, in order (none when its schema
