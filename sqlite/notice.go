@@ -22,7 +22,7 @@ import (
 // dropped, not a failure of the change it belongs to: the receiver would
 // drop it as a duplicate anyway. The drop is logged.
 //
-// one, when set, is insertNoticeSQL prepared on tx's connection: a lone
+// one, when set, is insertNoticesSQL(1) prepared on tx's connection: a lone
 // notice (a batch of one order, the usual case below a few hundred
 // purchases a second) then costs no parse.
 func (s *Store) writeNotices(ctx context.Context, tx *sql.Tx, one *sql.Stmt, ns []flashsale.Notice) error {
