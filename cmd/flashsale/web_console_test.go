@@ -51,9 +51,13 @@ func setInput(id, v string) chromedp.Action[chromedp.Void] {
 	return chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`(() => { const e = document.getElementById(%q); e.value = %q; e.dispatchEvent(new Event('input', {bubbles: true})); })()`, id, v))
 }
 
+// pollJS waits until expr is true. An expression that throws (an element
+// not drawn yet) counts as not yet: the console draws a sale's dashboard
+// only once its list is in.
 func pollJS(t *testing.T, ctx context.Context, expr string, timeout time.Duration) {
 	t.Helper()
-	if err := chromedp.Do(ctx, chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingTimeout(timeout))); err != nil {
+	safe := "(() => { try { return !!(" + expr + "); } catch (e) { return false; } })()"
+	if err := chromedp.Do(ctx, chromedp.Poll[chromedp.Void](safe, chromedp.WithPollingTimeout(timeout))); err != nil {
 		t.Fatalf("waiting for %s: %v", expr, err)
 	}
 }
