@@ -64,7 +64,7 @@ async function signIn(tok) {
   // The list first, then the dashboard below it: drawn the other way
   // round, the list's arrival pushed the dashboard's buttons down under a
   // finger (or a click) already on its way.
-  await refresh();
+  try { await refresh(); } catch { /* the next refresh draws it */ }
   const want = new URLSearchParams(location.hash.slice(1)).get('sale');
   if (want) open(want);
   timer = setInterval(refresh, 1000);
