@@ -34,11 +34,17 @@ func TestConformance(t *testing.T) {
 		// A storm on a loaded machine (CI runs the packages in parallel)
 		// can keep a command past the 500 ms production default; the
 		// suite is about answers, not latency.
-		e, err := redis.Open(context.Background(), url, redis.Options{Prefix: testenv.Name("fs-brk-") + ":", Timeout: 5 * time.Second}, quiet)
+		prefix := testenv.Name("fs-brk-") + ":"
+		e, err := redis.Open(context.Background(), url, redis.Options{Prefix: prefix, Timeout: 5 * time.Second}, quiet)
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { e.Close() })
+		t.Cleanup(func() {
+			e.Close()
+			if err := testenv.DeleteKeys(url, prefix); err != nil {
+				t.Errorf("delete the suite's keys: %v", err)
+			}
+		})
 		// The suite skips the outbox of an engine that keeps none: a
 		// wrapper that dropped Redis's would pass it unseen.
 		if breaker.New(e, breaker.Config{Logger: quiet}).Outbox() == nil {
