@@ -439,4 +439,20 @@ func (c *cluster) explainMissing(t *testing.T, saleID string, snap *flashsale.St
 	t.Logf("audit: %v %+v", err, audit)
 	ready, dead := c.queueDepth(t)
 	t.Logf("queue: %d ready, %d dead-lettered", ready, dead)
+	// A message a consumer holds unacked is not ready: the broker's own
+	// view says whether the missing one sits on a channel nobody reads.
+	if out, err := exec.Command("rabbitmqctl", "-q", "list_queues", "name", "messages_ready", "messages_unacknowledged", "consumers").Output(); err == nil {
+		for line := range strings.Lines(string(out)) {
+			if strings.HasPrefix(line, c.queue+".") {
+				t.Logf("broker: %s", strings.TrimSpace(line))
+			}
+		}
+	}
+	if out, err := exec.Command("rabbitmqctl", "-q", "list_consumers", "queue_name", "channel_pid", "ack_required", "prefetch_count", "active").Output(); err == nil {
+		for line := range strings.Lines(string(out)) {
+			if strings.HasPrefix(line, c.queue+".") {
+				t.Logf("consumer: %s", strings.TrimSpace(line))
+			}
+		}
+	}
 }
