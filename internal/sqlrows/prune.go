@@ -4,8 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 )
 
@@ -30,7 +28,8 @@ type OutboxDB struct {
 func PruneOutbox(db OutboxDB, before time.Time, limit int) (notices, deliveries int, err error) {
 	at := unixMS(before)
 	acked, hasCursor := int64(0), false // the slowest transport in use's cursor
-	err = db.each(`SELECT seq FROM notice_cursors WHERE lease_until_ms >= ? ORDER BY seq LIMIT 1`, []any{at}, func(r Rows) (bool, error) {
+	f := NewFilter(db.Numbered)
+	err = db.each(`SELECT seq FROM notice_cursors WHERE lease_until_ms >= `+f.Arg(at)+` ORDER BY seq LIMIT 1`, f.Args, func(r Rows) (bool, error) {
 		hasCursor = true
 		return false, r.Scan(&acked)
 	})
@@ -50,7 +49,8 @@ func PruneOutbox(db OutboxDB, before time.Time, limit int) (notices, deliveries 
 // were written before at and that may go.
 func (db OutboxDB) pruneHead(table, key string, at int64, limit int, may func(int64) bool) (int, error) {
 	last, found := int64(0), false
-	err := db.each(`SELECT `+key+`, at_ms FROM `+table+` ORDER BY `+key+` LIMIT ?`, []any{limit}, func(r Rows) (bool, error) {
+	f := NewFilter(db.Numbered)
+	err := db.each(`SELECT `+key+`, at_ms FROM `+table+` ORDER BY `+key+` LIMIT `+f.Arg(limit), f.Args, func(r Rows) (bool, error) {
 		var k, ms int64
 		if err := r.Scan(&k, &ms); err != nil {
 			return false, err
@@ -64,13 +64,16 @@ func (db OutboxDB) pruneHead(table, key string, at int64, limit int, may func(in
 	if err != nil || !found {
 		return 0, err
 	}
-	n, err := db.Exec(db.bind(`DELETE FROM `+table+` WHERE `+key+` <= ? AND at_ms < ?`), last, at)
+	f = NewFilter(db.Numbered)
+	f.Add(key+` <= ?`, last)
+	f.Add(`at_ms < ?`, at)
+	n, err := db.Exec(`DELETE FROM `+table+` `+f.Where(), f.Args...)
 	return int(n), err
 }
 
 // each runs query and hands each row to f until it returns false.
 func (db OutboxDB) each(query string, args []any, f func(Rows) (bool, error)) error {
-	rows, done, err := db.Query(db.bind(query), args...)
+	rows, done, err := db.Query(query, args...)
 	if err != nil {
 		return err
 	}
@@ -81,24 +84,6 @@ func (db OutboxDB) each(query string, args []any, f func(Rows) (bool, error)) er
 		}
 	}
 	return rows.Err()
-}
-
-// bind numbers the placeholders for PostgreSQL.
-func (db OutboxDB) bind(query string) string {
-	if !db.Numbered {
-		return query
-	}
-	var b strings.Builder
-	n := 0
-	for _, c := range query {
-		if c == '?' {
-			n++
-			b.WriteString("$" + strconv.Itoa(n))
-			continue
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
 }
 
 // SQLDB is an OutboxDB over database/sql (MySQL, SQLite).
