@@ -422,12 +422,43 @@ func (s *Service) AdminSale(ctx context.Context, id string) (*flashsale.SaleView
 }
 
 func (s *Service) adminView(ctx context.Context, sale *flashsale.Sale) (*flashsale.SaleView, error) {
+	return s.nightsView(ctx, sale, false)
+}
+
+// savedTimeout bounds savedView's read-back, which no longer runs under
+// the request's deadline.
+const savedTimeout = 10 * time.Second
+
+// savedView is the admin view of a change already committed. Its answer
+// must say the change was made: a 503 now would have the operator (or
+// their script) make it again, adding the rooms twice. So the read-back
+// runs under a deadline of its own, and an engine that does not answer
+// costs only its figure: the nights show the database's.
+func (s *Service) savedView(ctx context.Context, sale *flashsale.Sale) (*flashsale.SaleView, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), savedTimeout)
+	defer cancel()
+	v, err := s.nightsView(ctx, sale, true)
+	if err != nil {
+		return nil, fmt.Errorf("the change is saved, but reading the sale back failed (reload it; do not repeat the change): %w", err)
+	}
+	return v, nil
+}
+
+// nightsView is a sale with the database's counters and, unless the
+// engine fails and engineOptional says to go on without it, the engine's
+// available figures.
+func (s *Service) nightsView(ctx context.Context, sale *flashsale.Sale, engineOptional bool) (*flashsale.SaleView, error) {
 	nights, err := s.store.NightStocks(ctx, sale.ID)
 	if err != nil {
 		return nil, fmt.Errorf("admin sale=%s: %w", sale.ID, err)
 	}
 	avail, err := s.engine.Available(ctx, sale.ID)
-	if err != nil && !errors.Is(err, flashsale.ErrNotLoaded) {
+	switch {
+	case err == nil, errors.Is(err, flashsale.ErrNotLoaded):
+	case engineOptional:
+		s.log.Warn("the stock engine did not answer for a saved change's view; showing the database's figures", "sale_id", sale.ID, "err", err)
+		avail = nil
+	default:
 		return nil, fmt.Errorf("admin sale=%s: %w", sale.ID, err)
 	}
 	for i := range nights {

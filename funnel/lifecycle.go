@@ -193,7 +193,7 @@ func (s *Service) change(ctx context.Context, id, kind string,
 		}
 		s.cacheNewer(next)
 		s.log.Info("sale changed", "sale_id", id, "change", kind, "detail", detail, "revision", next.Revision)
-		return s.adminView(ctx, next)
+		return s.savedView(ctx, next)
 	}
 	return nil, flashsale.Errorf(flashsale.EConflict, "the sale kept changing meanwhile; try again")
 }
@@ -268,13 +268,16 @@ func (s *Service) AdjustStock(ctx context.Context, id string, d flashsale.StockD
 			return nil, err
 		}
 	}
+	// Saved: from here on nothing may answer as though it were not.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), savedTimeout)
+	defer cancel()
 	fresh, err := s.store.Sale(ctx, id)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("the rooms are changed, but reading the sale back failed (reload it; do not repeat the change): %w", err)
 	}
 	s.cacheNewer(fresh)
 	s.log.Info("sale stock changed", "sale_id", id, "night", d.Date, "delta", d.Delta, "revision", fresh.Revision)
-	return s.adminView(ctx, fresh)
+	return s.savedView(ctx, fresh)
 }
 
 // cacheNewer caches sale unless the cache holds a later revision of it.

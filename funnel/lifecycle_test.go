@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/inmem"
 )
 
 func TestPauseResume(t *testing.T) {
@@ -330,5 +331,50 @@ func TestTestSale(t *testing.T) {
 	}
 	if _, err := e.svc.AdminSale(ctx, real.ID); err != nil {
 		t.Fatalf("the real sale: %v", err)
+	}
+}
+
+// muteEngine stops answering Available once mute is set, as a Redis shard
+// past its command timeout would, after a change's own steps succeeded.
+type muteEngine struct {
+	*inmem.Engine
+	mute atomic.Bool
+}
+
+func (m *muteEngine) Available(ctx context.Context, saleID string) ([]int, error) {
+	if m.mute.Load() {
+		return nil, fmt.Errorf("%w: available: i/o timeout", flashsale.ErrUnavailable)
+	}
+	return m.Engine.Available(ctx, saleID)
+}
+
+// TestSavedChangeAnswers: a change that is saved answers as saved even
+// when the engine does not answer for the view that follows it, with the
+// database's figures. A 503 there had a retrying operator add the rooms
+// twice (TestDistributedLifecycle's books came out two rooms apart).
+func TestSavedChangeAnswers(t *testing.T) {
+	var m *muteEngine
+	e := mustOpenAudit(t, func(e *inmem.Engine) flashsale.StockEngine { m = &muteEngine{Engine: e}; return m }, nil)
+	ctx := context.Background()
+	s := e.sale(t, nil, 3)
+	date := s.Nights[0].Date
+	m.mute.Store(true)
+	if _, err := e.svc.AdminSale(ctx, s.ID); !flashsale.Unreachable(err) {
+		t.Fatalf("AdminSale with the engine mute = %v, want unavailable (a plain read says so)", err)
+	}
+	v, err := e.svc.AdjustStock(ctx, s.ID, flashsale.StockDelta{Date: date, Delta: 2})
+	if err != nil || v.Nights[0].Stock != 5 || v.Nights[0].Available != 5 {
+		t.Fatalf("AdjustStock(+2) with the engine mute for the view = %+v, %v; want saved, stock 5", v, err)
+	}
+	v, err = e.svc.PauseSale(ctx, s.ID, true)
+	if err != nil || !v.Paused || v.Nights[0].Stock != 5 {
+		t.Fatalf("PauseSale with the engine mute for the view = %+v, %v; want saved", v, err)
+	}
+	m.mute.Store(false)
+	if a, _ := e.engine.Available(ctx, s.ID); a[0] != 5 {
+		t.Fatalf("engine available %v, want the 5 the change made", a)
+	}
+	if ns := e.nights(t, s.ID); ns[0].Stock != 5 {
+		t.Fatalf("database stock %d, want 5", ns[0].Stock)
 	}
 }

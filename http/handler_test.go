@@ -37,6 +37,15 @@ type stubService struct {
 	paidRef  string
 	forced   flashsale.BreakerForce
 	life     lifecycleCalls // lifecycle_test.go
+	deadline time.Time      // the context deadline of the last Purchase or PauseSale
+}
+
+// sawDeadline keeps ctx's deadline (zero when it has none).
+func (s *stubService) sawDeadline(ctx context.Context) {
+	d, _ := ctx.Deadline()
+	s.mu.Lock()
+	s.deadline = d
+	s.mu.Unlock()
 }
 
 var _ flashsale.Service = (*stubService)(nil)
@@ -120,6 +129,7 @@ func (s *stubService) order(u flashsale.User, id string) *flashsale.Order {
 }
 
 func (s *stubService) Purchase(ctx context.Context, u flashsale.User, req flashsale.PurchaseRequest) (*flashsale.Order, error) {
+	s.sawDeadline(ctx)
 	if err := s.record(u); err != nil {
 		return nil, err
 	}

@@ -55,6 +55,7 @@ func (s *stubService) UpdateSale(ctx context.Context, id string, p flashsale.Sal
 }
 
 func (s *stubService) PauseSale(ctx context.Context, id string, paused bool) (*flashsale.SaleView, error) {
+	s.sawDeadline(ctx)
 	act := "resume"
 	if paused {
 		act = "pause"
@@ -330,5 +331,44 @@ func TestSalesPools(t *testing.T) {
 	}
 	if w := do(t, srv, "GET", "/api/sales?hotel="+strings.Repeat("h", 201), "", ""); w.Code != 400 {
 		t.Errorf("a 201-character hotel = %d, want 400", w.Code)
+	}
+}
+
+// TestAdminDeadline: the operators' routes wait adminTimeout (or the
+// request deadline, when that is longer), a guest's purchase the request
+// deadline: a pause in the storm is not shed for being slow.
+func TestAdminDeadline(t *testing.T) {
+	for _, tt := range []struct {
+		name          string
+		timeout       time.Duration
+		purchase, mgr time.Duration
+	}{
+		{"short", 50 * time.Millisecond, 50 * time.Millisecond, adminTimeout},
+		{"long", time.Minute, time.Minute, time.Minute},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			svc := &stubService{}
+			s := NewServer(svc, Config{JWTSecret: testSecret, AdminToken: testAdmin, RequestTimeout: tt.timeout, Now: func() time.Time { return t0 }})
+			left := func(method, path, auth string) time.Duration {
+				t.Helper()
+				start := time.Now()
+				if w := do(t, s, method, path, auth, ""); w.Code >= 300 {
+					t.Fatalf("%s %s: %d %s", method, path, w.Code, w.Body)
+				}
+				svc.mu.Lock()
+				defer svc.mu.Unlock()
+				return svc.deadline.Sub(start)
+			}
+			// The deadline is set a moment after start: within 100 ms of it.
+			near := func(got, want time.Duration) bool {
+				return got > want-100*time.Millisecond && got < want+100*time.Millisecond
+			}
+			if got := left("POST", "/api/sales/s1/purchase", "alice"); !near(got, tt.purchase) {
+				t.Errorf("purchase deadline %v away, want %v", got, tt.purchase)
+			}
+			if got := left("POST", "/api/admin/sales/s1/pause", "admin"); !near(got, tt.mgr) {
+				t.Errorf("pause deadline %v away, want %v", got, tt.mgr)
+			}
+		})
 	}
 }

@@ -229,14 +229,25 @@ func (s *Server) routes() []route {
 	return rs
 }
 
+// adminTimeout is the operators' deadline. The request deadline is sized
+// for a guest's purchase; an operator pausing a sale or taking back rooms
+// does it in the storm, when the database and the engine answer slowest,
+// and a 503 then takes the sale out of their hands exactly when they need
+// it. Only the admin token gets past the route's first check, so the
+// longer wait is not a guest's to spend.
+const adminTimeout = 10 * time.Second
+
 // serveHTTP gives the request its id and deadline (not the event stream,
 // which bounds its own reads and writes), routes it, times it once for the
 // route's latency and the access log, and recovers from handler panics
 // with a JSON 500.
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	stream, timeout := isEventStream(r), s.timeout
-	if stream {
+	switch {
+	case stream:
 		timeout = 0
+	case timeout < adminTimeout && strings.HasPrefix(r.URL.Path, "/api/admin/"):
+		timeout = adminTimeout
 	}
 	c := newRequestCtx(r.Context(), timeout)
 	defer c.release()
