@@ -72,7 +72,9 @@ func (r *Relay) Run(ctx context.Context) {
 			if err := r.Outbox.Confirm(ctx, res.SaleID, res.OrderID); err != nil {
 				r.Logger.Warn("relay: confirm", "order_id", res.OrderID, "err", err)
 			}
-			r.Logger.Info("relay: republished", "sale_id", res.SaleID, "order_id", res.OrderID)
+			// A warning: each is an order whose first publish's outcome
+			// was lost, which an operator wants to see beside the fault.
+			r.Logger.Warn("relay: republished", "sale_id", res.SaleID, "order_id", res.OrderID)
 		}
 	})
 }

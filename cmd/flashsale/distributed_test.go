@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -17,6 +19,7 @@ import (
 	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/bench"
@@ -83,8 +86,36 @@ func (c *cluster) start(t *testing.T, i int) {
 	if i < len(c.each) {
 		env = append(env, c.each[i]...)
 	}
-	c.procs[i] = startBinaryTo(t, c.bin, io.MultiWriter(os.Stderr, c.logs[i]), env...)
+	c.procs[i] = startBinaryTo(t, c.bin, io.MultiWriter(&quietWriter{w: os.Stderr}, c.logs[i]), env...)
 	waitReady(t, "http://"+c.addrs[i])
+}
+
+// quietWriter passes on what an instance logs but its INFO and DEBUG
+// lines: a test that raises the level for explainMissing keeps them in its
+// logBuffer, not in the run's output. Lines are cut from the pipe's chunks.
+type quietWriter struct {
+	w    io.Writer
+	mu   sync.Mutex
+	part []byte // a line not yet ended
+}
+
+func (q *quietWriter) Write(p []byte) (int, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.part = append(q.part, p...)
+	for {
+		end := bytes.IndexByte(q.part, '\n')
+		if end < 0 {
+			return len(p), nil
+		}
+		line := q.part[:end+1]
+		if !bytes.Contains(line, []byte(" level=INFO ")) && !bytes.Contains(line, []byte(" level=DEBUG ")) {
+			if _, err := q.w.Write(line); err != nil {
+				return len(p), err
+			}
+		}
+		q.part = q.part[end+1:]
+	}
 }
 
 // logBuffer keeps what an instance logs, for a test that waits for a line.
@@ -415,6 +446,28 @@ func TestDistributedKill(t *testing.T) {
 	}
 }
 
+// outboxScore says whether order is in sale's unconfirmed set in the
+// cluster's Redis, and since when.
+func (c *cluster) outboxScore(sale, order string) string {
+	url := ""
+	for _, kv := range c.env {
+		if v, ok := strings.CutPrefix(kv, "FLASHSALE_REDIS_URL="); ok {
+			url = v
+		}
+	}
+	o, err := goredis.ParseURL(url)
+	if err != nil {
+		return err.Error()
+	}
+	rc := goredis.NewClient(o)
+	defer rc.Close()
+	ms, err := rc.ZScore(context.Background(), c.prefix+"{"+sale+"}:unconfirmed", order).Result()
+	if err != nil {
+		return "no (" + err.Error() + ")"
+	}
+	return "yes, reserved at " + time.UnixMilli(int64(ms)).UTC().Format(time.RFC3339Nano)
+}
+
 // explainMissing logs what the instances know of the 202s missing from the
 // database (their order as an owner reads it, the audit's report, the
 // dead-letter queue), so a failure says where a promise went.
@@ -434,9 +487,18 @@ func (c *cluster) explainMissing(t *testing.T, saleID string, snap *flashsale.St
 		}
 		o, r, err := c.clients[0].Order(context.Background(), user, oid)
 		t.Logf("missing 202 %s of %s: GET %d %v %+v %s", oid, user, r.Status, err, o, r.Body)
+		t.Logf("  in the outbox: %s", c.outboxScore(saleID, oid))
+		for i, l := range c.logs {
+			for _, line := range l.Since(0) {
+				if strings.Contains(line, oid) {
+					t.Logf("  instance %d: %s", i, line)
+				}
+			}
+		}
 	}
 	audit, err := c.clients[0].Audit(context.Background(), saleID)
-	t.Logf("audit: %v %+v", err, audit)
+	b, _ := json.Marshal(audit) // with the in-flight counts, not their pointers
+	t.Logf("audit: %v %s", err, b)
 	ready, dead := c.queueDepth(t)
 	t.Logf("queue: %d ready, %d dead-lettered", ready, dead)
 	// A message a consumer holds unacked is not ready: the broker's own

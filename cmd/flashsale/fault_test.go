@@ -171,7 +171,7 @@ func TestFaultLostConfirm(t *testing.T) {
 		t.Skip("fault suite skipped in -short")
 	}
 	proxy, amqpURL := proxied(t, testenv.URL(t, testenv.AMQP))
-	c := startCluster(t, 2, testenv.MySQLDatabase(t), "FLASHSALE_AMQP_URL="+amqpURL)
+	c := startCluster(t, 2, testenv.MySQLDatabase(t), "FLASHSALE_AMQP_URL="+amqpURL, "FLASHSALE_LOG_LEVEL=info")
 	id := c.clients[0].createSale(t, saleJSON([]int{faultStock}, 1, true))
 	res := faultStorm(t, c, id, "lost", faultGuests, 100, func() {
 		proxy.HoldReplies(true)
@@ -460,7 +460,7 @@ func TestFaultBrokerCutTwice(t *testing.T) {
 		t.Skip("fault suite skipped in -short")
 	}
 	proxy, amqpURL := proxied(t, testenv.URL(t, testenv.AMQP))
-	c := startCluster(t, 2, testenv.MySQLDatabase(t), "FLASHSALE_AMQP_URL="+amqpURL)
+	c := startCluster(t, 2, testenv.MySQLDatabase(t), "FLASHSALE_AMQP_URL="+amqpURL, "FLASHSALE_LOG_LEVEL=info")
 	id := c.clients[0].createSale(t, saleJSON([]int{faultStock}, 1, true))
 	res := faultStorm(t, c, id, "cut2", faultGuests, 100, func() {
 		proxy.Cut()

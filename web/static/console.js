@@ -57,14 +57,16 @@ async function signIn(tok) {
   if (res.status === 401 || res.status === 403) { say('console.bad_token'); return false; }
   admin = tok;
   try { sessionStorage.setItem(KEY, tok); } catch { /* this page only */ }
+  // Drawn before it is shown: the instance line and the list, arriving
+  // under a dashboard already on screen, pushed its buttons down under a
+  // finger (or a click) already on its way, and it landed on another
+  // button. The sale's dashboard comes after the list for the same reason.
+  try { await refresh(); } catch { /* the next refresh draws it */ }
+  if (admin !== tok) return false; // the first refresh signed out
   $('signin').hidden = true;
   $('dash').hidden = false;
   $('signout').hidden = false;
   $('msg').textContent = '';
-  // The list first, then the dashboard below it: drawn the other way
-  // round, the list's arrival pushed the dashboard's buttons down under a
-  // finger (or a click) already on its way.
-  try { await refresh(); } catch { /* the next refresh draws it */ }
   const want = new URLSearchParams(location.hash.slice(1)).get('sale');
   if (want) open(want);
   timer = setInterval(refresh, 1000);
