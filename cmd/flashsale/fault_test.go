@@ -459,9 +459,9 @@ func countOrders(t *testing.T, c *cluster, saleID string) int {
 // The scheduled audit runs every second with a 5 s grace: twice in CI
 // (9 and 12 of 400) a 202 whose publish outcome was lost left the outbox
 // without the relay republishing it and never reached the queue, a cause
-// not found yet (issue 9's note). The audit's stranded repair is the
-// backstop that republishes such a 202; this test holds the product to
-// every 202 landing with it on, and logs what it had to republish.
+// not found yet (docs/reliability.md, known gaps). The audit's stranded
+// repair is the backstop that republishes such a 202; this test holds the
+// product to every 202 landing with it on, and logs what it republished.
 func TestFaultBrokerCutTwice(t *testing.T) {
 	if testing.Short() {
 		t.Skip("fault suite skipped in -short")
