@@ -275,7 +275,7 @@ func (e *Engine) saleKeys(saleID string) *saleKeys {
 	}
 	k.reserve = []string{k.meta, k.stock, k.users, k.keys, k.res, k.unconfirmed}
 	k.release = []string{k.meta, k.stock, k.users, k.res, k.unconfirmed}
-	k.retake = []string{k.meta, k.stock, k.users, k.res}
+	k.retake = []string{k.meta, k.stock, k.users, k.res, k.unconfirmed}
 	v, _ := e.keys.LoadOrStore(saleID, k)
 	return v.(*saleKeys)
 }
@@ -582,7 +582,7 @@ func (e *Engine) Release(ctx context.Context, saleID, orderID string) error {
 // Retake runs retake.lua. Retaking an active reservation does nothing.
 func (e *Engine) Retake(ctx context.Context, saleID, orderID string) error {
 	k := e.saleKeys(saleID)
-	reply, err := retakeScript.Run(ctx, e.client, k.retake, orderID, e.channel, saleID).Slice()
+	reply, err := retakeScript.Run(ctx, e.client, k.retake, orderID, e.channel, saleID, time.Now().UnixMilli()).Slice()
 	if err != nil {
 		return unavailable("retake: sale="+saleID+" order="+orderID, err)
 	}

@@ -1,8 +1,17 @@
 -- retake.lua reactivates a released reservation (payment arrived after the
 -- hold expired) with the same limit and stock checks as reserve.lua.
 --
--- KEYS: 1 meta, 2 stock, 3 users, 4 res
--- ARGV: 1 order id, 2 sold-out channel, 3 sale id
+-- A reservation retaken from released goes back into the outbox (KEYS[5],
+-- scored now): the retry of a 202 whose publish failed retakes it and
+-- publishes it again, and if that publish's outcome is lost, only the
+-- outbox lets the relay find it. Before, release.lua had taken it out and
+-- nothing put it back: the relay never republished it (CI,
+-- TestFaultBrokerCutTwice, 9 and 12 of 400 202s). An order the database
+-- already has (a late payment) is then published once more, a duplicate
+-- the consumer acknowledges.
+--
+-- KEYS: 1 meta, 2 stock, 3 users, 4 res, 5 unconfirmed
+-- ARGV: 1 order id, 2 sold-out channel, 3 sale id, 4 now (unix ms)
 --
 -- Reply (names from redis/reply.go): {OK} active (retaken now or already),
 -- {SOLD_OUT}, {LIMIT}, {NOT_LOADED}, {UNKNOWN_ORDER}.
@@ -45,6 +54,8 @@ end
 redis.call('HINCRBY', KEYS[3], user, rooms)
 redis.call('PEXPIREAT', KEYS[3], meta[2])
 redis.call('HSET', KEYS[4], ARGV[1], '1' .. string.sub(v, 2))
+redis.call('ZADD', KEYS[5], ARGV[4], ARGV[1])
+redis.call('PEXPIREAT', KEYS[5], meta[2])
 if #zero > 0 then
   redis.call('PUBLISH', ARGV[2], 'z ' .. table.concat(zero, ',') .. ' ' .. ARGV[3])
 end

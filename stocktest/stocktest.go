@@ -125,6 +125,14 @@ func testCapabilities(t *testing.T, newEngine func(tb testing.TB) flashsale.Stoc
 			u := unconfirmed()
 			return !u[confirmed.OrderID] && !u[released.OrderID] && u[waiting.OrderID]
 		})
+		// A retry retakes a released reservation and publishes it again: if
+		// that publish's outcome is lost, the relay must find it.
+		if err := e.Retake(t.Context(), snap.Sale.ID, released.OrderID); err != nil {
+			t.Fatalf("Retake: %v", err)
+		}
+		if u := unconfirmed(); !u[released.OrderID] {
+			t.Fatalf("a reservation retaken from released is not back in the outbox: %v", u)
+		}
 	})
 }
 

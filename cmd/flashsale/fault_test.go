@@ -454,21 +454,17 @@ func countOrders(t *testing.T, c *cluster, saleID string) int {
 // second apart, mid-storm (without holding replies: whatever was in flight
 // when the link went is uncertain). Before, units went back for publishes
 // the broker had kept: 274 of 2 273 202s ended failed and a phantom room
-// made every later 202 fail.
-//
-// The scheduled audit runs every second with a 5 s grace: twice in CI
-// (9 and 12 of 400) a 202 whose publish outcome was lost left the outbox
-// without the relay republishing it and never reached the queue, a cause
-// not found yet (docs/reliability.md, known gaps). The audit's stranded
-// repair is the backstop that republishes such a 202; this test holds the
-// product to every 202 landing with it on, and logs what it republished.
+// made every later 202 fail. Then (CI, 9 and 12 of 400) a 202 whose retry
+// retook it after a failed publish, and whose next publish's outcome was
+// lost, was not in the outbox, so the relay never republished it: the
+// retake now puts it back (redis/retake.lua). The scheduled audit is left
+// at its default here, so only the relay can land such a 202 in time.
 func TestFaultBrokerCutTwice(t *testing.T) {
 	if testing.Short() {
 		t.Skip("fault suite skipped in -short")
 	}
 	proxy, amqpURL := proxied(t, testenv.URL(t, testenv.AMQP))
-	c := startCluster(t, 2, testenv.MySQLDatabase(t), "FLASHSALE_AMQP_URL="+amqpURL, "FLASHSALE_LOG_LEVEL=info",
-		"FLASHSALE_AUDIT_INTERVAL=1s", "FLASHSALE_AUDIT_GRACE=5s")
+	c := startCluster(t, 2, testenv.MySQLDatabase(t), "FLASHSALE_AMQP_URL="+amqpURL, "FLASHSALE_LOG_LEVEL=info")
 	id := c.clients[0].createSale(t, saleJSON([]int{faultStock}, 1, true))
 	res := faultStorm(t, c, id, "cut2", faultGuests, 100, func() {
 		proxy.Cut()
@@ -478,25 +474,6 @@ func TestFaultBrokerCutTwice(t *testing.T) {
 	})
 	sellRest(t, c, id, res)
 	balanced(t, c, id, res)
-	stranded := 0
-	for _, l := range c.logs {
-		for _, line := range l.Since(0) {
-			if strings.Contains(line, `msg="audit finding" `) && strings.Contains(line, "kind=stranded") {
-				stranded++
-				if _, rest, ok := strings.Cut(line, "order_id="); ok {
-					oid, _, _ := strings.Cut(rest, " ")
-					for i, l := range c.logs {
-						for _, line := range l.Since(0) {
-							if strings.Contains(line, oid) {
-								t.Logf("  instance %d: %s", i, line)
-							}
-						}
-					}
-				}
-			}
-		}
-	}
-	t.Logf("the scheduled audit found %d stranded 202s (0 unless the relay missed one)", stranded)
 }
 
 // TestFaultQueueDeleted deletes the order queue mid-storm while it holds a
