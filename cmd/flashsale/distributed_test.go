@@ -37,6 +37,7 @@ type cluster struct {
 	dbURL   string
 	queue   string
 	prefix  string       // the Redis key prefix, removed when the test ends
+	redis   string       // the instances' FLASHSALE_REDIS_URL
 	each    [][]string   // instance i's own env, after env (see startClusterWith)
 	logs    []*logBuffer // what each instance wrote to stderr, every run of it
 }
@@ -53,15 +54,19 @@ func startCluster(t *testing.T, n int, dbURL string, extra ...string) *cluster {
 // its own and break that instance alone.
 func startClusterWith(t *testing.T, n int, dbURL string, each [][]string, extra ...string) *cluster {
 	t.Helper()
-	c := &cluster{bin: buildBinary(t), dbURL: dbURL, queue: testenv.Name("fs-q-"), prefix: testenv.Name("fs-t-") + ":", each: each}
+	c := &cluster{bin: buildBinary(t), dbURL: dbURL, queue: testenv.Name("fs-q-"), prefix: testenv.Name("fs-t-") + ":",
+		redis: testenv.URL(t, testenv.Redis), each: each}
 	for _, kv := range extra { // the last one wins, as in os/exec
 		if p, ok := strings.CutPrefix(kv, "FLASHSALE_REDIS_PREFIX="); ok {
 			c.prefix = p
 		}
+		if u, ok := strings.CutPrefix(kv, "FLASHSALE_REDIS_URL="); ok {
+			c.redis = u
+		}
 	}
 	c.env = append([]string{
 		"FLASHSALE_DATABASE_URL=" + dbURL,
-		"FLASHSALE_REDIS_URL=" + testenv.URL(t, testenv.Redis),
+		"FLASHSALE_REDIS_URL=" + c.redis,
 		"FLASHSALE_REDIS_PREFIX=" + c.prefix,
 		"FLASHSALE_AMQP_URL=" + testenv.URL(t, testenv.AMQP),
 		"FLASHSALE_QUEUE_NAME=" + c.queue,
@@ -449,13 +454,7 @@ func TestDistributedKill(t *testing.T) {
 // outboxScore says whether order is in sale's unconfirmed set in the
 // cluster's Redis, and since when.
 func (c *cluster) outboxScore(sale, order string) string {
-	url := ""
-	for _, kv := range c.env {
-		if v, ok := strings.CutPrefix(kv, "FLASHSALE_REDIS_URL="); ok {
-			url = v
-		}
-	}
-	o, err := goredis.ParseURL(url)
+	o, err := goredis.ParseURL(c.redis)
 	if err != nil {
 		return err.Error()
 	}
@@ -503,18 +502,21 @@ func (c *cluster) explainMissing(t *testing.T, saleID string, snap *flashsale.St
 	t.Logf("queue: %d ready, %d dead-lettered", ready, dead)
 	// A message a consumer holds unacked is not ready: the broker's own
 	// view says whether the missing one sits on a channel nobody reads.
-	if out, err := exec.Command("rabbitmqctl", "-q", "list_queues", "name", "messages_ready", "messages_unacknowledged", "consumers").Output(); err == nil {
-		for line := range strings.Lines(string(out)) {
-			if strings.HasPrefix(line, c.queue+".") {
-				t.Logf("broker: %s", strings.TrimSpace(line))
-			}
-		}
+	c.logBroker(t, "broker", "list_queues", "name", "messages_ready", "messages_unacknowledged", "consumers")
+	c.logBroker(t, "consumer", "list_consumers", "queue_name", "channel_pid", "ack_required", "prefetch_count", "active")
+}
+
+// logBroker logs the lines of a rabbitmqctl listing that name the
+// cluster's queues, each after label.
+func (c *cluster) logBroker(t *testing.T, label string, args ...string) {
+	t.Helper()
+	out, err := exec.Command("rabbitmqctl", append([]string{"-q"}, args...)...).Output()
+	if err != nil {
+		return
 	}
-	if out, err := exec.Command("rabbitmqctl", "-q", "list_consumers", "queue_name", "channel_pid", "ack_required", "prefetch_count", "active").Output(); err == nil {
-		for line := range strings.Lines(string(out)) {
-			if strings.HasPrefix(line, c.queue+".") {
-				t.Logf("consumer: %s", strings.TrimSpace(line))
-			}
+	for line := range strings.Lines(string(out)) {
+		if strings.HasPrefix(line, c.queue+".") {
+			t.Logf("%s: %s", label, strings.TrimSpace(line))
 		}
 	}
 }
