@@ -412,6 +412,9 @@ func (s *Sale) Stay(checkIn string, nights int) (int, error) {
 	if first+nights > len(s.Nights) {
 		return 0, Errorf(EInvalid, "the stay runs past the last night of this sale")
 	}
+	if nights == 1 {
+		return first, nil // the common stay; parsing the date costs a sold-out answer a tenth of its handler
+	}
 	d, _ := time.Parse(DateLayout, checkIn)
 	for i := 1; i < nights; i++ {
 		if s.Nights[first+i].Date != d.AddDate(0, 0, i).Format(DateLayout) {

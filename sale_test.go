@@ -180,3 +180,37 @@ func TestPriceTiers(t *testing.T) {
 		}
 	}
 }
+
+// TestStay: a stay is consecutive nights all on sale, starting on one of
+// them; the index of its first night, or an invalid-request error.
+func TestStay(t *testing.T) {
+	s := validSale()
+	s.Nights = []flashsale.Night{{Date: "2026-12-24"}, {Date: "2026-12-25"}, {Date: "2026-12-27"}, {Date: "2026-12-28"}}
+	for _, c := range []struct {
+		checkIn string
+		nights  int
+		first   int // -1: refused
+	}{
+		{"2026-12-24", 1, 0},
+		{"2026-12-25", 1, 1},
+		{"2026-12-28", 1, 3},
+		{"2026-12-24", 2, 0},
+		{"2026-12-27", 2, 2},
+		{"2026-12-25", 2, -1}, // the 26th is not on sale
+		{"2026-12-24", 3, -1},
+		{"2026-12-28", 2, -1}, // past the last night
+		{"2026-12-26", 1, -1}, // not a night of the sale
+		{"2026-12-24", 0, -1},
+		{"2026-12-24", 5, -1},
+		{"24.12.2026", 1, -1},
+		{"", 1, -1},
+	} {
+		first, err := s.Stay(c.checkIn, c.nights)
+		switch {
+		case c.first < 0 && flashsale.ErrorCode(err) != flashsale.EInvalid:
+			t.Errorf("Stay(%q, %d) = %d, %v; want an invalid-request error", c.checkIn, c.nights, first, err)
+		case c.first >= 0 && (err != nil || first != c.first):
+			t.Errorf("Stay(%q, %d) = %d, %v; want %d", c.checkIn, c.nights, first, err, c.first)
+		}
+	}
+}
