@@ -14,6 +14,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"net"
 	"sync/atomic"
 	"time"
 
@@ -112,6 +113,10 @@ type Config struct {
 	// and no header work at all.
 	TracerProvider trace.TracerProvider
 	Propagator     propagation.TextMapPropagator
+
+	// wrapConn, in this package's tests, wraps each connection dialled,
+	// to fail its writes on purpose.
+	wrapConn func(net.Conn) net.Conn
 }
 
 // withDefaults returns cfg with every zero field set to its default.
@@ -214,13 +219,28 @@ func dial(ctx context.Context, cfg Config, role string) (*amqp091.Connection, er
 	conn, err := amqp091.DialConfig(cfg.URL, amqp091.Config{
 		Heartbeat:  heartbeat,
 		Locale:     "en_US",
-		Dial:       amqp091.DefaultDial(dialTimeout),
+		Dial:       dialer(cfg.wrapConn),
 		Properties: props,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", role, err)
 	}
 	return conn, nil
+}
+
+// dialer is the library's dialer, its connections wrapped when wrap is set.
+func dialer(wrap func(net.Conn) net.Conn) func(network, addr string) (net.Conn, error) {
+	dial := amqp091.DefaultDial(dialTimeout)
+	if wrap == nil {
+		return dial
+	}
+	return func(network, addr string) (net.Conn, error) {
+		c, err := dial(network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return wrap(c), nil
+	}
 }
 
 // sleep waits d, or less if ctx or stop ends first, and reports whether the
@@ -251,7 +271,8 @@ type Stats struct {
 	Failed    uint64 // publishes that certainly failed: full, disconnected, blocked, nack, return
 	Returned  uint64 // of those, publishes the broker returned as unroutable
 	// Indeterminate counts publishes sent whose confirm never came (timeout,
-	// connection loss, the caller gave up): the broker may have kept them.
+	// connection loss, the caller gave up) or whose write failed after some
+	// of it may have left: the broker may have kept them.
 	Indeterminate uint64
 
 	Consumed uint64 // deliveries received

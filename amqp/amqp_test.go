@@ -7,12 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -984,4 +986,87 @@ func TestPauseDrain(t *testing.T) {
 	}
 	c.Resume()
 	checkFor(t, 10*time.Second, "written after Resume", func() bool { return store.count() == 225 })
+}
+
+// failingConn is a publisher's connection whose next large write (a
+// publish's frames; a heartbeat is 8 bytes) fails once armed: mode
+// sendThenFail writes the bytes and then fails, as a flush by another frame
+// that carried a publish's frames and failed after them; failUnsent fails
+// having written nothing. Reads are untouched, so the library's reader sees
+// a healthy connection.
+type failingConn struct {
+	net.Conn
+	mode *atomic.Int32
+}
+
+const (
+	sendThenFail = 1
+	failUnsent   = 2
+)
+
+func (c *failingConn) Write(b []byte) (int, error) {
+	if len(b) > 64 {
+		switch c.mode.Swap(0) {
+		case sendThenFail:
+			n, _ := c.Conn.Write(b)
+			return n, &net.OpError{Op: "write", Net: "tcp", Err: syscall.EPIPE}
+		case failUnsent:
+			return 0, &net.OpError{Op: "write", Net: "tcp", Err: syscall.EPIPE}
+		}
+	}
+	return c.Conn.Write(b)
+}
+
+// TestPublishWriteFailed: a publish whose write fails is an unknown outcome,
+// never a certain failure, since its frames may have left whole (the first
+// case puts it in the queue); and the publisher reconnects at once, rather
+// than fail every publish on the library's stored write error until a
+// heartbeat notices.
+func TestPublishWriteFailed(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		mode   int32
+		queued int // messages in the queue after the failed one
+	}{
+		{"SentThenFailed", sendThenFail, 2},
+		{"FailedUnsent", failUnsent, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := MustConfig(t)
+			var mode atomic.Int32
+			cfg.wrapConn = func(nc net.Conn) net.Conn { return &failingConn{Conn: nc, mode: &mode} }
+			p := MustPublisher(t, cfg)
+			if _, err := p.Write(context.Background(), reservation("sale-1", 0)); err != nil {
+				t.Fatal(err)
+			}
+			mode.Store(c.mode)
+			_, err := p.Write(context.Background(), reservation("sale-1", 1))
+			if !errors.Is(err, flashsale.ErrIndeterminate) || !errors.Is(err, flashsale.ErrUnavailable) {
+				t.Fatalf("Write whose write failed = %v, want ErrIndeterminate", err)
+			}
+			checkFor(t, 10*time.Second, fmt.Sprintf("%d messages in the queue", c.queued), func() bool {
+				return queueLen(t, cfg, cfg.withDefaults().queue()) == c.queued
+			})
+			// A reconnection takes the backoff's first 100 ms; a heartbeat
+			// (every 2.5 s) is what would end the session otherwise.
+			start, i := time.Now(), 2
+			for {
+				_, err := p.Write(context.Background(), reservation("sale-1", i))
+				if err == nil {
+					break
+				}
+				if time.Since(start) > 1500*time.Millisecond {
+					t.Fatalf("publishes still fail %v after the failed write: %v", time.Since(start), err)
+				}
+				i++
+				time.Sleep(10 * time.Millisecond)
+			}
+			// The publishes in between found no session (certain
+			// failures); one on the old session would have failed on its
+			// stored write error, indeterminate too.
+			if got := p.Stats(); got.Indeterminate != 1 {
+				t.Errorf("stats = %+v, want only the failed write indeterminate", got)
+			}
+		})
+	}
 }

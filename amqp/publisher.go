@@ -28,6 +28,11 @@ var (
 	errTimeout      = errors.New("no confirm in time")
 	errLost         = errors.New("connection lost before the confirm")
 	errClosed       = errors.New("publisher closed")
+	// errWriteFailed: the connection's write failed, and some or all of
+	// the message may have left. The library's buffered writer keeps the
+	// first error, so a flush by another frame (a heartbeat) can send this
+	// message's frames and fail after them: the broker may hold it.
+	errWriteFailed = errors.New("the write to the broker failed")
 )
 
 // Publisher publishes reservations as persistent messages and waits for the
@@ -77,8 +82,8 @@ type session struct {
 	mu      sync.Mutex
 	pending map[uint64]*waiter
 
-	// dead is closed (once) when a publish finds the channel closed: the
-	// matcher ends the session then even if the library never told it.
+	// dead is closed (once) when a publish fails: the matcher ends the
+	// session then even if the library never told it.
 	dead     chan struct{}
 	deadOnce sync.Once
 }
@@ -249,7 +254,7 @@ func (p *Publisher) match(s *session, ev events) error {
 			}
 			s.expire(p, now)
 		case <-s.dead:
-			return fmt.Errorf("%w: a publish found the channel closed", errLost)
+			return fmt.Errorf("%w: a publish failed", errLost)
 		case <-p.closing:
 			return errClosed
 		}
@@ -288,7 +293,8 @@ func (p *Publisher) drain(s *session, ev events) {
 //     await confirms, the connection is down or blocked, the broker nacked
 //     or returned it). The caller returns the units.
 //   - flashsale.ErrIndeterminate: the message was sent and its confirm
-//     never came (ConfirmTimeout, ctx ended, the connection was lost). The
+//     never came (ConfirmTimeout, ctx ended, the connection was lost), or
+//     the write itself failed after some of it may have left. The
 //     broker may have kept it, so the caller must not return the units:
 //     the reservation stays in the outbox and the relay publishes it again
 //     (a second copy is a duplicate to the consumer). Returning the units
@@ -338,6 +344,9 @@ func (p *Publisher) write(ctx context.Context, r *flashsale.Reservation) (flashs
 	if err != nil {
 		<-p.slots
 		p.waiters.Put(w)
+		if errors.Is(err, errWriteFailed) {
+			return "", p.unsure(r, err)
+		}
 		return "", p.fail(r, err)
 	}
 	p.stats.published.Add(1)
@@ -396,17 +405,30 @@ func (p *Publisher) publish(ctx context.Context, r *flashsale.Reservation, body 
 		_, mine := s.pending[tag]
 		delete(s.pending, tag)
 		s.mu.Unlock()
-		if errors.Is(err, amqp091.ErrClosed) {
-			s.kill() // reconnect now, whatever the library said
-		}
+		// Reconnect now, whatever the library said. After a failed flush
+		// it does not end the connection itself: every later publish
+		// would fail on the same stored error until a heartbeat did.
+		s.kill()
 		if !mine {
 			// The matcher already settled w (it expired while the write
 			// was stuck): its result is in w.done and the slot is freed.
 			return nil
 		}
-		return fmt.Errorf("%w: %w", errDisconnected, err)
+		return publishError(err)
 	}
 	return nil
+}
+
+// publishError says what a failed publish left behind. The library's
+// ErrClosed means it refused to send (the connection or channel was already
+// closed before this message's last frame): the broker cannot have a
+// complete message. Any other error came from the write itself, after which
+// the message may have left whole: errWriteFailed, an unknown outcome.
+func publishError(err error) error {
+	if errors.Is(err, amqp091.ErrClosed) {
+		return fmt.Errorf("%w: %w", errDisconnected, err)
+	}
+	return fmt.Errorf("%w: %w", errWriteFailed, err)
 }
 
 // fail counts and wraps a Write that certainly did not enqueue r.
