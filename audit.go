@@ -40,8 +40,9 @@ const (
 	// sell its rooms again.
 	FindingDBActiveEngineInactive FindingKind = "db_active_engine_inactive"
 	// FindingStranded: the engine took rooms for an order the database has
-	// no row of, longer ago than the grace and no longer in the outbox: a
-	// 202 that the relay will not republish (I2).
+	// no row of, longer ago than the grace, while nothing waits in the
+	// queue: a 202 the order path has lost (I2), whether the outbox lost
+	// it too or the relay has not delivered it from there.
 	FindingStranded FindingKind = "stranded"
 	// FindingUserOverLimit: a user's active orders take more rooms than the
 	// sale's per-user limit (I3).
@@ -135,11 +136,16 @@ type AuditInput struct {
 	// cannot be reached from here (the embedded shape's engine lives in
 	// the serving process).
 	DatabaseOnly bool
-	// Unconfirmed are the reservations the order path has on its way: the
-	// outbox's (of any sale; others are ignored), and any the caller has
-	// just republished.
+	// Unconfirmed are the outbox's reservations (of any sale; others are
+	// ignored). Being there does not make an old one in flight: the relay
+	// republishes an entry within seconds, so one older than the grace
+	// with no backlog is a relay that is not delivering it, and is
+	// stranded (its finding says it is still in the outbox).
 	Unconfirmed []Reservation
-	Now         time.Time
+	// Sent are reservations the caller has just republished (a repair):
+	// in flight however old.
+	Sent []Reservation
+	Now  time.Time
 	// Grace is how long a reservation may wait for its order row before an
 	// engine-active reservation without one is stranded rather than in flight.
 	Grace time.Duration
@@ -217,10 +223,13 @@ func (a *Audit) compareEngine(in AuditInput, db []Reservation) {
 		}
 	}
 
-	onItsWay := map[string]bool{}
+	sent, inOutbox := map[string]bool{}, map[string]bool{}
+	for _, r := range in.Sent {
+		sent[r.OrderID] = r.SaleID == a.SaleID
+	}
 	for _, r := range in.Unconfirmed {
 		if r.SaleID == a.SaleID {
-			onItsWay[r.OrderID] = true
+			inOutbox[r.OrderID] = true
 		}
 	}
 	hold := in.DB.Sale.HoldDuration()
@@ -233,7 +242,7 @@ func (a *Audit) compareEngine(in AuditInput, db []Reservation) {
 	for _, r := range indexOrders(missing) {
 		reserved := r.HoldExpiresAt.Add(-hold)
 		young := !r.HoldExpiresAt.IsZero() && in.Now.Sub(reserved) < in.Grace
-		if young || in.Backlog || onItsWay[r.OrderID] {
+		if young || in.Backlog || sent[r.OrderID] {
 			stay(&r, len(a.Nights), func(i int) { a.Nights[i].InFlight += r.Rooms })
 			continue
 		}
@@ -241,8 +250,12 @@ func (a *Audit) compareEngine(in AuditInput, db []Reservation) {
 		if !r.HoldExpiresAt.IsZero() {
 			age = in.Now.Sub(reserved).Truncate(time.Second).String() + " ago"
 		}
+		why := "the outbox no longer holds it: a 202 the relay will not republish"
+		if inOutbox[r.OrderID] {
+			why = "the outbox still holds it with nothing in the queue: a 202 the relay is not delivering (is every publish failing?)"
+		}
 		a.add(Finding{Kind: FindingStranded, OrderID: r.OrderID, UserID: r.UserID,
-			Detail: fmt.Sprintf("the engine took %s for it %s, but the database has no order and the outbox no longer holds it: a 202 the relay will not republish", rooms(r.Rooms), age)})
+			Detail: fmt.Sprintf("the engine took %s for it %s, but the database has no order and %s", rooms(r.Rooms), age, why)})
 	}
 
 	if len(in.Engine.Nights) != len(a.Nights) {

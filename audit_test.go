@@ -126,11 +126,36 @@ func TestAuditSale(t *testing.T) {
 			// A 202 whose order the queue has not written yet is no drift.
 			reserveOnly(in, reservedAgo(reservation("o6", "u6", "", 0, 1, 1, true), 5*time.Second))
 		}, nil},
-		{"InFlightInOutbox", func(in *flashsale.AuditInput) {
-			r := reservation("o6", "u6", "", 0, 1, 1, true)
+		{"InFlightInOutboxYoung", func(in *flashsale.AuditInput) {
+			r := reservedAgo(reservation("o6", "u6", "", 0, 1, 1, true), 5*time.Second)
 			reserveOnly(in, r)
 			in.Unconfirmed = []flashsale.Reservation{r}
 		}, nil},
+		{"InFlightInOutboxBacklog", func(in *flashsale.AuditInput) {
+			r := reservation("o6", "u6", "", 0, 1, 1, true)
+			reserveOnly(in, r)
+			in.Unconfirmed = []flashsale.Reservation{r}
+			in.Backlog = true
+		}, nil},
+		{"InFlightJustSent", func(in *flashsale.AuditInput) {
+			// A repair has just republished it: old by nature.
+			r := reservation("o6", "u6", "", 0, 1, 1, true)
+			reserveOnly(in, r)
+			in.Sent = []flashsale.Reservation{r}
+		}, nil},
+		{"StrandedInOutbox", func(in *flashsale.AuditInput) {
+			// The relay republishes within seconds: an entry older than
+			// the grace, with the queue empty, is one it is not delivering.
+			r := reservation("o6", "u6", "", 0, 1, 1, true)
+			reserveOnly(in, r)
+			in.Unconfirmed = []flashsale.Reservation{r}
+		}, []found{{flashsale.FindingStranded, "", "o6", "u6"}, {flashsale.FindingUnitsDrift, n0, "", ""}}},
+		{"StrandedSentForAnotherSale", func(in *flashsale.AuditInput) {
+			r := reservation("o6", "u6", "", 0, 1, 1, true)
+			reserveOnly(in, r)
+			r.SaleID = "s2"
+			in.Sent = []flashsale.Reservation{r}
+		}, []found{{flashsale.FindingStranded, "", "o6", "u6"}, {flashsale.FindingUnitsDrift, n0, "", ""}}},
 		{"ReleasedWithoutRow", func(in *flashsale.AuditInput) {
 			// The order path refused it (a 503): the units went back, the key stays bound.
 			in.Engine.Reservations = append(in.Engine.Reservations, reservation("o6", "u6", "k6", 0, 1, 1, false))

@@ -148,7 +148,7 @@ func (s *Service) auditOnce(ctx context.Context, saleID string, dbOnly bool, sen
 	if err != nil {
 		return nil, fmt.Errorf("audit sale=%s: %w", saleID, err)
 	}
-	in := flashsale.AuditInput{DB: db, DatabaseOnly: dbOnly, Grace: s.audit.grace, Unconfirmed: sent}
+	in := flashsale.AuditInput{DB: db, DatabaseOnly: dbOnly, Grace: s.audit.grace, Sent: sent}
 	if !dbOnly {
 		eng, err := s.engine.Snapshot(ctx, saleID)
 		switch {
@@ -163,7 +163,7 @@ func (s *Service) auditOnce(ctx context.Context, saleID string, dbOnly bool, sen
 			if err != nil {
 				return nil, fmt.Errorf("audit sale=%s: outbox: %w", saleID, err)
 			}
-			in.Unconfirmed = append(un, sent...)
+			in.Unconfirmed = un
 		}
 		if n, err := s.drainer.Backlog(ctx); n > 0 || err != nil {
 			in.Backlog = true

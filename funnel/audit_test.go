@@ -537,19 +537,29 @@ func TestAuditStranded(t *testing.T) {
 		}
 	})
 	t.Run("InOutbox", func(t *testing.T) {
-		// Old, but still in the engine's outbox: the relay will publish it.
+		// Old and still in the engine's outbox, with nothing in the queue:
+		// the relay republishes within seconds, so it is not delivering
+		// this one. Stranded, and republished by the repair; counting it in
+		// flight however old hid a relay that had stopped.
 		var ob *fakeOutbox
+		q := &queueWriter{}
 		e := mustOpenAudit(t, func(e *inmem.Engine) flashsale.StockEngine {
 			ob = &fakeOutbox{}
 			return &outboxEngine{Engine: e, ob: ob}
-		}, nil)
+		}, func(cfg *funnel.Config, _ *inmem.Writer) { cfg.Republish = q })
 		s := e.auditSale(t)
 		r := strand(t, e, s)
 		ob.add(*r)
 		a := e.audit(t, s.ID)
-		wantFindings(t, a)
-		if a.Nights[0].InFlight != 1 {
-			t.Fatalf("in flight = %d, want 1", a.Nights[0].InFlight)
+		wantFindings(t, a, found{flashsale.FindingStranded, "", r.OrderID, "dave"}, found{flashsale.FindingUnitsDrift, night0, "", ""})
+		if d := a.Findings[0].Detail; !strings.Contains(d, "the outbox still holds it") {
+			t.Errorf("finding %q does not say the outbox holds it", d)
+		}
+		rep := e.repair(t, s.ID)
+		wantSteps(t, rep, step{flashsale.RepairRepublish, r.OrderID, true})
+		wantFindings(t, rep)
+		if len(q.sent) != 1 || q.sent[0].OrderID != r.OrderID {
+			t.Fatalf("published %+v", q.sent)
 		}
 	})
 	t.Run("Embedded", func(t *testing.T) {
