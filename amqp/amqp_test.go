@@ -1019,9 +1019,8 @@ func (c *failingConn) Write(b []byte) (int, error) {
 
 // TestPublishWriteFailed: a publish whose write fails is an unknown outcome,
 // never a certain failure, since its frames may have left whole (the first
-// case puts it in the queue); and the publisher reconnects at once, rather
-// than fail every publish on the library's stored write error until a
-// heartbeat notices.
+// case puts it in the queue); and the publisher reconnects at once, so the
+// next publish does not fail on the library's stored write error.
 func TestPublishWriteFailed(t *testing.T) {
 	for _, c := range []struct {
 		name   string
@@ -1047,8 +1046,7 @@ func TestPublishWriteFailed(t *testing.T) {
 			checkFor(t, 10*time.Second, fmt.Sprintf("%d messages in the queue", c.queued), func() bool {
 				return queueLen(t, cfg, cfg.withDefaults().queue()) == c.queued
 			})
-			// A reconnection takes the backoff's first 100 ms; a heartbeat
-			// (every 2.5 s) is what would end the session otherwise.
+			// A reconnection takes the backoff's first 100 ms.
 			start, i := time.Now(), 2
 			for {
 				_, err := p.Write(context.Background(), reservation("sale-1", i))

@@ -406,8 +406,8 @@ func (p *Publisher) publish(ctx context.Context, r *flashsale.Reservation, body 
 		delete(s.pending, tag)
 		s.mu.Unlock()
 		// Reconnect now, whatever the library said. After a failed flush
-		// it does not end the connection itself: every later publish
-		// would fail on the same stored error until a heartbeat did.
+		// it does not end the connection itself: the next publish would
+		// fail on the same stored error first, an unknown outcome too.
 		s.kill()
 		if !mine {
 			// The matcher already settled w (it expired while the write
