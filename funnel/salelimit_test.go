@@ -142,13 +142,14 @@ func testSaleLimits(t *testing.T, limiter flashsale.Limiter) {
 		if got > 1.1*want {
 			t.Errorf("sale %s: %.0f accepted in %v, want at most %.0f +10%%", h.sale.ID, got, elapsed.Round(time.Millisecond), want)
 		}
-		// The floor needs a burst: callers asking at least three times
+		// The floor needs a burst: callers asking at least five times
 		// what the limit grants. Starved of CPU (CI ran this beside
-		// cmd/flashsale's storms and saw 365 calls in 2 s for 220 grants,
-		// against 8 000 idle), they cannot drain the bucket, and what it
-		// fills past its burst is lost to nobody asking, not refused.
+		// cmd/flashsale's storms and saw 305-365 calls in 2 s for 220
+		// grants and 348 for 110, against 1 600-11 000 idle), they cannot
+		// drain the bucket, and what it fills past its burst is lost to
+		// nobody asking, not refused.
 		switch asked := float64(h.ok.Load() + h.no.Load()); {
-		case asked < 3*want:
+		case asked < 5*want:
 			t.Logf("sale %s: only %.0f calls for %.0f grants: no burst, the floor is not checked", h.sale.ID, asked, want)
 		case got < 0.8*want:
 			t.Errorf("sale %s: %.0f accepted in %v, want %.0f -20%%", h.sale.ID, got, elapsed.Round(time.Millisecond), want)
