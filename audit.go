@@ -200,6 +200,17 @@ func stay(r *Reservation, nights int, f func(i int)) {
 
 // compareEngine matches the engine's reservations with the database's
 // orders, counts what is in flight, then checks each night's units.
+// ordersOf is the set of rs's order IDs that belong to a's sale.
+func (a *Audit) ordersOf(rs []Reservation) map[string]bool {
+	ids := make(map[string]bool, len(rs))
+	for _, r := range rs {
+		if r.SaleID == a.SaleID {
+			ids[r.OrderID] = true
+		}
+	}
+	return ids
+}
+
 func (a *Audit) compareEngine(in AuditInput, db []Reservation) {
 	eng := make(map[string]*Reservation, len(in.Engine.Reservations))
 	for i := range in.Engine.Reservations {
@@ -223,15 +234,7 @@ func (a *Audit) compareEngine(in AuditInput, db []Reservation) {
 		}
 	}
 
-	sent, inOutbox := map[string]bool{}, map[string]bool{}
-	for _, r := range in.Sent {
-		sent[r.OrderID] = r.SaleID == a.SaleID
-	}
-	for _, r := range in.Unconfirmed {
-		if r.SaleID == a.SaleID {
-			inOutbox[r.OrderID] = true
-		}
-	}
+	sent, inOutbox := a.ordersOf(in.Sent), a.ordersOf(in.Unconfirmed)
 	hold := in.DB.Sale.HoldDuration()
 	var missing []Reservation
 	for _, r := range in.Engine.Reservations {
