@@ -198,8 +198,6 @@ func stay(r *Reservation, nights int, f func(i int)) {
 	}
 }
 
-// compareEngine matches the engine's reservations with the database's
-// orders, counts what is in flight, then checks each night's units.
 // ordersOf is the set of rs's order IDs that belong to a's sale.
 func (a *Audit) ordersOf(rs []Reservation) map[string]bool {
 	ids := make(map[string]bool, len(rs))
@@ -211,6 +209,8 @@ func (a *Audit) ordersOf(rs []Reservation) map[string]bool {
 	return ids
 }
 
+// compareEngine matches the engine's reservations with the database's
+// orders, counts what is in flight, then checks each night's units.
 func (a *Audit) compareEngine(in AuditInput, db []Reservation) {
 	eng := make(map[string]*Reservation, len(in.Engine.Reservations))
 	for i := range in.Engine.Reservations {
