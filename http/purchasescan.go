@@ -22,7 +22,7 @@ func scanPurchase(b []byte) (f purchaseFields, ok bool) {
 	}
 	var seen uint8
 	for {
-		name, ok := s.str()
+		name, ok := s.raw()
 		if !ok {
 			return f, false
 		}
@@ -32,7 +32,7 @@ func scanPurchase(b []byte) (f purchaseFields, ok bool) {
 		}
 		s.space()
 		var bit uint8
-		switch name {
+		switch string(name) { // compared, not copied
 		case "token":
 			bit = 1
 			f.Token, ok = s.str()
@@ -104,21 +104,27 @@ func (s *purchaseScanner) end() bool {
 
 // str reads a string of printable ASCII without escapes.
 func (s *purchaseScanner) str() (string, bool) {
+	v, ok := s.raw()
+	return string(v), ok
+}
+
+// raw is str's bytes, still in the body: a field's name is only compared.
+func (s *purchaseScanner) raw() ([]byte, bool) {
 	if !s.eat('"') {
-		return "", false
+		return nil, false
 	}
 	start := s.i
 	for ; s.i < len(s.b); s.i++ {
 		switch c := s.b[s.i]; {
 		case c == '"':
-			v := string(s.b[start:s.i])
+			v := s.b[start:s.i]
 			s.i++
 			return v, true
 		case c == '\\' || c < 0x20 || c >= 0x7f:
-			return "", false
+			return nil, false
 		}
 	}
-	return "", false
+	return nil, false
 }
 
 // int reads a JSON integer of at most nine digits: no fraction, exponent

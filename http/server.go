@@ -107,6 +107,9 @@ type Server struct {
 	metrics        http.Handler
 	gather         func() ([]*dto.MetricFamily, error)
 	access         *AccessLog
+	// fastPurchase and fastToken are fastRoute's handlers, bound once: a
+	// method value made per request is an allocation per request.
+	fastPurchase, fastToken idHandler
 }
 
 // NewServer returns a Server over svc.
@@ -167,6 +170,7 @@ func NewServer(svc flashsale.Service, cfg Config) *Server {
 	if s.access != nil {
 		s.access.register(patterns)
 	}
+	s.fastPurchase, s.fastToken = s.purchase, s.issueToken
 	s.handler = http.HandlerFunc(s.serveHTTP)
 	return s
 }
@@ -330,10 +334,10 @@ func (s *Server) fastRoute(r *http.Request) (idHandler, string) {
 	switch rest[i:] {
 	case "/purchase":
 		r.Pattern = purchaseRoute
-		return s.purchase, id
+		return s.fastPurchase, id
 	case "/token":
 		r.Pattern = tokenRoute
-		return s.issueToken, id
+		return s.fastToken, id
 	}
 	return nil, ""
 }
