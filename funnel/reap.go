@@ -3,7 +3,7 @@ package funnel
 import (
 	"context"
 	"sync"
-	"sync/atomic"
+	"time"
 
 	"github.com/flashsale/flashsale"
 )
@@ -26,13 +26,21 @@ func (s *Service) reapLoop(ctx context.Context) {
 	every(ctx, s.reapInt, nil, func(ctx context.Context) { s.Reap(context.WithoutCancel(ctx)) })
 }
 
-// Reap expires every hold ended by now and returns how many it expired.
+// Reap expires every hold ended by now and returns how many it expired,
+// once every one of them is released in the engine too.
+//
 // The store expires up to ReapBatchDefault holds per transaction (one
 // transaction per hold would queue each on the night's counter row behind
-// the order writer's batches); the orders it returns are then released in
-// the engine by ReapWorkersDefault goroutines. It stops when a batch comes
-// back short, as then no due hold was left.
+// the order writer's batches); ReapWorkersDefault goroutines release them
+// in the engine meanwhile. The database expiry does not wait for those
+// releases: I5 counts from a hold's end to its expiry in the database, and
+// holds ending while a batch of several hundred is released would
+// otherwise wait for all of it. So a full batch is followed by the next at
+// once, and after a short one Reap looks again every reap interval for as
+// long as releases are still running. An error or the end of ctx stops the
+// looking, not the releases already due.
 func (s *Service) Reap(ctx context.Context) int {
+	r := &releaser{s: s, ctx: ctx}
 	expired := 0
 	for ctx.Err() == nil {
 		orders, err := s.store.ExpireHolds(ctx, s.now(), ReapBatchDefault)
@@ -43,34 +51,91 @@ func (s *Service) Reap(ctx context.Context) int {
 		for _, o := range orders {
 			s.log.Info("order expired", "sale_id", o.SaleID, "order_id", o.ID)
 		}
-		s.releaseAll(ctx, orders)
+		r.add(orders)
 		expired += len(orders)
-		if len(orders) < ReapBatchDefault {
+		if len(orders) < ReapBatchDefault && !r.running(s.reapInt) {
 			break
 		}
 	}
+	r.wg.Wait()
 	return expired
 }
 
-// releaseAll releases orders the database already expired in the engine,
-// ReapWorkersDefault at a time. Each goes through release, whose recheck
-// keeps a payment that raced the expiry counted.
-func (s *Service) releaseAll(ctx context.Context, orders []*flashsale.Order) {
-	var (
-		next atomic.Int64
-		wg   sync.WaitGroup
-	)
-	for range min(ReapWorkersDefault, len(orders)) {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= len(orders) {
-					return
-				}
-				s.release(ctx, orders[i])
-				s.obs.HoldReleased(orders[i].SaleID, s.now().Sub(orders[i].HoldExpiresAt))
-			}
-		})
+// releaser releases the orders one Reap expired in the engine, at most
+// ReapWorkersDefault at a time, while that Reap goes on expiring. Each
+// goes through release, whose recheck keeps a payment that raced the
+// expiry counted.
+type releaser struct {
+	s   *Service
+	ctx context.Context
+	wg  sync.WaitGroup // the workers
+
+	mu      sync.Mutex
+	todo    []*flashsale.Order // expired, not yet taken by a worker
+	left    int                // expired, not yet released
+	workers int
+	idle    chan struct{} // closed when left drops to 0; nil while it is 0
+}
+
+// add queues orders for release, starting workers up to the bound; it
+// never waits for one.
+func (r *releaser) add(orders []*flashsale.Order) {
+	if len(orders) == 0 {
+		return
 	}
-	wg.Wait()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.idle == nil {
+		r.idle = make(chan struct{})
+	}
+	r.todo = append(r.todo, orders...)
+	r.left += len(orders)
+	// Each worker is releasing an order or about to take one from todo,
+	// so while workers < left some order has no worker of its own yet.
+	for r.workers < min(ReapWorkersDefault, r.left) {
+		r.workers++
+		r.wg.Go(r.work)
+	}
+}
+
+// work releases queued orders until none is left.
+func (r *releaser) work() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for len(r.todo) > 0 {
+		o := r.todo[0]
+		r.todo[0], r.todo = nil, r.todo[1:]
+		r.mu.Unlock()
+		r.s.release(r.ctx, o)
+		r.s.obs.HoldReleased(o.SaleID, r.s.now().Sub(o.HoldExpiresAt))
+		r.mu.Lock()
+		r.left--
+		if r.left == 0 {
+			close(r.idle)
+			r.idle = nil
+		}
+	}
+	r.workers--
+}
+
+// running waits up to d for every queued order to be released and reports
+// whether releases are still running (and ctx still live): then it is time
+// to look for more expired holds.
+func (r *releaser) running(d time.Duration) bool {
+	r.mu.Lock()
+	idle := r.idle
+	r.mu.Unlock()
+	if idle == nil {
+		return false
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-idle:
+		return false
+	case <-r.ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }
