@@ -99,6 +99,16 @@ type Service interface {
 	Challenge(ctx context.Context, u User, saleID string) (*Puzzle, error)
 	IssueToken(ctx context.Context, u User, req TokenRequest) (*PurchaseToken, error)
 	Purchase(ctx context.Context, u User, req PurchaseRequest) (*Order, error)
+	// RefuseSoldOut answers, from memory and without I/O, a purchase of
+	// an open sale of which this instance knows every night is sold out:
+	// true means the answer is ErrSoldOut, counted as Purchase counts it.
+	// The HTTP layer asks it before authenticating the guest or reading
+	// the body: sold out is public (the sale view says so), who asks
+	// changes nothing, and it is the answer a sale's last seconds are made
+	// of. False when it cannot tell; Purchase then decides. A purchase
+	// with an Idempotency-Key never comes here: its retry must find the
+	// order it already has.
+	RefuseSoldOut(ctx context.Context, saleID string) bool
 	// Order returns the user's order; someone else's is ErrNotFound.
 	Order(ctx context.Context, u User, id string) (*Order, error)
 	// OrderByID returns any order, for the operators and the payment

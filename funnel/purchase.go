@@ -21,6 +21,28 @@ func (s *Service) Purchase(ctx context.Context, u flashsale.User, req flashsale.
 	return o, err
 }
 
+// RefuseSoldOut: see flashsale.Service. Only a sale already in this
+// instance's cache is answered (a lookup of one that is not would be I/O),
+// only while it is open (a sale that ended or is paused answers that
+// instead) and only while the engine sells (in the breaker's db mode the
+// database decides, and the engine's flags may be stale).
+func (s *Service) RefuseSoldOut(ctx context.Context, saleID string) bool {
+	s.mu.RLock()
+	sale := s.sales[saleID]
+	s.mu.RUnlock()
+	if sale == nil || sale.Open(s.now()) != nil || s.sells() != flashsale.SellingEngine {
+		return false
+	}
+	for i := range sale.Nights {
+		if !s.engine.SoldOut(sale.ID, i, 1) {
+			return false
+		}
+	}
+	s.logSoldOut(ctx, sale.ID)
+	s.obs.Purchase(sale.ID, flashsale.ErrSoldOut)
+	return true
+}
+
 func (s *Service) purchase(ctx context.Context, u flashsale.User, req flashsale.PurchaseRequest) (*flashsale.Order, error) {
 	sale, err := s.sale(ctx, req.SaleID)
 	if err != nil {

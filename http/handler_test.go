@@ -38,6 +38,8 @@ type stubService struct {
 	forced   flashsale.BreakerForce
 	life     lifecycleCalls // lifecycle_test.go
 	deadline time.Time      // the context deadline of the last Purchase or PauseSale
+	soldOut  bool           // RefuseSoldOut's answer
+	refused  int            // RefuseSoldOut's true answers
 }
 
 // sawDeadline keeps ctx's deadline (zero when it has none).
@@ -137,6 +139,15 @@ func (s *stubService) Purchase(ctx context.Context, u flashsale.User, req flashs
 	s.purchase = req
 	s.mu.Unlock()
 	return s.order(u, "o1"), nil
+}
+
+func (s *stubService) RefuseSoldOut(ctx context.Context, saleID string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.soldOut {
+		s.refused++
+	}
+	return s.soldOut
 }
 
 func (s *stubService) OrderByID(ctx context.Context, id string) (*flashsale.Order, error) {
@@ -854,5 +865,55 @@ func newTestLogger(w io.Writer) *slog.Logger { return slog.New(slog.NewTextHandl
 // BenchmarkHandlerPurchaseSoldOut measures this layer alone (routing, auth,
 // decoding, the error answer) on the hot path, without a network or service.
 func BenchmarkHandlerPurchaseSoldOut(b *testing.B) {
+	benchmarkSoldOut(b, newStubServer(&stubService{soldOut: true}))
+}
+
+// BenchmarkHandlerPurchaseRefused is a purchase the service refuses sold
+// out after the whole path: the guest authenticated, the body decoded (a
+// stay whose nights are sold out on a sale with rooms on others).
+func BenchmarkHandlerPurchaseRefused(b *testing.B) {
 	benchmarkSoldOut(b, newStubServer(&stubService{err: flashsale.ErrSoldOut}))
+}
+
+// TestPurchaseSoldOutFirst: a sale the service knows is sold out is
+// answered 409 sold_out before anything of the request is looked at (no
+// token, a bad body: the answer is the same, and Purchase is not called),
+// except a purchase with an Idempotency-Key, whose retry must reach the
+// service and find the order it already has.
+func TestPurchaseSoldOutFirst(t *testing.T) {
+	svc := &stubService{soldOut: true}
+	s := newStubServer(svc)
+	tok := sign(t, jwt.SigningMethodHS256, testSecret, jwt.MapClaims{"sub": "alice", "exp": t0.Add(time.Hour).Unix()})
+	for _, tc := range []struct {
+		name, auth, body, key string
+	}{
+		{"a guest", "Bearer " + tok, `{"rooms":1}`, ""},
+		{"no token", "", `{"rooms":1}`, ""},
+		{"a forged token", "Bearer x.y.z", ``, ""},
+		{"a bad body", "Bearer " + tok, `{"ROOMS":5}`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest("POST", "/api/sales/s1/purchase", strings.NewReader(tc.body))
+			if tc.auth != "" {
+				r.Header.Set("Authorization", tc.auth)
+			}
+			w := httptest.NewRecorder()
+			s.Handler().ServeHTTP(w, r)
+			if w.Code != http.StatusConflict || !strings.Contains(w.Body.String(), `"sold_out"`) {
+				t.Fatalf("%d %s, want 409 sold_out", w.Code, w.Body)
+			}
+		})
+	}
+	if svc.calls() != 0 || svc.refused != 4 {
+		t.Fatalf("Purchase called %d times, RefuseSoldOut refused %d; want 0 and 4", svc.calls(), svc.refused)
+	}
+
+	r := httptest.NewRequest("POST", "/api/sales/s1/purchase", strings.NewReader(`{"rooms":1}`))
+	r.Header.Set("Authorization", "Bearer "+tok)
+	r.Header.Set("Idempotency-Key", "alice-1")
+	w := httptest.NewRecorder()
+	s.Handler().ServeHTTP(w, r)
+	if w.Code != http.StatusAccepted || svc.calls() != 1 || svc.refused != 4 {
+		t.Fatalf("a keyed retry: %d %s, Purchase called %d times, refused %d; want 202 from Purchase", w.Code, w.Body, svc.calls(), svc.refused)
+	}
 }
