@@ -239,6 +239,12 @@ func (a *AccessLog) finish(sw *statusWriter, r *http.Request, pattern string, d 
 	status := cmpStatus(sw.status)
 	sw.ResponseWriter = nil
 	statusWriters.Put(sw)
+	a.record(r, pattern, status, d)
+}
+
+// record counts a request answered with status in d, and gives it a line
+// if it earns one.
+func (a *AccessLog) record(r *http.Request, pattern string, status int, d time.Duration) {
 	if line, sampled := a.observe(pattern, status, d); line {
 		a.request(r, pattern, status, d, sampled)
 	}

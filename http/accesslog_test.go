@@ -155,7 +155,7 @@ func TestLatencyBuckets(t *testing.T) {
 func BenchmarkHandlerPurchaseSoldOutAccessLog(b *testing.B) {
 	a := NewAccessLog(slog.New(slog.NewJSONHandler(io.Discard, nil)), AccessLogSampleDefault)
 	b.Cleanup(func() { a.Close() })
-	s := NewServer(&stubService{err: flashsale.ErrSoldOut}, Config{JWTSecret: testSecret, AdminToken: testAdmin,
+	s := NewServer(&stubService{soldOut: true}, Config{JWTSecret: testSecret, AdminToken: testAdmin,
 		Now: func() time.Time { return t0 }, AccessLog: a})
 	benchmarkSoldOut(b, s)
 }

@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -882,30 +883,48 @@ func BenchmarkHandlerPurchaseRefused(b *testing.B) {
 // service and find the order it already has.
 func TestPurchaseSoldOutFirst(t *testing.T) {
 	svc := &stubService{soldOut: true}
-	s := newStubServer(svc)
+	var timed atomic.Int64
+	s := NewServer(svc, Config{JWTSecret: testSecret, AdminToken: testAdmin, Now: func() time.Time { return t0 },
+		Route: func(pattern string) func(time.Duration) {
+			if pattern != purchaseRoute {
+				return nil
+			}
+			return func(time.Duration) { timed.Add(1) }
+		}})
 	tok := sign(t, jwt.SigningMethodHS256, testSecret, jwt.MapClaims{"sub": "alice", "exp": t0.Add(time.Hour).Unix()})
 	for _, tc := range []struct {
-		name, auth, body, key string
+		name, auth, body, requestID string
 	}{
 		{"a guest", "Bearer " + tok, `{"rooms":1}`, ""},
 		{"no token", "", `{"rooms":1}`, ""},
 		{"a forged token", "Bearer x.y.z", ``, ""},
 		{"a bad body", "Bearer " + tok, `{"ROOMS":5}`, ""},
+		{"the client's request id", "Bearer " + tok, `{}`, "lb-7f3a"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := httptest.NewRequest("POST", "/api/sales/s1/purchase", strings.NewReader(tc.body))
 			if tc.auth != "" {
 				r.Header.Set("Authorization", tc.auth)
 			}
+			if tc.requestID != "" {
+				r.Header.Set("X-Request-ID", tc.requestID)
+			}
 			w := httptest.NewRecorder()
 			s.Handler().ServeHTTP(w, r)
 			if w.Code != http.StatusConflict || !strings.Contains(w.Body.String(), `"sold_out"`) {
 				t.Fatalf("%d %s, want 409 sold_out", w.Code, w.Body)
 			}
+			id := w.Header().Get("X-Request-Id")
+			if tc.requestID != "" && id != tc.requestID || tc.requestID == "" && len(id) != 16 {
+				t.Fatalf("X-Request-Id %q, want the client's %q or a new one", id, tc.requestID)
+			}
+			if ct := w.Header().Get("Content-Type"); ct != "application/json" {
+				t.Fatalf("Content-Type %q", ct)
+			}
 		})
 	}
-	if svc.calls() != 0 || svc.refused != 4 {
-		t.Fatalf("Purchase called %d times, RefuseSoldOut refused %d; want 0 and 4", svc.calls(), svc.refused)
+	if svc.calls() != 0 || svc.refused != 5 || timed.Load() != 5 {
+		t.Fatalf("Purchase called %d times, RefuseSoldOut refused %d, %d timed; want 0, 5 and 5", svc.calls(), svc.refused, timed.Load())
 	}
 
 	r := httptest.NewRequest("POST", "/api/sales/s1/purchase", strings.NewReader(`{"rooms":1}`))
@@ -913,7 +932,7 @@ func TestPurchaseSoldOutFirst(t *testing.T) {
 	r.Header.Set("Idempotency-Key", "alice-1")
 	w := httptest.NewRecorder()
 	s.Handler().ServeHTTP(w, r)
-	if w.Code != http.StatusAccepted || svc.calls() != 1 || svc.refused != 4 {
+	if w.Code != http.StatusAccepted || svc.calls() != 1 || svc.refused != 5 {
 		t.Fatalf("a keyed retry: %d %s, Purchase called %d times, refused %d; want 202 from Purchase", w.Code, w.Body, svc.calls(), svc.refused)
 	}
 }

@@ -267,17 +267,11 @@ func writeToken(w http.ResponseWriter, t *flashsale.PurchaseToken) {
 	w.Write(b)
 }
 
-// purchase is the hot path. A sale known to be sold out is answered
-// first, before the guest's token and body are looked at (see
-// flashsale.Service.RefuseSoldOut): most of a sale's requests come after
-// its last room. Then it authenticates (cheapest rejection of anonymous
-// floods), and validates everything it can before the service spends any
-// I/O.
+// purchase is the hot path (a sale known sold out was answered before it:
+// see answerSoldOut). It authenticates first (cheapest rejection of
+// anonymous floods), then validates everything it can before the service
+// spends any I/O.
 func (s *Server) purchase(w http.ResponseWriter, r *http.Request, rawID string) {
-	if _, keyed := r.Header["Idempotency-Key"]; !keyed && s.svc.RefuseSoldOut(r.Context(), rawID) {
-		s.writeError(w, r, flashsale.ErrSoldOut)
-		return
-	}
 	u, id, ok := s.userAnd(w, r, rawID)
 	if !ok {
 		return

@@ -77,6 +77,18 @@ func validRequestID(id string) bool {
 	return true
 }
 
+// requestIDValue is the X-Request-Id header of an answer given before the
+// request has its context (answerSoldOut): the client's id when valid,
+// else a new one, as identify makes them.
+func requestIDValue(r *http.Request) []string {
+	if v := r.Header[requestIDHeader]; len(v) == 1 && validRequestID(v[0]) {
+		return v
+	}
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], rand.Uint64())
+	return []string{hex.EncodeToString(b[:])}
+}
+
 // identify keeps the client's X-Request-ID when valid, makes one otherwise
 // (8 random bytes in hex: enough to follow one request through the logs;
 // math/rand because nothing secret depends on it), and echoes it in the

@@ -103,10 +103,12 @@ type Server struct {
 	trustedProxies []netip.Prefix
 	mux            *http.ServeMux
 	observers      map[string]func(time.Duration) // by route pattern: its latency (Config.Route)
-	handler        http.Handler
-	metrics        http.Handler
-	gather         func() ([]*dto.MetricFamily, error)
-	access         *AccessLog
+	// observePurchase is observers[purchaseRoute], for answerSoldOut.
+	observePurchase func(time.Duration)
+	handler         http.Handler
+	metrics         http.Handler
+	gather          func() ([]*dto.MetricFamily, error)
+	access          *AccessLog
 	// fastPurchase and fastToken are fastRoute's handlers, bound once: a
 	// method value made per request is an allocation per request.
 	fastPurchase, fastToken idHandler
@@ -167,6 +169,7 @@ func NewServer(svc flashsale.Service, cfg Config) *Server {
 			}
 		}
 	}
+	s.observePurchase = s.observers[purchaseRoute]
 	if s.access != nil {
 		s.access.register(patterns)
 	}
@@ -246,6 +249,20 @@ const adminTimeout = 10 * time.Second
 // route's latency and the access log, and recovers from handler panics
 // with a JSON 500.
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	h, id := s.fastRoute(r)
+	if r.Pattern == purchaseRoute {
+		start := time.Now()
+		if s.answerSoldOut(w, r, id) {
+			d := time.Since(start)
+			if s.observePurchase != nil {
+				s.observePurchase(d)
+			}
+			if s.access != nil {
+				s.access.record(r, purchaseRoute, http.StatusConflict, d)
+			}
+			return
+		}
+	}
 	stream, timeout := isEventStream(r), s.timeout
 	switch {
 	case stream:
@@ -278,7 +295,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	// Not deferred: a handler's panic is answered and logged as a 500
 	// above, and a count here would call it a 200.
-	if h, id := s.fastRoute(r); h != nil {
+	if h != nil {
 		h(w, r, id)
 	} else {
 		s.mux.ServeHTTP(w, r)
@@ -340,6 +357,21 @@ func (s *Server) fastRoute(r *http.Request) (idHandler, string) {
 		return s.fastToken, id
 	}
 	return nil, ""
+}
+
+// answerSoldOut answers a purchase of a sale the service knows is sold
+// out (flashsale.Service.RefuseSoldOut) before the request is given its
+// context and deadline, and before the guest's token and body are looked
+// at: most of a sale's requests come after its last room, and this answer
+// does no I/O and waits on nothing. A purchase with an Idempotency-Key
+// goes the whole way: its retry must find the order it already has.
+func (s *Server) answerSoldOut(w http.ResponseWriter, r *http.Request, saleID string) bool {
+	if _, keyed := r.Header["Idempotency-Key"]; keyed || !s.svc.RefuseSoldOut(r.Context(), saleID) {
+		return false
+	}
+	w.Header()[requestIDHeader] = requestIDValue(r)
+	s.writeError(w, r, flashsale.ErrSoldOut)
+	return true
 }
 
 // handleNoRouteFound is the 404 of a path no route serves.
