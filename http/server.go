@@ -244,10 +244,11 @@ func (s *Server) routes() []route {
 // longer wait is not a guest's to spend.
 const adminTimeout = 10 * time.Second
 
-// serveHTTP gives the request its id and deadline (not the event stream,
-// which bounds its own reads and writes), routes it, times it once for the
-// route's latency and the access log, and recovers from handler panics
-// with a JSON 500.
+// serveHTTP answers a purchase of a sale known sold out at once
+// (answerSoldOut). Any other request it gives its id and deadline (not
+// the event stream, which bounds its own reads and writes), routes it,
+// times it once for the route's latency and the access log, and recovers
+// from handler panics with a JSON 500.
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	h, id := s.fastRoute(r)
 	if r.Pattern == purchaseRoute {

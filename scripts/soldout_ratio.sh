@@ -14,15 +14,24 @@ shift
 rounds=${ROUNDS:-7} duration=${DURATION:-3s} conns=${CONNS:-32} threads=${THREADS:-1}
 . "$(dirname "$0")/soldout_servers.sh"
 
-declare -A ratios
+# Each round measures every server once; odd rounds go ceiling first, even
+# rounds ceiling last, so a machine that speeds up or slows down within a
+# round favours neither.
+declare -A ratios rpss
+order=("${!urls[@]}")
 for r in $(seq "$rounds"); do
 	line="round $r:"
+	if [ $((r % 2)) = 0 ]; then order=($(printf '%s\n' "${!urls[@]}" | sort -rn)); else order=("${!urls[@]}"); fi
+	for i in "${order[@]}"; do
+		rpss[$i]=$(wrk -t"$threads" -c"$conns" -d"$duration" -s "$work/post.lua" "${urls[$i]}" | awk '/Requests\/sec/ {print $2}')
+	done
+	base=${rpss[0]}
+	line+=" ceiling $base/s"
 	for i in "${!urls[@]}"; do
-		rps=$(wrk -t"$threads" -c"$conns" -d"$duration" -s "$work/post.lua" "${urls[$i]}" | awk '/Requests\/sec/ {print $2}')
-		if [ "$i" = 0 ]; then base=$rps; line+=" ceiling $rps/s"; continue; fi
-		ratio=$(python3 -c "print(f'{$rps/$base:.3f}')")
+		[ "$i" = 0 ] && continue
+		ratio=$(python3 -c "print(f'{${rpss[$i]}/$base:.3f}')")
 		ratios[$i]+="$ratio "
-		line+=" ${names[$i]} $rps/s ($ratio)"
+		line+=" ${names[$i]} ${rpss[$i]}/s ($ratio)"
 	done
 	echo "$line"
 done
