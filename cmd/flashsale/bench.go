@@ -464,11 +464,22 @@ func (f *benchFlags) validate() (bench.Shape, bench.Mix, error) {
 type child struct {
 	cmd  *exec.Cmd
 	temp string
+	done chan struct{} // closed once the process has exited
+}
+
+// startChild starts cmd; the child's done closes when it exits.
+func startChild(cmd *exec.Cmd, temp string) (*child, error) {
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	c := &child{cmd: cmd, temp: temp, done: make(chan struct{})}
+	go func() { cmd.Wait(); close(c.done) }()
+	return c, nil
 }
 
 func (c *child) stop() {
 	c.cmd.Process.Kill()
-	c.cmd.Wait()
+	<-c.done
 	if c.temp != "" {
 		os.RemoveAll(c.temp)
 	}
@@ -497,13 +508,13 @@ func spawnSelf(ctx context.Context, env func(dir string) []string) (*child, stri
 		"FLASHSALE_ADMIN_TOKEN="+admin, "FLASHSALE_JWT_SECRET="+secret, "FLASHSALE_LOG_LEVEL=error", "FLASHSALE_METRICS_ADDR=")
 	var log bytes.Buffer // the server's errors (FLASHSALE_LOG_LEVEL=error), read should it not start
 	cmd.Stdout, cmd.Stderr = io.Discard, &log
-	if err := cmd.Start(); err != nil {
+	c, err := startChild(cmd, dir)
+	if err != nil {
 		os.RemoveAll(dir)
 		return nil, "", "", "", fmt.Errorf("bench --self: %w", err)
 	}
-	c := &child{cmd: cmd, temp: dir}
 	base := "http://" + addr
-	if err := waitHTTP(ctx, base+"/readyz", http.StatusOK); err != nil {
+	if err := waitHTTP(ctx, base+"/readyz", http.StatusOK, c.done); err != nil {
 		c.stop()
 		return nil, "", "", "", fmt.Errorf("bench --self: the server did not start: %w\n%s", err, log.Bytes()[max(0, log.Len()-2000):])
 	}
@@ -519,13 +530,12 @@ func embeddedEnv(dir string) []string {
 
 // spawnCeiling builds ../shared/bench/ceiling (src) and runs it in a
 // process of its own, or, when src has no main.go or the go tool is
-// missing, runs this binary's copy of it as a child. It says which.
+// missing, runs this binary's copy of it as a child. It says which. A
+// ceiling that exits before it answers is started again on another port,
+// twice at most: the port freePort found can be taken (as the local end of
+// some other connection) before the ceiling binds it.
 func spawnCeiling(ctx context.Context, src string) (*child, string, string, error) {
-	addr, err := freePort()
-	if err != nil {
-		return nil, "", "", err
-	}
-	var cmd *exec.Cmd
+	var command func(addr string) *exec.Cmd
 	what, temp := "", ""
 	if _, err := os.Stat(filepath.Join(src, "main.go")); err == nil {
 		if gobin, err := exec.LookPath("go"); err == nil {
@@ -537,31 +547,51 @@ func spawnCeiling(ctx context.Context, src string) (*child, string, string, erro
 				os.RemoveAll(temp)
 				return nil, "", "", fmt.Errorf("bench --ceiling: build %s: %w\n%s", src, err, out)
 			}
-			cmd, what = exec.Command(bin, "-addr", addr), src+" (built, own process)"
+			command, what = func(addr string) *exec.Cmd { return exec.Command(bin, "-addr", addr) }, src+" (built, own process)"
 		}
 	}
-	if cmd == nil {
+	if command == nil {
 		exe, err := os.Executable()
 		if err != nil {
 			return nil, "", "", fmt.Errorf("bench --ceiling: %w", err)
 		}
-		cmd, what = exec.Command(exe, "bench", benchServeCeiling, addr), "this binary's copy of the ceiling handler (own process; "+src+" not found)"
+		command = func(addr string) *exec.Cmd { return exec.Command(exe, "bench", benchServeCeiling, addr) }
+		what = "this binary's copy of the ceiling handler (own process; " + src + " not found)"
 	}
-	if err := cmd.Start(); err != nil {
-		os.RemoveAll(temp)
-		return nil, "", "", fmt.Errorf("bench --ceiling: %w", err)
-	}
-	c := &child{cmd: cmd, temp: temp}
-	base := "http://" + addr
-	if err := waitHTTP(ctx, base+"/", http.StatusConflict); err != nil {
+	for attempt := 1; ; attempt++ {
+		addr, err := freePort()
+		if err != nil {
+			os.RemoveAll(temp)
+			return nil, "", "", err
+		}
+		cmd := command(addr)
+		var out bytes.Buffer // read only once the process has exited
+		cmd.Stdout, cmd.Stderr = &out, &out
+		c, err := startChild(cmd, "")
+		if err != nil {
+			os.RemoveAll(temp)
+			return nil, "", "", fmt.Errorf("bench --ceiling: %w", err)
+		}
+		base := "http://" + addr
+		err = waitHTTP(ctx, base+"/", http.StatusConflict, c.done)
+		if err == nil {
+			c.temp = temp
+			return c, base, what, nil
+		}
 		c.stop()
-		return nil, "", "", fmt.Errorf("bench --ceiling: %w", err)
+		if !errors.Is(err, errExited) || attempt == 3 {
+			os.RemoveAll(temp)
+			return nil, "", "", fmt.Errorf("bench --ceiling: %w\n%s", err, out.Bytes()[max(0, out.Len()-2000):])
+		}
 	}
-	return c, base, what, nil
 }
 
-// waitHTTP polls url until it answers want, for up to 30 s.
-func waitHTTP(ctx context.Context, url string, want int) error {
+// errExited is waitHTTP's answer when the process it waits for exits first.
+var errExited = errors.New("the process exited before it answered")
+
+// waitHTTP polls url until it answers want, for up to 30 s, or until
+// exited closes: then errExited.
+func waitHTTP(ctx context.Context, url string, want int, exited <-chan struct{}) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		resp, err := http.Get(url)
@@ -577,6 +607,8 @@ func waitHTTP(ctx context.Context, url string, want int) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-exited:
+			return fmt.Errorf("%s: %w", url, errExited)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"io"
 	"math"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
@@ -114,5 +116,25 @@ func TestBenchPartsFlags(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("bench %q: %v, want an error saying %q", tt.args, err, tt.want)
 		}
+	}
+}
+
+// TestWaitHTTPExited: a child that exits before it answers is reported at
+// once as errExited (spawnCeiling then tries another port), not after
+// waitHTTP's 30 s.
+func TestWaitHTTPExited(t *testing.T) {
+	c, err := startChild(exec.Command("sh", "-c", "exit 3"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.stop()
+	addr, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	err = waitHTTP(t.Context(), "http://"+addr+"/", 409, c.done)
+	if !errors.Is(err, errExited) || time.Since(start) > 10*time.Second {
+		t.Fatalf("waitHTTP on an exited child: %v after %v, want errExited at once", err, time.Since(start))
 	}
 }
