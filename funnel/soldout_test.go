@@ -84,3 +84,29 @@ func TestRefuseSoldOutEveryNight(t *testing.T) {
 		t.Fatal("refused with the second night not sold out")
 	}
 }
+
+// TestRefuseSoldOutAllocs: the answer before authentication allocates
+// nothing with the metrics on.
+func TestRefuseSoldOutAllocs(t *testing.T) {
+	e, _ := mustOpenMetrics(t)
+	ctx, id := context.Background(), mustSellOut(t, e).ID
+	if !e.svc.RefuseSoldOut(ctx, id) {
+		t.Fatal("a sold-out sale not refused")
+	}
+	if allocs := testing.AllocsPerRun(1000, func() { e.svc.RefuseSoldOut(ctx, id) }); allocs != 0 {
+		t.Errorf("RefuseSoldOut: %v allocs, want 0", allocs)
+	}
+}
+
+// BenchmarkRefuseSoldOut is the service's share of the sold-out answer
+// given before authentication, with the metrics on.
+func BenchmarkRefuseSoldOut(b *testing.B) {
+	e, _ := mustOpenMetrics(b)
+	ctx, id := context.Background(), mustSellOut(b, e).ID
+	b.ReportAllocs()
+	for b.Loop() {
+		if !e.svc.RefuseSoldOut(ctx, id) {
+			b.Fatal("not refused")
+		}
+	}
+}
