@@ -531,11 +531,14 @@ func embeddedEnv(dir string) []string {
 // spawnCeiling builds ../shared/bench/ceiling (src) and runs it in a
 // process of its own, or, when src has no main.go or the go tool is
 // missing, runs this binary's copy of it as a child. It says which. A
-// ceiling that exits before it answers is started again on another port,
-// twice at most: the port freePort found can be taken (as the local end of
-// some other connection) before the ceiling binds it.
+// ceiling that exits before it answers is reported at once, with what it
+// printed.
 func spawnCeiling(ctx context.Context, src string) (*child, string, string, error) {
-	var command func(addr string) *exec.Cmd
+	addr, err := freePort()
+	if err != nil {
+		return nil, "", "", err
+	}
+	var cmd *exec.Cmd
 	what, temp := "", ""
 	if _, err := os.Stat(filepath.Join(src, "main.go")); err == nil {
 		if gobin, err := exec.LookPath("go"); err == nil {
@@ -547,43 +550,29 @@ func spawnCeiling(ctx context.Context, src string) (*child, string, string, erro
 				os.RemoveAll(temp)
 				return nil, "", "", fmt.Errorf("bench --ceiling: build %s: %w\n%s", src, err, out)
 			}
-			command, what = func(addr string) *exec.Cmd { return exec.Command(bin, "-addr", addr) }, src+" (built, own process)"
+			cmd, what = exec.Command(bin, "-addr", addr), src+" (built, own process)"
 		}
 	}
-	if command == nil {
+	if cmd == nil {
 		exe, err := os.Executable()
 		if err != nil {
 			return nil, "", "", fmt.Errorf("bench --ceiling: %w", err)
 		}
-		command = func(addr string) *exec.Cmd { return exec.Command(exe, "bench", benchServeCeiling, addr) }
-		what = "this binary's copy of the ceiling handler (own process; " + src + " not found)"
+		cmd, what = exec.Command(exe, "bench", benchServeCeiling, addr), "this binary's copy of the ceiling handler (own process; "+src+" not found)"
 	}
-	for attempt := 1; ; attempt++ {
-		addr, err := freePort()
-		if err != nil {
-			os.RemoveAll(temp)
-			return nil, "", "", err
-		}
-		cmd := command(addr)
-		var out bytes.Buffer // read only once the process has exited
-		cmd.Stdout, cmd.Stderr = &out, &out
-		c, err := startChild(cmd, "")
-		if err != nil {
-			os.RemoveAll(temp)
-			return nil, "", "", fmt.Errorf("bench --ceiling: %w", err)
-		}
-		base := "http://" + addr
-		err = waitHTTP(ctx, base+"/", http.StatusConflict, c.done)
-		if err == nil {
-			c.temp = temp
-			return c, base, what, nil
-		}
+	var out bytes.Buffer // read only once the process has exited
+	cmd.Stdout, cmd.Stderr = &out, &out
+	c, err := startChild(cmd, temp)
+	if err != nil {
+		os.RemoveAll(temp)
+		return nil, "", "", fmt.Errorf("bench --ceiling: %w", err)
+	}
+	base := "http://" + addr
+	if err := waitHTTP(ctx, base+"/", http.StatusConflict, c.done); err != nil {
 		c.stop()
-		if !errors.Is(err, errExited) || attempt == 3 {
-			os.RemoveAll(temp)
-			return nil, "", "", fmt.Errorf("bench --ceiling: %w\n%s", err, out.Bytes()[max(0, out.Len()-2000):])
-		}
+		return nil, "", "", fmt.Errorf("bench --ceiling: %w\n%s", err, out.Bytes()[max(0, out.Len()-2000):])
 	}
+	return c, base, what, nil
 }
 
 // errExited is waitHTTP's answer when the process it waits for exits first.

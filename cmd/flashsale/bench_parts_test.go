@@ -120,8 +120,7 @@ func TestBenchPartsFlags(t *testing.T) {
 }
 
 // TestWaitHTTPExited: a child that exits before it answers is reported at
-// once as errExited (spawnCeiling then tries another port), not after
-// waitHTTP's 30 s.
+// once as errExited, not after waitHTTP's 30 s.
 func TestWaitHTTPExited(t *testing.T) {
 	c, err := startChild(exec.Command("sh", "-c", "exit 3"), "")
 	if err != nil {
