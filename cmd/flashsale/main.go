@@ -321,7 +321,7 @@ func (m *Main) open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	m.gate = &drainGate{next: m.tracing.Handler(pages)}
+	m.gate = &drainGate{next: fshttp.BoundWrites(m.tracing.Handler(pages), fshttp.WriteTimeoutDefault)}
 	if err := m.openDebug(); err != nil {
 		return err
 	}
@@ -332,9 +332,10 @@ func (m *Main) open(ctx context.Context) error {
 		Handler:           m.gate,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    16 << 10,
+		// No WriteTimeout: fshttp.BoundWrites sets the deadline on the
+		// answers that can be large, not on every request.
+		IdleTimeout:    120 * time.Second,
+		MaxHeaderBytes: 16 << 10,
 	}
 	go func() {
 		if err := m.server.Serve(m.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
