@@ -153,12 +153,16 @@ func TestAdminStream(t *testing.T) {
 	t.Logf("purchase on the stream after %s", time.Since(bought))
 	waitDashboard(t, ch, 5*time.Second, "the audit", func(m dashboard) bool { return m.Audit != nil && m.Audit.Balanced })
 
-	// Once a second: three more messages take about three seconds.
+	// Once a second: three more messages take about three seconds. Each
+	// message reads the database and the metrics first; under -race
+	// beside cmd/flashsale's storms a gap once passed 2 s (CI), so the
+	// bounds allow one slow message: never faster than once a second,
+	// and still coming long past the request deadline.
 	start := time.Now()
 	for range 3 {
-		waitDashboard(t, ch, 2*time.Second, "a later message", func(dashboard) bool { return true })
+		waitDashboard(t, ch, 3*time.Second, "a later message", func(dashboard) bool { return true })
 	}
-	if d := time.Since(start); d < 1500*time.Millisecond || d > 4500*time.Millisecond {
+	if d := time.Since(start); d < 1500*time.Millisecond || d > 6*time.Second {
 		t.Errorf("three messages in %s, want about 3 s", d)
 	}
 }

@@ -321,7 +321,7 @@ func (m *Main) open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	m.gate = &drainGate{next: fshttp.BoundWrites(m.tracing.Handler(pages), fshttp.WriteTimeoutDefault)}
+	m.gate = &drainGate{next: m.tracing.Handler(pages)}
 	if err := m.openDebug(); err != nil {
 		return err
 	}
@@ -329,7 +329,7 @@ func (m *Main) open(ctx context.Context) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	m.server = &http.Server{
-		Handler:           m.gate,
+		Handler:           fshttp.BoundWrites(m.gate, fshttp.WriteTimeoutDefault),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		// No WriteTimeout: fshttp.BoundWrites sets the deadline on the
