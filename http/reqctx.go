@@ -77,11 +77,18 @@ func validRequestID(id string) bool {
 	return true
 }
 
+// clientRequestID returns the client's X-Request-ID header value when it
+// is one valid id.
+func clientRequestID(r *http.Request) ([]string, bool) {
+	v := r.Header[requestIDHeader]
+	return v, len(v) == 1 && validRequestID(v[0])
+}
+
 // requestIDValue is the X-Request-Id header of an answer given before the
 // request has its context (answerSoldOut): the client's id when valid,
 // else a new one, as identify makes them.
 func requestIDValue(r *http.Request) []string {
-	if v := r.Header[requestIDHeader]; len(v) == 1 && validRequestID(v[0]) {
+	if v, ok := clientRequestID(r); ok {
 		return v
 	}
 	var b [8]byte
@@ -94,7 +101,7 @@ func requestIDValue(r *http.Request) []string {
 // math/rand because nothing secret depends on it), and echoes it in the
 // response.
 func (c *requestCtx) identify(w http.ResponseWriter, r *http.Request) {
-	if v := r.Header[requestIDHeader]; len(v) == 1 && validRequestID(v[0]) {
+	if v, ok := clientRequestID(r); ok {
 		c.ID = v[0]
 		w.Header()[requestIDHeader] = v
 		return

@@ -250,9 +250,9 @@ const adminTimeout = 10 * time.Second
 // times it once for the route's latency and the access log, and recovers
 // from handler panics with a JSON 500.
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
 	h, id := s.fastRoute(r)
 	if r.Pattern == purchaseRoute {
-		start := time.Now()
 		if s.answerSoldOut(w, r, id) {
 			d := time.Since(start)
 			if s.observePurchase != nil {
@@ -293,7 +293,6 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		sw = newStatusWriter(w)
 		w = sw
 	}
-	start := time.Now()
 	// Not deferred: a handler's panic is answered and logged as a 500
 	// above, and a count here would call it a 200.
 	if h != nil {
@@ -334,30 +333,43 @@ type idHandler func(w http.ResponseWriter, r *http.Request, id string)
 // fastRoute returns the handler of a purchase or token request and its
 // sale id, and sets r.Pattern as the mux would; nil for anything else.
 func (s *Server) fastRoute(r *http.Request) (idHandler, string) {
-	if r.Method != http.MethodPost || r.URL.RawPath != "" {
-		return nil, ""
-	}
-	rest, ok := strings.CutPrefix(r.URL.Path, "/api/sales/")
-	if !ok {
-		return nil, ""
-	}
-	i := strings.IndexByte(rest, '/')
-	if i <= 0 {
-		return nil, ""
-	}
-	id := rest[:i]
-	if id == "." || id == ".." {
-		return nil, ""
-	}
-	switch rest[i:] {
-	case "/purchase":
-		r.Pattern = purchaseRoute
+	pattern, id := hotRoute(r)
+	switch pattern {
+	case purchaseRoute:
+		r.Pattern = pattern
 		return s.fastPurchase, id
-	case "/token":
-		r.Pattern = tokenRoute
+	case tokenRoute:
+		r.Pattern = pattern
 		return s.fastToken, id
 	}
 	return nil, ""
+}
+
+// hotRoute returns the route of a purchase or token request the mux would
+// match unchanged, and its sale id; "" for anything else. It only reads r.
+func hotRoute(r *http.Request) (pattern, id string) {
+	if r.Method != http.MethodPost || r.URL.RawPath != "" {
+		return "", ""
+	}
+	rest, ok := strings.CutPrefix(r.URL.Path, "/api/sales/")
+	if !ok {
+		return "", ""
+	}
+	i := strings.IndexByte(rest, '/')
+	if i <= 0 {
+		return "", ""
+	}
+	id = rest[:i]
+	if id == "." || id == ".." {
+		return "", ""
+	}
+	switch rest[i:] {
+	case "/purchase":
+		return purchaseRoute, id
+	case "/token":
+		return tokenRoute, id
+	}
+	return "", ""
 }
 
 // answerSoldOut answers a purchase of a sale the service knows is sold

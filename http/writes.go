@@ -2,7 +2,6 @@ package http
 
 import (
 	"net/http"
-	"strings"
 	"time"
 )
 
@@ -12,7 +11,7 @@ const WriteTimeoutDefault = 30 * time.Second
 // BoundWrites gives every answer a write deadline d from when its handler
 // starts, as http.Server.WriteTimeout would, so a client that stops
 // reading cannot hold a handler writing a page, a list or a CSV forever;
-// but for two kinds. A purchase or a token request (fastRoute's two
+// but for two kinds. A purchase or a token request (hotRoute's two
 // routes) is answered in under a kilobyte, which any socket buffer takes
 // at once; the event streams bound each write themselves. The server's
 // WriteTimeout set a timer and cleared it on every request: about 4% of
@@ -20,20 +19,11 @@ const WriteTimeoutDefault = 30 * time.Second
 // handler with it, so the deadline reaches the connection.
 func BoundWrites(next http.Handler, d time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !isHotPost(r) && !isEventStream(r) {
+		if pattern, _ := hotRoute(r); pattern == "" && !isEventStream(r) {
 			// ErrNotSupported only from a writer that hides the
 			// connection: then the answer has no deadline, as before.
 			http.NewResponseController(w).SetWriteDeadline(time.Now().Add(d))
 		}
 		next.ServeHTTP(w, r)
 	})
-}
-
-// isHotPost reports whether r is a purchase or a token request.
-func isHotPost(r *http.Request) bool {
-	if r.Method != http.MethodPost {
-		return false
-	}
-	rest, ok := strings.CutPrefix(r.URL.Path, "/api/sales/")
-	return ok && (strings.HasSuffix(rest, "/purchase") || strings.HasSuffix(rest, "/token"))
 }
