@@ -323,10 +323,7 @@ func (s *Service) cache(sale *flashsale.Sale) {
 // sale returns a sale from the cache, reading the database on a miss (a sale
 // created on another instance).
 func (s *Service) sale(ctx context.Context, id string) (*flashsale.Sale, error) {
-	s.mu.RLock()
-	sale := s.sales[id]
-	s.mu.RUnlock()
-	if sale != nil {
+	if sale := s.cached(id); sale != nil {
 		return sale, nil
 	}
 	if !validID(id) {
@@ -338,10 +335,7 @@ func (s *Service) sale(ctx context.Context, id string) (*flashsale.Sale, error) 
 	v, err, _ := s.misses.Do(id, func() (any, error) {
 		// Again inside: a read that finished just before this one began
 		// has cached its answer, either way.
-		s.mu.RLock()
-		sale := s.sales[id]
-		s.mu.RUnlock()
-		if sale != nil {
+		if sale := s.cached(id); sale != nil {
 			return sale, nil
 		}
 		if _, unknown := s.reads.unknown.GetIfPresent(id); unknown {
@@ -361,6 +355,13 @@ func (s *Service) sale(ctx context.Context, id string) (*flashsale.Sale, error) 
 		return nil, err
 	}
 	return v.(*flashsale.Sale), nil
+}
+
+// cached returns the sale this instance holds in memory, or nil.
+func (s *Service) cached(id string) *flashsale.Sale {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.sales[id]
 }
 
 // validID rejects IDs no store could hold before they cost a query.

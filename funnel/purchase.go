@@ -27,9 +27,7 @@ func (s *Service) Purchase(ctx context.Context, u flashsale.User, req flashsale.
 // instead) and only while the engine sells (in the breaker's db mode the
 // database decides, and the engine's flags may be stale).
 func (s *Service) RefuseSoldOut(ctx context.Context, saleID string) bool {
-	s.mu.RLock()
-	sale := s.sales[saleID]
-	s.mu.RUnlock()
+	sale := s.cached(saleID)
 	if sale == nil || sale.Open(s.now()) != nil || s.sells() != flashsale.SellingEngine {
 		return false
 	}
