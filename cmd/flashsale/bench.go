@@ -508,15 +508,10 @@ func spawnSelf(ctx context.Context, env func(dir string) []string) (*child, stri
 		"FLASHSALE_ADMIN_TOKEN="+admin, "FLASHSALE_JWT_SECRET="+secret, "FLASHSALE_LOG_LEVEL=error", "FLASHSALE_METRICS_ADDR=")
 	var log bytes.Buffer // the server's errors (FLASHSALE_LOG_LEVEL=error), read should it not start
 	cmd.Stdout, cmd.Stderr = io.Discard, &log
-	c, err := startChild(cmd, dir)
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, "", "", "", fmt.Errorf("bench --self: %w", err)
-	}
 	base := "http://" + addr
-	if err := waitHTTP(ctx, base+"/readyz", http.StatusOK, c.done); err != nil {
-		c.stop()
-		return nil, "", "", "", fmt.Errorf("bench --self: the server did not start: %w\n%s", err, log.Bytes()[max(0, log.Len()-2000):])
+	c, err := serveChild(ctx, cmd, dir, base+"/readyz", http.StatusOK, &log)
+	if err != nil {
+		return nil, "", "", "", fmt.Errorf("bench --self: the server did not start: %w", err)
 	}
 	return c, base, admin, secret, nil
 }
@@ -560,19 +555,31 @@ func spawnCeiling(ctx context.Context, src string) (*child, string, string, erro
 		}
 		cmd, what = exec.Command(exe, "bench", benchServeCeiling, addr), "this binary's copy of the ceiling handler (own process; "+src+" not found)"
 	}
-	var out bytes.Buffer // read only once the process has exited
+	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
+	base := "http://" + addr
+	c, err := serveChild(ctx, cmd, temp, base+"/", http.StatusConflict, &out)
+	if err != nil {
+		return nil, "", "", fmt.Errorf("bench --ceiling: %w", err)
+	}
+	return c, base, what, nil
+}
+
+// serveChild starts cmd, whose output goes to out, and waits until url
+// answers want. On failure it stops the process, removes temp, and ends
+// its error with the last of what the process printed (out is read only
+// once the process has exited).
+func serveChild(ctx context.Context, cmd *exec.Cmd, temp, url string, want int, out *bytes.Buffer) (*child, error) {
 	c, err := startChild(cmd, temp)
 	if err != nil {
 		os.RemoveAll(temp)
-		return nil, "", "", fmt.Errorf("bench --ceiling: %w", err)
+		return nil, err
 	}
-	base := "http://" + addr
-	if err := waitHTTP(ctx, base+"/", http.StatusConflict, c.done); err != nil {
+	if err := waitHTTP(ctx, url, want, c.done); err != nil {
 		c.stop()
-		return nil, "", "", fmt.Errorf("bench --ceiling: %w\n%s", err, out.Bytes()[max(0, out.Len()-2000):])
+		return nil, fmt.Errorf("%w\n%s", err, out.Bytes()[max(0, out.Len()-2000):])
 	}
-	return c, base, what, nil
+	return c, nil
 }
 
 // errExited is waitHTTP's answer when the process it waits for exits first.
