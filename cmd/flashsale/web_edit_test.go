@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 )
 
 // Browser tests of the console's edit form, change log, orders (and their
@@ -320,7 +321,21 @@ func TestBrowserConsoleTestSale(t *testing.T) {
 	if st, _ := c.do(ctx, "GET", "/api/admin/sales/"+tid, c.admin, nil, nil, nil); st != 200 {
 		t.Fatalf("the test sale is %d after a cancelled deletion", st)
 	}
-	runSteps(t, ctx, chromedp.Click(chromedp.CSS("#d-delete")))
+	// Escape cancels too.
+	runSteps(t, ctx, chromedp.Click(chromedp.CSS("#d-delete")), visible("#confirm"), chromedp.KeyEvent(kb.Escape), chromedp.WaitNotVisible(chromedp.CSS("#confirm")))
+	if st, _ := c.do(ctx, "GET", "/api/admin/sales/"+tid, c.admin, nil, nil, nil); st != 200 {
+		t.Fatalf("the test sale is %d after a deletion cancelled by Escape", st)
+	}
+	// Issue 20: the cancelled dialog's close event is queued, not
+	// dispatched as the operator acts; under CI's load it arrived after the
+	// next question had opened and answered it "cancel", so the confirmed
+	// deletion did nothing. One script holds that event back the same way:
+	// ask, cancel and ask again before the event loop turns.
+	runSteps(t, ctx, chromedp.Evaluate[chromedp.Void](`(() => {
+		document.getElementById('d-delete').click();
+		document.getElementById('confirm-cancel').click();
+		document.getElementById('d-delete').click();
+	})()`))
 	confirmDialog(t, ctx, true)
 	pollJS(t, ctx, fmt.Sprintf(`document.getElementById('detail').hidden && !document.querySelector(%q) && document.getElementById('msg').textContent.includes('deleted')`, row(tid)), 5*time.Second)
 	if st, _ := c.do(ctx, "GET", "/api/admin/sales/"+tid, c.admin, nil, nil, nil); st != 404 {

@@ -493,17 +493,29 @@ function renderDetail() {
 // ask opens the confirmation dialog and resolves true on Confirm; the
 // dialog is modal (focus stays in it, Escape cancels) and gives the
 // focus back to the button that opened it.
+//
+// The answer is taken from the button's submit or Escape's cancel, both
+// dispatched while the operator acts, never from the dialog's close
+// event: that one is queued, and on a loaded machine the close of a
+// cancelled question arrived after the next question had opened and
+// answered it "cancel", so a confirmed deletion did nothing (issue 20).
+let answer = null;
 function ask(text) {
   const box = $('d-msg');
   if (box) { box.textContent = ''; box.className = 'result'; } // the last action's outcome is not this one's
-  const dlg = $('confirm');
   $('confirm-text').textContent = text;
+  settle(false); // a question still open is not this one's
   return new Promise((resolve) => {
-    dlg.returnValue = '';
-    dlg.addEventListener('close', () => resolve(dlg.returnValue === 'ok'), { once: true });
-    dlg.showModal();
+    answer = resolve;
+    $('confirm').showModal();
     $('confirm-cancel').focus();
   });
+}
+
+function settle(ok) {
+  const resolve = answer;
+  answer = null;
+  if (resolve) resolve(ok);
 }
 
 // result shows an action's outcome on the dashboard: the API's message on
@@ -865,6 +877,8 @@ setupSwitch(() => {
 });
 $('signin').addEventListener('submit', (e) => { e.preventDefault(); signIn($('token').value.trim()); });
 $('signout').addEventListener('click', signOut);
+$('confirm').querySelector('form').addEventListener('submit', (e) => settle(!!e.submitter && e.submitter.value === 'ok'));
+$('confirm').addEventListener('cancel', () => settle(false));
 for (const btn of document.querySelectorAll('[data-force]')) {
   btn.addEventListener('click', () => act(t('console.breaker') + ' ' + btn.dataset.force, 'POST', '/api/admin/breaker', { force: btn.dataset.force }));
 }
