@@ -101,10 +101,11 @@ type Readiness struct {
 	// or columns that are not there.
 	Migrations string   `json:"migrations,omitempty"`
 	Pending    []string `json:"pending_migrations,omitempty"`
-	// Sales is "ok", or "not loaded" when the stock engine lacks a current
-	// sale (NotLoaded names them): every sale is loaded when it is created
-	// and at start, so one missing was lost (Redis restarted empty) and
-	// its purchases answer 503 until the rebuild puts it back.
+	// Sales is "ok", or "rebuilding" when the stock engine lacks a current
+	// sale (NotLoaded names them): lost (Redis back empty, flushed) or
+	// stale (back from a snapshot or an AOF, failed over) and unloaded.
+	// Its purchases answer 503 until the fenced rebuild puts it back; the
+	// instance stays ready (funnel/ready.go says why).
 	Sales     string   `json:"sales,omitempty"`
 	NotLoaded []string `json:"not_loaded,omitempty"`
 	// Reasons says, a line each, why Ready is false (or what the instance

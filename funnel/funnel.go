@@ -234,14 +234,25 @@ func New(cfg Config) *Service {
 // restart: available stock, per-user counts, idempotency keys all come from
 // the database) and starts the hold reaper, the scheduled audit and, with a
 // fence, the heal loop.
+//
+// With a fence (an engine shared by instances), a sale that has started is
+// never loaded here: its orders may be in the queue or in another
+// instance's hands, which the database alone does not show. If the engine
+// has it, it keeps it; if not (Redis lost, or stale and unloaded by its
+// first read), the heal loop rebuilds it behind the fence like any lost
+// sale. Before, an instance restarted while Redis was back empty loaded
+// the database's view with 262 orders still queued, and each became a
+// failed 202 (issue 21).
 func (s *Service) Start(ctx context.Context) error {
 	sales, err := s.store.Sales(ctx, s.now())
 	if err != nil {
 		return fmt.Errorf("start: %w", err)
 	}
 	for _, sale := range sales {
-		if err := s.load(ctx, sale, false); err != nil {
-			return fmt.Errorf("start: %w", err)
+		if s.fence == nil || s.now().Before(sale.StartsAt) {
+			if err := s.load(ctx, sale, false); err != nil {
+				return fmt.Errorf("start: %w", err)
+			}
 		}
 		s.cache(sale)
 	}

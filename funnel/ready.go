@@ -62,6 +62,12 @@ func (s *Service) unloadedSales(ctx context.Context) []string {
 // salesReady records in r the current sales the engine lacks. They count
 // only while the instance sells from the engine: in db mode the engine is
 // rebuilt on the way back.
+//
+// A lost sale leaves the instance ready: the engine is shared, so every
+// instance lacks it at once, and a load balancer taking them all out
+// would turn "this sale's purchases wait for the rebuild" into "no
+// answers", pages, reads, orders and every other sale included (issue
+// 21). The sale's purchases answer 503 with Retry-After meanwhile.
 func (s *Service) salesReady(r *flashsale.Readiness, lost []string) {
 	if r.Selling != flashsale.SellingEngine || r.EngineErr != nil {
 		return
@@ -70,7 +76,7 @@ func (s *Service) salesReady(r *flashsale.Readiness, lost []string) {
 		r.Sales = "ok"
 		return
 	}
-	r.Ready, r.Sales, r.NotLoaded = false, "not loaded", lost
-	r.Reasons = append(r.Reasons, fmt.Sprintf("sales: %s not loaded in the stock engine (lost; the rebuild puts them back)", strings.Join(lost, ", ")))
+	r.Sales, r.NotLoaded = "rebuilding", lost
+	r.Reasons = append(r.Reasons, fmt.Sprintf("sales: %s being rebuilt in the stock engine (lost or stale; their purchases answer 503 until the fenced rebuild puts them back)", strings.Join(lost, ", ")))
 	s.wakeHeal()
 }

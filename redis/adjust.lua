@@ -8,12 +8,13 @@
 -- ARGV: 1 night index, 2 delta, 3 sold-out channel, 4 sale id
 --
 -- Reply: {OK, left} done, {SOLD_OUT, available} too few units to take,
--- {INVALID_STAY} no such night, {NOT_LOADED}.
-if redis.call('EXISTS', KEYS[1]) == 0 then
-  return {NOT_LOADED}
+-- {INVALID_STAY} no such night, {NOT_LOADED}, {STALE}.
+local meta, refused = loaded(KEYS[1])
+if not meta then
+  return refused
 end
 local night = tonumber(ARGV[1])
-if night < 0 or night >= tonumber(redis.call('HGET', KEYS[1], 'nights')) then
+if night < 0 or night >= tonumber(meta[1]) then
   return {INVALID_STAY}
 end
 local cur = tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0')

@@ -111,12 +111,15 @@ var (
 	loadLua string
 	//go:embed adjust.lua
 	adjustLua string
+	//go:embed read.lua
+	readLua string
 
 	reserveScript = goredis.NewScript(scriptSource(reserveLua))
 	releaseScript = goredis.NewScript(scriptSource(releaseLua))
 	retakeScript  = goredis.NewScript(scriptSource(retakeLua))
 	loadScript    = goredis.NewScript(scriptSource(loadLua))
 	adjustScript  = goredis.NewScript(scriptSource(adjustLua))
+	readScript    = goredis.NewScript(scriptSource(readLua))
 )
 
 // Engine is the Redis stock engine. It is safe for concurrent use.
@@ -526,6 +529,8 @@ func (e *Engine) reserve(ctx context.Context, r *flashsale.Reservation, token st
 		return "", flashsale.ErrLimitExceeded
 	case replyNotLoaded:
 		return "", flashsale.ErrNotLoaded
+	case replyStale:
+		return "", e.stale(ctx, r.SaleID)
 	case replyInvalidStay:
 		return "", flashsale.Errorf(flashsale.EInvalid, "the stay is outside the sale's nights or rooms is not positive")
 	case replyTokenSpent:
@@ -575,6 +580,8 @@ func (e *Engine) Release(ctx context.Context, saleID, orderID string) error {
 		return nil
 	case replyNotLoaded:
 		return flashsale.ErrNotLoaded
+	case replyStale:
+		return e.stale(ctx, saleID)
 	}
 	return fmt.Errorf("release: sale=%s order=%s: unexpected script reply %v", saleID, orderID, reply)
 }
@@ -595,6 +602,8 @@ func (e *Engine) Retake(ctx context.Context, saleID, orderID string) error {
 		return flashsale.ErrLimitExceeded
 	case replyNotLoaded:
 		return flashsale.ErrNotLoaded
+	case replyStale:
+		return e.stale(ctx, saleID)
 	case replyUnknownOrder:
 		return flashsale.ErrNotFound
 	}
@@ -623,6 +632,8 @@ func (e *Engine) AdjustStock(ctx context.Context, saleID string, night, delta in
 		return flashsale.Errorf(flashsale.EInvalid, "night %d is not a night of sale %s", night, saleID)
 	case replyNotLoaded:
 		return flashsale.ErrNotLoaded
+	case replyStale:
+		return e.stale(ctx, saleID)
 	}
 	return fmt.Errorf("adjust stock: sale=%s: unexpected script reply %v", saleID, reply)
 }
@@ -705,65 +716,70 @@ func (e *Engine) sales(ctx context.Context) ([]string, error) {
 
 // Available returns the units left per night.
 func (e *Engine) Available(ctx context.Context, saleID string) ([]int, error) {
-	k := e.saleKeys(saleID)
-	var nights *goredis.StringCmd
-	var stock *goredis.MapStringStringCmd
-	_, err := e.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
-		nights = p.HGet(ctx, k.meta, "nights")
-		stock = p.HGetAll(ctx, k.stock)
-		return nil
-	})
-	if errors.Is(err, goredis.Nil) {
-		return nil, flashsale.ErrNotLoaded
-	}
-	if err != nil {
-		return nil, unavailable("available: sale="+saleID, err)
-	}
-	avail, err := parseStock(saleID, nights, stock)
+	avail, _, err := e.read(ctx, saleID, false)
 	if err != nil {
 		return nil, fmt.Errorf("available: %w", err)
 	}
 	return avail, nil
 }
 
-// parseStock reads the night count and the stock hash into units per night.
-func parseStock(saleID string, nights *goredis.StringCmd, stock *goredis.MapStringStringCmd) ([]int, error) {
-	n, err := nights.Int()
+// read runs read.lua: the units left per night and, with records, every
+// reservation record, in one atomic step behind the stale check.
+func (e *Engine) read(ctx context.Context, saleID string, records bool) (avail []int, res []any, err error) {
+	k := e.saleKeys(saleID)
+	flag := "0"
+	if records {
+		flag = "1"
+	}
+	reply, err := readScript.Run(ctx, e.client, []string{k.meta, k.stock, k.res}, flag).Slice()
 	if err != nil {
-		return nil, fmt.Errorf("sale=%s: nights: %w", saleID, err)
+		return nil, nil, unavailable("sale="+saleID, err)
 	}
-	out := make([]int, n)
-	for f, v := range stock.Val() {
-		i, err1 := strconv.Atoi(f)
+	switch code(reply) {
+	case replyOK:
+	case replyNotLoaded:
+		return nil, nil, flashsale.ErrNotLoaded
+	case replyStale:
+		return nil, nil, e.stale(ctx, saleID)
+	default:
+		return nil, nil, fmt.Errorf("sale=%s: unexpected script reply %v", saleID, reply)
+	}
+	if len(reply) != 4 {
+		return nil, nil, fmt.Errorf("sale=%s: unexpected script reply %v", saleID, reply)
+	}
+	n, _ := reply[1].(int64)
+	stock, _ := reply[2].([]any)
+	res, _ = reply[3].([]any)
+	avail = make([]int, n)
+	for i := 0; i+1 < len(stock); i += 2 {
+		f, _ := stock[i].(string)
+		v, _ := stock[i+1].(string)
+		night, err1 := strconv.Atoi(f)
 		a, err2 := strconv.Atoi(v)
-		if err1 != nil || err2 != nil || i < 0 || i >= n {
-			return nil, fmt.Errorf("sale=%s: bad stock field %q=%q", saleID, f, v)
+		if err1 != nil || err2 != nil || night < 0 || night >= int(n) {
+			return nil, nil, fmt.Errorf("sale=%s: bad stock field %q=%q", saleID, f, v)
 		}
-		out[i] = a
+		avail[night] = a
 	}
-	return out, nil
+	return avail, res, nil
+}
+
+// stale logs a sale that a script found loaded by another Redis process
+// (restarted from a snapshot or an AOF, or a replica promoted) and has
+// unloaded: to the funnel it is a sale not loaded, which the heal loop
+// rebuilds behind the fence.
+func (e *Engine) stale(ctx context.Context, saleID string) error {
+	e.flags.clearSale(saleID)
+	e.logger.WarnContext(ctx, "stale stock engine: the sale was loaded by another Redis process "+
+		"(a restart from a snapshot or an AOF, or a failover); unloaded until the fenced rebuild", "sale_id", saleID)
+	return flashsale.ErrNotLoaded
 }
 
 // Snapshot reads the sale's units left and every reservation record in
-// one MULTI (the keys share the sale's slot), so the two agree: an audit
-// comparing them with the database must not see a reserve half-applied.
+// one step (read.lua), so the two agree: an audit comparing them with the
+// database must not see a reserve half-applied.
 func (e *Engine) Snapshot(ctx context.Context, saleID string) (*flashsale.StockSnapshot, error) {
-	k := e.saleKeys(saleID)
-	var nights *goredis.StringCmd
-	var stock, res *goredis.MapStringStringCmd
-	_, err := e.client.TxPipelined(ctx, func(p goredis.Pipeliner) error {
-		nights = p.HGet(ctx, k.meta, "nights")
-		stock = p.HGetAll(ctx, k.stock)
-		res = p.HGetAll(ctx, k.res)
-		return nil
-	})
-	if errors.Is(err, goredis.Nil) {
-		return nil, flashsale.ErrNotLoaded
-	}
-	if err != nil {
-		return nil, unavailable("snapshot: sale="+saleID, err)
-	}
-	avail, err := parseStock(saleID, nights, stock)
+	avail, res, err := e.read(ctx, saleID, true)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot: %w", err)
 	}
@@ -771,7 +787,9 @@ func (e *Engine) Snapshot(ctx context.Context, saleID string) (*flashsale.StockS
 	for i, a := range avail {
 		snap.Nights[i].Available = a
 	}
-	for id, v := range res.Val() {
+	for i := 0; i+1 < len(res); i += 2 {
+		id, _ := res[i].(string)
+		v, _ := res[i+1].(string)
 		r, err := parseRecord(saleID, id, v)
 		if err != nil {
 			return nil, fmt.Errorf("snapshot: sale=%s order=%s: %w", saleID, id, err)

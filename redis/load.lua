@@ -1,7 +1,9 @@
 -- load.lua commits a sale staged into temporary keys: it swaps them in with
 -- RENAME so a reader sees either the old sale or the whole new one. It
 -- refuses, dropping the staging, when the sale is loaded and has started at
--- now (passed in, never read from the server clock).
+-- now (passed in, never read from the server clock). A sale loaded by
+-- another Redis process (stale, redis/reply.go) counts as not loaded. The
+-- meta hash is stamped with this process's run_id.
 --
 -- KEYS: 1 meta, 2 stock, 3 users, 4 keys, 5 res, 6 unconfirmed,
 --       7 staged stock, 8 staged users, 9 staged keys, 10 staged res
@@ -10,7 +12,11 @@
 --
 -- Reply (names from redis/reply.go): {OK} loaded, {STARTED} already
 -- started, {STAGING_LOST}.
-local starts = redis.call('HGET', KEYS[1], 'starts')
+local cur = redis.call('HMGET', KEYS[1], 'starts', 'node')
+local starts = cur[1]
+if starts and stale(KEYS[1], cur[2]) then
+  starts = nil
+end
 if starts and tonumber(ARGV[1]) >= tonumber(starts) then
   redis.call('DEL', KEYS[7], KEYS[8], KEYS[9], KEYS[10])
   return {STARTED}
@@ -27,7 +33,7 @@ for i = 2, 5 do
   end
 end
 redis.call('HSET', KEYS[1], 'starts', ARGV[2], 'ends', ARGV[3], 'limit', ARGV[4],
-  'hold', ARGV[5], 'nights', ARGV[6], 'expire', ARGV[7])
+  'hold', ARGV[5], 'nights', ARGV[6], 'expire', ARGV[7], 'node', node())
 redis.call('PEXPIREAT', KEYS[1], ARGV[7])
 local zero = {}
 for i = 0, tonumber(ARGV[6]) - 1 do

@@ -9,9 +9,10 @@
 -- ARGV: 1 order id, 2 sold-out channel, 3 sale id
 --
 -- Reply (names from redis/reply.go): {OK, nights_back_csv} released,
--- {INACTIVE} nothing to do, {NOT_LOADED}.
-if redis.call('EXISTS', KEYS[1]) == 0 then
-  return {NOT_LOADED}
+-- {INACTIVE} nothing to do, {NOT_LOADED}, {STALE}.
+local meta, refused = loaded(KEYS[1])
+if not meta then
+  return refused
 end
 local v = redis.call('HGET', KEYS[4], ARGV[1])
 if v and string.sub(v, 1, 1) == '2' then

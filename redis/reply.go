@@ -24,6 +24,7 @@ const (
 	replyInactive     reply = 9  // release: the reservation is not active (or unknown)
 	replyStarted      reply = 10 // load: the sale is loaded and has started
 	replyStagingLost  reply = 11 // load: the staged keys expired before the commit
+	replyStale        reply = 12 // the sale was loaded by another Redis process: unloaded now
 )
 
 // replyNames are the Lua names of the codes.
@@ -35,19 +36,37 @@ var replyNames = []struct {
 	{"LIMIT", replyLimit}, {"NOT_LOADED", replyNotLoaded}, {"INVALID_STAY", replyInvalidStay},
 	{"TOKEN_SPENT", replyTokenSpent}, {"UNKNOWN_ORDER", replyUnknownOrder},
 	{"INACTIVE", replyInactive}, {"STARTED", replyStarted}, {"STAGING_LOST", replyStagingLost},
+	{"STALE", replyStale},
 }
 
-// scriptSource declares every reply name as a Lua local ahead of body.
-// The declarations share body's first line, so Redis's line numbers in an
-// error still match the .lua file.
+// scriptSource declares every reply name as a Lua local ahead of body, and
+// the function stale (below). The declarations share body's first line, so
+// Redis's line numbers in an error still match the .lua file.
 func scriptSource(body string) string {
 	var names, codes []string
 	for _, r := range replyNames {
 		names = append(names, r.name)
 		codes = append(codes, strconv.FormatInt(int64(r.code), 10))
 	}
-	return "local " + strings.Join(names, ", ") + " = " + strings.Join(codes, ", ") + "; " + body
+	return "local " + strings.Join(names, ", ") + " = " + strings.Join(codes, ", ") + "; " + staleLua + body
 }
+
+// staleLua is the fence of every script that reads or changes a sale
+// (docs/design.md, "A stale Redis is never sold from"). load.lua stamps a
+// sale's meta hash with the run_id of the Redis process that loaded it;
+// a process restarted from a snapshot or an AOF, or a replica promoted in
+// a failover, has another run_id but inherits the stamp. Such a sale may
+// lack writes its instances were told of, so it is unloaded (its meta
+// deleted, which every reader takes for "not loaded") and the script
+// answers STALE; the heal loop then rebuilds it behind the fence.
+// node() is the run_id of the process running the script; loaded(meta,
+// fields...) is the meta hash's fields (after 'nights', which every
+// loaded sale has), or nil and the reply NOT_LOADED or STALE.
+const staleLua = `local function node() return string.match(redis.call('INFO', 'server'), 'run_id:(%x+)') end ` +
+	`local function stale(meta, stamp) if stamp == node() then return false end redis.call('DEL', meta) return true end ` +
+	`local function loaded(meta, ...) local m = redis.call('HMGET', meta, 'node', 'nights', ...) ` +
+	`if not m[2] then return nil, {NOT_LOADED} end if stale(meta, m[1]) then return nil, {STALE} end ` +
+	`table.remove(m, 1) return m end `
 
 // code is the first element of a script reply, or 0.
 func code(r []any) reply {

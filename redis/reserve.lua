@@ -9,16 +9,17 @@
 --
 -- Reply (the names are redis/reply.go's, declared ahead of this script):
 -- {OK, expire_ms}, {EXISTING, order_id} for the key or id, {SOLD_OUT},
--- {LIMIT}, {NOT_LOADED}, {INVALID_STAY}, {TOKEN_SPENT}.
+-- {LIMIT}, {NOT_LOADED}, {INVALID_STAY}, {TOKEN_SPENT}, {STALE} (the sale
+-- came from another Redis process and is unloaded now: redis/reply.go).
 -- The token is spent after the idempotency check (a retry gets its order
 -- back although its first attempt spent the token) and before every other
 -- answer, which leave it spent, as a separate spend would.
 -- Nights that this reservation leaves at 0 are published on the channel
 -- from inside the script, so the broadcast is ordered with every other
 -- change to the sale's stock.
-local meta = redis.call('HMGET', KEYS[1], 'nights', 'limit', 'expire')
-if not meta[1] then
-  return {NOT_LOADED}
+local meta, refused = loaded(KEYS[1], 'limit', 'expire')
+if not meta then
+  return refused
 end
 if ARGV[3] ~= '' then
   local existing = redis.call('HGET', KEYS[4], ARGV[3])

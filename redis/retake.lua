@@ -14,10 +14,10 @@
 -- ARGV: 1 order id, 2 sold-out channel, 3 sale id, 4 now (unix ms)
 --
 -- Reply (names from redis/reply.go): {OK} active (retaken now or already),
--- {SOLD_OUT}, {LIMIT}, {NOT_LOADED}, {UNKNOWN_ORDER}.
-local meta = redis.call('HMGET', KEYS[1], 'limit', 'expire')
-if not meta[1] then
-  return {NOT_LOADED}
+-- {SOLD_OUT}, {LIMIT}, {NOT_LOADED}, {UNKNOWN_ORDER}, {STALE}.
+local meta, refused = loaded(KEYS[1], 'limit', 'expire')
+if not meta then
+  return refused
 end
 local v = redis.call('HGET', KEYS[4], ARGV[1])
 if not v then
@@ -37,7 +37,7 @@ local rooms, first, nights, ulen, pos = string.match(v, '^0|(%d+)|(%d+)|(%d+)|%-
 rooms, first, nights, ulen = tonumber(rooms), tonumber(first), tonumber(nights), tonumber(ulen)
 local user = string.sub(v, pos, pos + ulen - 1)
 local held = tonumber(redis.call('HGET', KEYS[3], user) or '0')
-if held + rooms > tonumber(meta[1]) then
+if held + rooms > tonumber(meta[2]) then
   return {LIMIT}
 end
 for i = first, first + nights - 1 do
@@ -52,10 +52,10 @@ for i = first, first + nights - 1 do
   end
 end
 redis.call('HINCRBY', KEYS[3], user, rooms)
-redis.call('PEXPIREAT', KEYS[3], meta[2])
+redis.call('PEXPIREAT', KEYS[3], meta[3])
 redis.call('HSET', KEYS[4], ARGV[1], '1' .. string.sub(v, 2))
 redis.call('ZADD', KEYS[5], ARGV[4], ARGV[1])
-redis.call('PEXPIREAT', KEYS[5], meta[2])
+redis.call('PEXPIREAT', KEYS[5], meta[3])
 if #zero > 0 then
   redis.call('PUBLISH', ARGV[2], 'z ' .. table.concat(zero, ',') .. ' ' .. ARGV[3])
 end

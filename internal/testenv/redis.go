@@ -40,19 +40,23 @@ func DeleteKeys(url, prefix string) error {
 	return iter.Err()
 }
 
-// RedisServer is a redis-server of a test's own, without persistence, that
-// the test may kill -9 and start again empty on the same port: a Redis
-// lost as in production, without touching the shared one.
+// RedisServer is a redis-server of a test's own, without persistence
+// unless the test asks, that the test may kill -9 and start again on the
+// same port: a Redis lost as in production, without touching the shared
+// one. It comes back empty, or from what its directory holds (a SAVE's
+// dump, an AOF) when the test gave it persistence or saved.
 type RedisServer struct {
 	tb   testing.TB
 	port int
 	dir  string
+	args []string
 	cmd  *exec.Cmd
 }
 
-// StartRedis starts a redis-server on a free port; it is killed when the
-// test ends. Without redis-server on PATH the test is skipped (failed under CI=true).
-func StartRedis(tb testing.TB) *RedisServer {
+// StartRedis starts a redis-server on a free port, with args after the
+// defaults (--save "" --appendonly no); it is killed when the test ends.
+// Without redis-server on PATH the test is skipped (failed under CI=true).
+func StartRedis(tb testing.TB, args ...string) *RedisServer {
 	tb.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		if os.Getenv("CI") == "true" {
@@ -66,20 +70,24 @@ func StartRedis(tb testing.TB) *RedisServer {
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
-	s := &RedisServer{tb: tb, port: port, dir: tb.TempDir()}
+	s := &RedisServer{tb: tb, port: port, dir: tb.TempDir(), args: args}
 	s.Start()
 	tb.Cleanup(s.Kill)
 	return s
 }
 
+// Dir is the server's working directory: its dump and its AOF.
+func (s *RedisServer) Dir() string { return s.dir }
+
 // URL is the server's redis:// URL.
 func (s *RedisServer) URL() string { return "redis://127.0.0.1:" + strconv.Itoa(s.port) }
 
-// Start (re)starts the server, empty, and waits until it answers.
+// Start (re)starts the server and waits until it answers: empty, or from
+// its directory's dump or AOF.
 func (s *RedisServer) Start() {
 	s.tb.Helper()
-	s.cmd = exec.Command("redis-server", "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", s.dir)
+	s.cmd = exec.Command("redis-server", append([]string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", s.dir}, s.args...)...)
 	if err := s.cmd.Start(); err != nil {
 		s.tb.Fatalf("start redis-server: %v", err)
 	}

@@ -1,0 +1,274 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/flashsale/flashsale/internal/testenv"
+)
+
+// The stale-Redis suite (issue 21): Redis comes back not empty but behind
+// (a snapshot, an AOF), or flushed, or an instance restarts while the
+// engine is rebuilt. Each scenario runs two instances on the test's own
+// redis-server, RabbitMQ queue and MariaDB database, a storm of staleGuests
+// distinct guests with their own Idempotency-Keys, the fault mid-storm,
+// then sells the rest to fresh guests and ends with staleEnd: 0 oversold,
+// 0 lost 202s, 0 202s failed, sampled same-key retries naming the same
+// order, 0 available on every instance's public view, every instance
+// ready, `flashsale audit` balanced, and the first 202 after the fault
+// within 30 s.
+const (
+	staleStock  = 1300
+	staleGuests = 1000
+	stalePace   = 150 // new guests a second: the storm outlasts every fault
+)
+
+// staleRun is one scenario's cluster, Redis and sale.
+type staleRun struct {
+	c     *cluster
+	rs    *testenv.RedisServer
+	rdb   *goredis.Client // straight to the test's Redis, for the fault
+	sale  string
+	start time.Time
+}
+
+func startStale(t *testing.T, redisArgs []string, env ...string) *staleRun {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("fault suite skipped in -short")
+	}
+	rs := testenv.StartRedis(t, redisArgs...)
+	u, err := url.Parse(rs.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := goredis.NewClient(&goredis.Options{Addr: u.Host})
+	t.Cleanup(func() { rdb.Close() })
+	c := startCluster(t, 2, testenv.MySQLDatabase(t), append([]string{"FLASHSALE_REDIS_URL=" + rs.URL()}, env...)...)
+	return &staleRun{c: c, rs: rs, rdb: rdb, sale: c.clients[0].createSale(t, saleJSON([]int{staleStock}, 1, true))}
+}
+
+// storm runs the guests with fault once at 202s are in; fault returns when
+// the fault is over (Redis answers again), and the probe after it times
+// the first 202.
+func (s *staleRun) storm(t *testing.T, at int, fault func()) *faultResult {
+	t.Helper()
+	var p probe
+	res := faultStormPaced(t, s.c, s.sale, "stale", staleGuests, at, stalePace, func() {
+		fault()
+		p.buy(t, s.c, s.sale, "probe-stale")
+	})
+	p.check(t, res)
+	return res
+}
+
+// end sells the rest and proves everything the issue asks of a scenario.
+func (s *staleRun) end(t *testing.T, res *faultResult) {
+	t.Helper()
+	ctx := context.Background()
+	sellRest(t, s.c, s.sale, res)
+	checkBooks(t, s.c, s.sale, staleStock, res.accepted, true)
+	if !t.Failed() {
+		t.Logf("books balanced: %d purchase requests, %d 202s, %d held orders; 0 oversold, 0 lost, 0 failed after a 202, 0 duplicates, nobody over the limit",
+			res.requests.Load(), len(res.accepted), staleStock)
+	}
+	// A retry of a guest's purchase with the same key names the same order.
+	n := 0
+	for oid, user := range res.accepted {
+		if !strings.HasPrefix(user, "stale-") {
+			continue
+		}
+		if n++; n > 50 {
+			break
+		}
+		status, o, err := s.c.clients[n%2].purchase(ctx, s.sale, user, true, nil, "key-"+user)
+		if err != nil || (status != http.StatusAccepted && status != http.StatusOK) || o.OrderID != oid {
+			t.Errorf("retry of %s with its key: %d %v %+v, want its order %s", user, status, err, o, oid)
+		}
+	}
+	for i, cl := range s.c.clients {
+		var v adminSaleJSON
+		if status, err := cl.do(ctx, "GET", "/api/sales/"+s.sale, "", nil, nil, &v); err != nil || status != 200 || len(v.Nights) != 1 || v.Nights[0].Available != 0 {
+			t.Errorf("instance %d's public view: %d %v %+v, want 0 available", i, status, err, v.Nights)
+		}
+		cl.waitReadyz(t, fmt.Sprintf("instance %d at the end", i), func(status int, r readiness) bool {
+			return status == http.StatusOK && r.Ready && r.Sales == "ok"
+		})
+	}
+	env := map[string]string{}
+	for _, kv := range s.c.env {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	out, err := runAuditCmd(t, env, "--sale", s.sale)
+	if err != nil || !strings.Contains(out, "sale "+s.sale+": balanced") {
+		t.Errorf("flashsale audit: %v\n%s", err, out)
+	}
+}
+
+// orders logs how many orders of the sale the database has.
+func (s *staleRun) orders(t *testing.T, what string) {
+	t.Logf("%s: %d orders in the database", what, countOrders(t, s.c, s.sale))
+}
+
+// TestStaleSnapshot (issue 21, a): Redis saves a snapshot mid-storm, the
+// storm goes on 2 s (hundreds of reservations), then Redis is killed and
+// started again from that snapshot 1 s later. Before, nothing noticed: the
+// rooms taken after the snapshot were sold again and those 202s ended
+// failed. Now every script finds the sale stamped by another Redis
+// process, unloads it, and the fenced rebuild reloads it.
+func TestStaleSnapshot(t *testing.T) {
+	s := startStale(t, nil)
+	res := s.storm(t, 200, func() {
+		if err := s.rdb.Save(context.Background()).Err(); err != nil {
+			t.Errorf("SAVE: %v", err)
+		}
+		s.orders(t, "snapshot saved")
+		time.Sleep(2 * time.Second)
+		s.orders(t, "Redis killed 2 s after the snapshot")
+		s.rs.Kill()
+		time.Sleep(time.Second)
+		s.rs.Start()
+	})
+	s.end(t, res)
+}
+
+// TestStaleAOF (issue 21, b): Redis with an AOF (appendfsync everysec) is
+// killed mid-storm and started again from it, missing its last second: a
+// kill -9 loses only what the process had not written, so the test cuts
+// the AOF back to its length a second before the kill, which is what a
+// machine crash leaves of what everysec had not fsynced yet.
+func TestStaleAOF(t *testing.T) {
+	s := startStale(t, []string{"--appendonly", "yes", "--appendfsync", "everysec"})
+	res := s.storm(t, 300, func() {
+		aof := incrAOF(t, s.rs.Dir())
+		fi, err := os.Stat(aof)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		s.orders(t, "AOF length taken")
+		time.Sleep(time.Second)
+		s.orders(t, "Redis killed a second later")
+		s.rs.Kill()
+		if err := os.Truncate(aof, fi.Size()); err != nil {
+			t.Error(err)
+		}
+		s.rs.Start()
+	})
+	s.end(t, res)
+}
+
+// incrAOF is the file Redis 7 appends every write to (its multi-part AOF's
+// last incr file).
+func incrAOF(t *testing.T, dir string) string {
+	files, err := filepath.Glob(filepath.Join(dir, "appendonlydir", "*.incr.aof"))
+	if err != nil || len(files) == 0 {
+		t.Errorf("no incr AOF in %s: %v", dir, err)
+		return ""
+	}
+	slices.Sort(files)
+	return files[len(files)-1]
+}
+
+// TestStaleFlush (issue 21, d): FLUSHALL mid-storm: the sale, its
+// reservations, the outbox and the fence's keys are gone at once. Redis
+// never stops answering, so no instance may leave the load balancer while
+// the sale is rebuilt: before, every instance answered /readyz 503 at once.
+func TestStaleFlush(t *testing.T) {
+	s := startStale(t, nil)
+	notReady := s.watchReady()
+	res := s.storm(t, 300, func() {
+		if err := s.rdb.FlushAll(context.Background()).Err(); err != nil {
+			t.Errorf("FLUSHALL: %v", err)
+		}
+		s.orders(t, "FLUSHALL")
+	})
+	if got := notReady(); len(got) > 0 {
+		t.Errorf("/readyz was not 200 %d times during the rebuild, first: %s", len(got), got[0])
+	}
+	s.end(t, res)
+}
+
+// watchReady polls every instance's /readyz until the returned function is
+// called, which returns each answer that was not 200.
+func (s *staleRun) watchReady() func() []string {
+	var (
+		mu   sync.Mutex
+		bad  []string
+		wg   sync.WaitGroup
+		stop = make(chan struct{})
+	)
+	for i, cl := range s.c.clients {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(50 * time.Millisecond):
+				}
+				var r readiness
+				status, err := cl.do(context.Background(), "GET", "/readyz", "", nil, nil, &r)
+				if err != nil || status != http.StatusOK {
+					mu.Lock()
+					bad = append(bad, fmt.Sprintf("instance %d: %d %v %v", i, status, err, r.Reasons))
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	return func() []string {
+		close(stop)
+		wg.Wait()
+		return bad
+	}
+}
+
+// TestStaleRestartDuringRebuild (issue 21, c): Redis is lost with a queue
+// backlog (each consumer capped at 20 orders/s), back empty 3 s later, and
+// an instance is restarted: 2 s later with SIGTERM (an operator seeing
+// 503s), 2 s later with kill -9, or at once, before any instance noticed.
+// Before, the restarted instance loaded the sale from the database alone
+// while its orders were still queued: each of them became a failed 202,
+// and both instances stayed not ready.
+func TestStaleRestartDuringRebuild(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		after time.Duration
+		sig   syscall.Signal
+	}{
+		{"SIGTERM", 2 * time.Second, syscall.SIGTERM},
+		{"Kill", 2 * time.Second, syscall.SIGKILL},
+		{"BeforeNoticed", 0, syscall.SIGKILL},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := startStale(t, nil, "FLASHSALE_ORDER_RATE=20")
+			res := s.storm(t, 600, func() {
+				s.rs.Kill()
+				s.orders(t, "Redis killed")
+				time.Sleep(3 * time.Second)
+				s.rs.Start()
+				time.Sleep(tc.after)
+				s.orders(t, "instance 1 stopped ("+tc.sig.String()+")")
+				if err := s.c.procs[1].Process.Signal(tc.sig); err != nil {
+					t.Error(err)
+				}
+				s.c.procs[1].Wait()
+				s.c.start(t, 1)
+			})
+			s.end(t, res)
+		})
+	}
+}
