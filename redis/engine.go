@@ -217,8 +217,18 @@ func newClient(raw string, opts Options) (goredis.UniversalClient, error) {
 		ContextTimeoutEnabled: true,
 		PoolSize:              poolSize,
 		MaxRetries:            noRetries,
+		// go-redis reloads its slot map on MOVED, or when it is older than
+		// this (60 s by default): a dead master refuses connections and
+		// answers no MOVED, so after a failover every call to its slots
+		// went to the dead node for up to a minute (issue 21: the first
+		// 202 of the failed-over sale came 62 s after the kill). One
+		// CLUSTER SLOTS a second while commands flow is cheap.
+		ClusterStateReloadInterval: clusterReload,
 	}), nil
 }
+
+// clusterReload bounds how stale the Cluster client's slot map may be.
+const clusterReload = time.Second
 
 // noRetries turns off go-redis's own retries (3 by default). It retries a
 // command whose reply timed out or whose connection dropped after it was

@@ -5,16 +5,12 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/url"
 	"os"
-	"os/exec"
 	"runtime"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -601,71 +597,7 @@ func TestConfirm(t *testing.T) {
 // returns its seed URL; the servers are killed when the test ends.
 func startCluster(t *testing.T) string {
 	t.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Skip("redis-server is not on PATH")
-	}
-	dir := t.TempDir()
-	var addrs []string
-	for range 3 {
-		port := freeClusterPort(t)
-		cmd := exec.Command("redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-			"--cluster-enabled", "yes", "--cluster-config-file", fmt.Sprintf("%s/nodes-%d.conf", dir, port),
-			"--save", "", "--appendonly", "no", "--dir", dir)
-		if err := cmd.Start(); err != nil {
-			t.Fatalf("start redis-server: %v", err)
-		}
-		t.Cleanup(func() {
-			cmd.Process.Kill()
-			cmd.Wait()
-		})
-		addr := "127.0.0.1:" + strconv.Itoa(port)
-		checkFor(t, 5*time.Second, "redis-server "+addr+" listens", func() bool {
-			c, err := net.Dial("tcp", addr)
-			if err == nil {
-				c.Close()
-			}
-			return err == nil
-		})
-		addrs = append(addrs, addr)
-	}
-	args := append([]string{"--cluster", "create"}, addrs...)
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
-	if out, err := exec.Command("redis-cli", args...).CombinedOutput(); err != nil {
-		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
-	}
-	for _, addr := range addrs {
-		host, port, _ := net.SplitHostPort(addr)
-		checkFor(t, 10*time.Second, "cluster_state:ok on "+addr, func() bool {
-			out, err := exec.Command("redis-cli", "-h", host, "-p", port, "cluster", "info").Output()
-			return err == nil && strings.Contains(string(out), "cluster_state:ok")
-		})
-	}
-	return "redis://" + strings.Join(addrs, ",")
-}
-
-// freeClusterPort returns a port that is free along with its cluster bus
-// port (port + 10000).
-func freeClusterPort(t *testing.T) int {
-	t.Helper()
-	for range 100 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		if port+10000 > 65535 {
-			continue
-		}
-		bus, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port+10000))
-		if err != nil {
-			continue
-		}
-		bus.Close()
-		return port
-	}
-	t.Fatal("no free port pair for a cluster node")
-	return 0
+	return testenv.StartRedisCluster(t, 3, 0, 15*time.Second).URL()
 }
 
 func TestCluster(t *testing.T) {

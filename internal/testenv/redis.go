@@ -3,7 +3,6 @@ package testenv
 import (
 	"context"
 	"net"
-	"os"
 	"os/exec"
 	"strconv"
 	"testing"
@@ -58,12 +57,7 @@ type RedisServer struct {
 // Without redis-server on PATH the test is skipped (failed under CI=true).
 func StartRedis(tb testing.TB, args ...string) *RedisServer {
 	tb.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		if os.Getenv("CI") == "true" {
-			tb.Fatal("redis-server is not on PATH")
-		}
-		tb.Skip("redis-server is not on PATH")
-	}
+	requireRedisServer(tb)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)
