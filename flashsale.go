@@ -214,6 +214,12 @@ type StockEngine interface {
 	// trip; a wrapper that dropped it would make every sold-out answer cost
 	// one.
 	SoldOut(saleID string, firstNight, nights int) bool
+	// Shard names, without I/O, the part of the engine that holds a sale's
+	// stock, where parts fail on their own (a Redis Cluster's master for the
+	// sale's slot); "" when the engine fails as one. The circuit breaker
+	// keeps one state per shard, so a dead master refuses only its own
+	// sales' purchases.
+	Shard(saleID string) string
 	// Ping reports whether the engine answers, for readiness and the
 	// circuit breaker (an in-process engine always does).
 	Ping(ctx context.Context) error

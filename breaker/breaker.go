@@ -12,6 +12,13 @@
 // the limit, not loaded (a Redis that restarted empty must be seen, or the
 // rebuild never starts) are successes to the breaker. A call the client
 // gave up on (context.Canceled) says nothing about the engine either way.
+//
+// An engine made of shards that fail on their own (a Redis Cluster's
+// masters: StockEngine.Shard) gets one state per shard: a sale's calls
+// open and close its shard's breaker alone, so a dead master refuses its
+// own sales' purchases and no others (issue 21). The whole engine's state,
+// which readiness, the db mode and the operators' switch read, is then fed
+// by the calls that belong to no sale and to every shard: the ping.
 package breaker
 
 import (
@@ -64,17 +71,14 @@ func (e openError) RetryAfter() time.Duration { return e.wait }
 // rest of the open period while open, the open period while an operator
 // holds it open (no one knows for how long), a moment while half-open
 // (the probe is out).
-func (e *Engine) refused(forced bool) error {
+func (e *Engine) refused(p *part, forced bool) error {
 	if forced {
 		return openError{wait: e.openFor}
 	}
-	if e.cb.State() == gobreaker.StateHalfOpen {
+	if p.cb.State() == gobreaker.StateHalfOpen {
 		return openError{wait: time.Second}
 	}
-	e.mu.Lock()
-	since := e.since
-	e.mu.Unlock()
-	return openError{wait: max(time.Second, e.openFor-time.Since(since))}
+	return openError{wait: max(time.Second, e.openFor-time.Since(p.changed()))}
 }
 
 // Engine is a flashsale.StockEngine behind a circuit breaker. Every call
@@ -83,14 +87,58 @@ func (e *Engine) refused(forced bool) error {
 // while the breaker is open) go straight through.
 type Engine struct {
 	flashsale.StockEngine
-	cb      *gobreaker.TwoStepCircuitBreaker[struct{}]
-	outbox  flashsale.Outbox // the engine's outbox behind the same breaker, or nil
-	log     *slog.Logger
-	openFor time.Duration
+	whole    *part    // the whole engine's state; every call's on an engine of one shard
+	shards   sync.Map // shard -> *part, on an engine of several
+	sharded  atomic.Bool
+	outbox   flashsale.Outbox // the engine's outbox behind the same breaker, or nil
+	log      *slog.Logger
+	openFor  time.Duration
+	settings gobreaker.Settings
 
 	forced atomic.Pointer[flashsale.BreakerForce]
-	mu     sync.Mutex // guards since
-	since  time.Time
+}
+
+// part is one breaker: the whole engine's, or one shard's.
+type part struct {
+	cb    *gobreaker.TwoStepCircuitBreaker[struct{}]
+	mu    sync.Mutex // guards since
+	since time.Time
+}
+
+func (p *part) changed() time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.since
+}
+
+// newPart makes a breaker that logs its changes with attrs.
+func (e *Engine) newPart(attrs ...any) *part {
+	p := &part{since: time.Now()}
+	st := e.settings
+	log := e.log.With(attrs...)
+	st.OnStateChange = func(_ string, from, to gobreaker.State) {
+		p.mu.Lock()
+		p.since = time.Now()
+		p.mu.Unlock()
+		log.Warn(changed[stateOf(to)], "from", stateOf(from), "to", stateOf(to))
+	}
+	p.cb = gobreaker.NewTwoStepCircuitBreaker[struct{}](st)
+	return p
+}
+
+// partOf is the breaker of saleID's shard: the whole engine's when the
+// engine is one shard.
+func (e *Engine) partOf(saleID string) *part {
+	shard := e.StockEngine.Shard(saleID)
+	if shard == "" {
+		return e.whole
+	}
+	if p, ok := e.shards.Load(shard); ok {
+		return p.(*part)
+	}
+	e.sharded.Store(true)
+	p, _ := e.shards.LoadOrStore(shard, e.newPart("shard", shard))
+	return p.(*part)
 }
 
 var (
@@ -100,7 +148,7 @@ var (
 
 // New wraps next.
 func New(next flashsale.StockEngine, cfg Config) *Engine {
-	e := &Engine{StockEngine: next, log: cfg.Logger, since: time.Now()}
+	e := &Engine{StockEngine: next, log: cfg.Logger}
 	if e.log == nil {
 		e.log = slog.Default()
 	}
@@ -114,7 +162,7 @@ func New(next flashsale.StockEngine, cfg Config) *Engine {
 		openFor = OpenForDefault
 	}
 	e.openFor = openFor
-	e.cb = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
+	e.settings = gobreaker.Settings{
 		Name:        "stock-engine",
 		MaxRequests: 1,
 		Timeout:     openFor,
@@ -125,13 +173,8 @@ func New(next flashsale.StockEngine, cfg Config) *Engine {
 		IsExcluded: func(err error) bool {
 			return errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 		},
-		OnStateChange: func(_ string, from, to gobreaker.State) {
-			e.mu.Lock()
-			e.since = time.Now()
-			e.mu.Unlock()
-			e.log.Warn(changed[stateOf(to)], "from", stateOf(from), "to", stateOf(to))
-		},
-	})
+	}
+	e.whole = e.newPart()
 	if ob := next.Outbox(); ob != nil {
 		e.outbox = outbox{e: e, next: ob}
 	}
@@ -140,14 +183,11 @@ func New(next flashsale.StockEngine, cfg Config) *Engine {
 	return e
 }
 
-// Status implements flashsale.Breaker.
+// Status implements flashsale.Breaker: the whole engine's state.
 func (e *Engine) Status() flashsale.BreakerStatus {
-	e.mu.Lock()
-	since := e.since
-	e.mu.Unlock()
 	st := flashsale.BreakerStatus{
-		State: stateOf(e.cb.State()), Forced: *e.forced.Load(), Since: since,
-		ConsecutiveFailures: e.cb.Counts().ConsecutiveFailures,
+		State: stateOf(e.whole.cb.State()), Forced: *e.forced.Load(), Since: e.whole.changed(),
+		ConsecutiveFailures: e.whole.cb.Counts().ConsecutiveFailures,
 	}
 	switch st.Forced {
 	case flashsale.BreakerForceOpen:
@@ -164,9 +204,9 @@ func (e *Engine) Force(f flashsale.BreakerForce) error {
 		return err
 	}
 	if old := e.forced.Swap(&f); *old != f {
-		e.mu.Lock()
-		e.since = time.Now()
-		e.mu.Unlock()
+		e.whole.mu.Lock()
+		e.whole.since = time.Now()
+		e.whole.mu.Unlock()
 		e.log.Warn("stock engine circuit breaker forced by an operator", "from", *old, "to", f)
 	}
 	return nil
@@ -181,21 +221,21 @@ func (e *Engine) Closed() bool {
 	case flashsale.BreakerForceClosed:
 		return true
 	}
-	return e.cb.State() == gobreaker.StateClosed
+	return e.whole.cb.State() == gobreaker.StateClosed
 }
 
-// allow asks the breaker for one call; done records its outcome.
-func (e *Engine) allow() (done func(error), err error) {
+// allow asks p for one call; done records its outcome.
+func (e *Engine) allow(p *part) (done func(error), err error) {
 	switch *e.forced.Load() {
 	case flashsale.BreakerForceOpen:
-		return nil, e.refused(true)
+		return nil, e.refused(p, true)
 	case flashsale.BreakerForceClosed:
 		return ignore, nil
 	}
-	done, err = e.cb.Allow()
+	done, err = p.cb.Allow()
 	if err != nil {
 		// Open, or half-open with its probe already out.
-		return nil, e.refused(false)
+		return nil, e.refused(p, false)
 	}
 	return done, nil
 }
@@ -204,7 +244,7 @@ func ignore(error) {}
 
 // Reserve implements flashsale.StockEngine.
 func (e *Engine) Reserve(ctx context.Context, r *flashsale.Reservation) (string, error) {
-	done, err := e.allow()
+	done, err := e.allow(e.partOf(r.SaleID))
 	if err != nil {
 		return "", err
 	}
@@ -215,7 +255,7 @@ func (e *Engine) Reserve(ctx context.Context, r *flashsale.Reservation) (string,
 
 // ReserveSpending implements flashsale.StockEngine.
 func (e *Engine) ReserveSpending(ctx context.Context, r *flashsale.Reservation, token string, expires time.Time) (string, error) {
-	done, err := e.allow()
+	done, err := e.allow(e.partOf(r.SaleID))
 	if err != nil {
 		return "", err
 	}
@@ -226,17 +266,17 @@ func (e *Engine) ReserveSpending(ctx context.Context, r *flashsale.Reservation, 
 
 // Release implements flashsale.StockEngine.
 func (e *Engine) Release(ctx context.Context, saleID, orderID string) error {
-	return e.do(func() error { return e.StockEngine.Release(ctx, saleID, orderID) })
+	return e.do(e.partOf(saleID), func() error { return e.StockEngine.Release(ctx, saleID, orderID) })
 }
 
 // Retake implements flashsale.StockEngine.
 func (e *Engine) Retake(ctx context.Context, saleID, orderID string) error {
-	return e.do(func() error { return e.StockEngine.Retake(ctx, saleID, orderID) })
+	return e.do(e.partOf(saleID), func() error { return e.StockEngine.Retake(ctx, saleID, orderID) })
 }
 
 // Lookup implements flashsale.StockEngine.
 func (e *Engine) Lookup(ctx context.Context, saleID, userID, key string) (string, error) {
-	done, err := e.allow()
+	done, err := e.allow(e.partOf(saleID))
 	if err != nil {
 		return "", err
 	}
@@ -245,20 +285,22 @@ func (e *Engine) Lookup(ctx context.Context, saleID, userID, key string) (string
 	return id, err
 }
 
-// Reservation implements flashsale.StockEngine.
+// Reservation implements flashsale.StockEngine. It names no sale: on an
+// engine of shards its order index may be on any of them, so it is not
+// counted against one (nor against the whole engine, which a dead master
+// would then seem to be).
 func (e *Engine) Reservation(ctx context.Context, orderID string) (*flashsale.Reservation, error) {
-	done, err := e.allow()
-	if err != nil {
-		return nil, err
-	}
-	r, err := e.StockEngine.Reservation(ctx, orderID)
-	done(err)
+	var r *flashsale.Reservation
+	err := e.doWhole(func() (err error) {
+		r, err = e.StockEngine.Reservation(ctx, orderID)
+		return err
+	})
 	return r, err
 }
 
 // Available implements flashsale.StockEngine.
 func (e *Engine) Available(ctx context.Context, saleID string) ([]int, error) {
-	done, err := e.allow()
+	done, err := e.allow(e.partOf(saleID))
 	if err != nil {
 		return nil, err
 	}
@@ -270,15 +312,15 @@ func (e *Engine) Available(ctx context.Context, saleID string) ([]int, error) {
 // Ping implements flashsale.StockEngine: a ping is a call like any other, so
 // /readyz both sees the breaker open and probes it.
 func (e *Engine) Ping(ctx context.Context) error {
-	return e.do(func() error { return e.StockEngine.Ping(ctx) })
+	return e.do(e.whole, func() error { return e.StockEngine.Ping(ctx) })
 }
 
 // Outbox implements flashsale.StockEngine: the engine's outbox behind the
 // same breaker (it lives on the same server).
 func (e *Engine) Outbox() flashsale.Outbox { return e.outbox }
 
-func (e *Engine) do(call func() error) error {
-	done, err := e.allow()
+func (e *Engine) do(p *part, call func() error) error {
+	done, err := e.allow(p)
 	if err != nil {
 		return err
 	}
@@ -287,18 +329,37 @@ func (e *Engine) do(call func() error) error {
 	return err
 }
 
+// doWhole runs a call that spans the engine: behind the whole engine's
+// breaker on an engine of one shard; on one of several, refused only
+// while the whole engine's breaker is open and counted against nothing.
+func (e *Engine) doWhole(call func() error) error {
+	if !e.sharded.Load() {
+		return e.do(e.whole, call)
+	}
+	switch *e.forced.Load() {
+	case flashsale.BreakerForceOpen:
+		return e.refused(e.whole, true)
+	case flashsale.BreakerForceClosed:
+		return call()
+	}
+	if e.whole.cb.State() == gobreaker.StateOpen {
+		return e.refused(e.whole, false)
+	}
+	return call()
+}
+
 type outbox struct {
 	e    *Engine
 	next flashsale.Outbox
 }
 
 func (o outbox) Confirm(ctx context.Context, saleID, orderID string) error {
-	return o.e.do(func() error { return o.next.Confirm(ctx, saleID, orderID) })
+	return o.e.do(o.e.partOf(saleID), func() error { return o.next.Confirm(ctx, saleID, orderID) })
 }
 
 func (o outbox) Unconfirmed(ctx context.Context, olderThan time.Time, limit int) ([]flashsale.Reservation, error) {
 	var rs []flashsale.Reservation
-	err := o.e.do(func() (err error) {
+	err := o.e.doWhole(func() (err error) {
 		rs, err = o.next.Unconfirmed(ctx, olderThan, limit)
 		return err
 	})

@@ -294,3 +294,56 @@ func TestRedisLost(t *testing.T) {
 		t.Fatalf("after the restart: %v, want not loaded (the rebuild's cue)", err)
 	}
 }
+
+// sharded is an engine of two shards, "s1" holding every sale but "b",
+// whose shard "s1" can be made not to answer.
+type sharded struct {
+	flaky
+}
+
+func (s *sharded) Shard(saleID string) string {
+	if saleID == "b" {
+		return "s2"
+	}
+	return "s1"
+}
+
+func (s *sharded) Available(ctx context.Context, saleID string) ([]int, error) {
+	if saleID == "b" {
+		return []int{1}, nil
+	}
+	return s.flaky.Available(ctx, saleID)
+}
+
+// TestShards: on an engine of shards (a Redis Cluster), a dead shard opens
+// its own breaker: its sales are refused at once, a sale on another shard
+// is served, and the whole engine's state, which readiness and the db mode
+// read, stays closed (issue 21, item 5). Before, one breaker per instance
+// refused every sale while one master was down.
+func TestShards(t *testing.T) {
+	ctx := context.Background()
+	s := &sharded{flaky: flaky{StockEngine: inmem.NewEngine(), err: fmt.Errorf("redis: %w", flashsale.ErrUnavailable)}}
+	b := breaker.New(s, breaker.Config{Failures: 3, OpenFor: time.Hour, Logger: quiet})
+	for range 10 {
+		b.Available(ctx, "a")
+	}
+	if n := s.calls.Load(); n != 3 {
+		t.Fatalf("%d calls reached the dead shard, want 3 (then its breaker opened)", n)
+	}
+	if _, err := b.Available(ctx, "a"); !errors.Is(err, breaker.ErrOpen) {
+		t.Fatalf("a sale on the dead shard: %v, want ErrOpen", err)
+	}
+	if _, err := b.Available(ctx, "b"); err != nil {
+		t.Fatalf("a sale on the live shard: %v, want an answer", err)
+	}
+	if st := b.Status(); st.State != flashsale.BreakerClosed || st.ConsecutiveFailures != 0 {
+		t.Fatalf("the whole engine's breaker: %+v, want closed", st)
+	}
+	// Forced open, every shard is refused.
+	if err := b.Force(flashsale.BreakerForceOpen); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Available(ctx, "b"); !errors.Is(err, breaker.ErrOpen) {
+		t.Fatalf("forced open, a sale on the live shard: %v, want ErrOpen", err)
+	}
+}

@@ -323,6 +323,9 @@ func (e *Engine) Available(ctx context.Context, saleID string) ([]int, error) {
 	return append([]int(nil), s.avail...), nil
 }
 
+// Shard implements flashsale.StockEngine: the process's memory is one part.
+func (e *Engine) Shard(string) string { return "" }
+
 // SoldOut reports, without taking the sale's lock, whether every night of
 // the sale is at zero. The funnel asks before spending a purchase token.
 func (e *Engine) SoldOut(saleID string, first, nights int) bool {

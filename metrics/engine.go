@@ -105,6 +105,8 @@ func (e *engine) Snapshot(ctx context.Context, saleID string) (*flashsale.StockS
 	return s, err
 }
 
+func (e *engine) Shard(saleID string) string { return e.next.Shard(saleID) }
+
 func (e *engine) SoldOut(saleID string, firstNight, nights int) bool {
 	return e.next.SoldOut(saleID, firstNight, nights)
 }

@@ -224,6 +224,15 @@ func newClient(raw string, opts Options) (goredis.UniversalClient, error) {
 		// 202 of the failed-over sale came 62 s after the kill). One
 		// CLUSTER SLOTS a second while commands flow is cheap.
 		ClusterStateReloadInterval: clusterReload,
+		// One dial per call: go-redis dials a node 5 times, 100 ms apart,
+		// before it gives up, so a call to a dead master held its caller
+		// half a second, and a purchase of a sale on a live shard whose
+		// rate-limit key sat on the dead one ran out its deadline (503).
+		// A refused dial sent nothing: the call is certain not to have run.
+		NewClient: func(o *goredis.Options) *goredis.Client {
+			o.DialerRetries = 1
+			return goredis.NewClient(o)
+		},
 	}), nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -622,6 +623,22 @@ func TestCluster(t *testing.T) {
 		mustLoad(t, a, snap)
 		mustReserve(t, a, newReservation(snap, "u", 0, 1, 1))
 		checkFor(t, time.Second, "b hears the sale sold out", func() bool { return b.flags.soldOut(snap.Sale.ID, 0, 1) })
+	})
+	t.Run("Shard", func(t *testing.T) {
+		// Each sale names the master of its slot: sales spread over the
+		// three, so the breaker keeps a state per master.
+		e := MustOpenEngine(t, url, newPrefix())
+		shards := map[string]bool{}
+		for range 30 {
+			shard := e.Shard(newSale(1, 1).Sale.ID)
+			if !strings.HasPrefix(shard, "127.0.0.1:") {
+				t.Fatalf("Shard = %q, want a master's address", shard)
+			}
+			shards[shard] = true
+		}
+		if len(shards) != 3 {
+			t.Fatalf("30 sales on %d shards, want 3: %v", len(shards), shards)
+		}
 	})
 	t.Run("Unconfirmed", func(t *testing.T) {
 		e := MustOpenEngine(t, url, newPrefix())

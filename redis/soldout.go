@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"context"
 	"strconv"
 	"strings"
 	"sync"
@@ -159,6 +160,21 @@ func (e *Engine) listen(ch <-chan any) {
 			}
 		}
 	}
+}
+
+// Shard implements flashsale.StockEngine: on a Cluster, the address of the
+// master serving the sale's slot in the client's slot map (so a failover
+// is a new shard, with a breaker of its own); "" on one Redis.
+func (e *Engine) Shard(saleID string) string {
+	c, ok := e.client.(*goredis.ClusterClient)
+	if !ok {
+		return ""
+	}
+	m, err := c.MasterForKey(context.Background(), e.saleKeys(saleID).meta)
+	if err != nil {
+		return ""
+	}
+	return m.Options().Addr
 }
 
 // SoldOut reports, from the broadcast flags and without a round trip,

@@ -46,6 +46,17 @@ func testCapabilities(t *testing.T, newEngine func(tb testing.TB) flashsale.Stoc
 			t.Fatalf("Ping: %v", err)
 		}
 	})
+	t.Run("Shard", func(t *testing.T) {
+		// A sale's shard names where its calls fail; a wrapper that lost it
+		// ("" from an engine of several) would let one dead part refuse all.
+		e := newEngine(t)
+		snap := newSnapshot(1, 1)
+		mustLoad(t, e, snap, before(snap))
+		first := e.Shard(snap.Sale.ID)
+		if again := e.Shard(snap.Sale.ID); again != first {
+			t.Fatalf("Shard of one sale: %q, then %q", first, again)
+		}
+	})
 	t.Run("SoldOut", func(t *testing.T) {
 		e := newEngine(t)
 		snap := newSnapshot(1, 1)

@@ -17,8 +17,10 @@ import (
 
 // RedisCluster is a Redis Cluster of a test's own: masters with replicas
 // each, on free ports, with a short cluster-node-timeout so a failover
-// takes seconds. Nodes can be stopped (SIGSTOP), resumed and killed, so a
-// replica can miss writes and then be promoted.
+// takes seconds, and cluster-require-full-coverage off as the README asks
+// (so the other masters serve while one shard fails over). Nodes can be
+// stopped (SIGSTOP), resumed and killed, so a replica can miss writes and
+// then be promoted.
 type RedisCluster struct {
 	tb       testing.TB
 	nodes    map[string]*exec.Cmd // by address
@@ -40,6 +42,7 @@ func StartRedisCluster(tb testing.TB, masters, replicas int, nodeTimeout time.Du
 		cmd := exec.Command("redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
 			"--cluster-enabled", "yes", "--cluster-config-file", fmt.Sprintf("%s/nodes-%d.conf", dir, port),
 			"--cluster-node-timeout", strconv.FormatInt(nodeTimeout.Milliseconds(), 10),
+			"--cluster-require-full-coverage", "no",
 			"--save", "", "--appendonly", "no", "--dir", dir, "--dbfilename", fmt.Sprintf("dump-%d.rdb", port))
 		if err := cmd.Start(); err != nil {
 			tb.Fatalf("start redis-server: %v", err)
@@ -120,6 +123,17 @@ func (c *RedisCluster) Signal(addr string, sig syscall.Signal) {
 	}
 	if sig == syscall.SIGKILL {
 		cmd.Wait() // WaitOK leaves out a node that has exited
+	}
+}
+
+// CutReplicas closes the replication links of the master at addr: a
+// replica that cannot reconnect (stopped) then misses every later write.
+func (c *RedisCluster) CutReplicas(addr string) {
+	c.tb.Helper()
+	rc := goredis.NewClient(&goredis.Options{Addr: addr})
+	defer rc.Close()
+	if err := rc.Do(context.Background(), "client", "kill", "type", "replica").Err(); err != nil {
+		c.tb.Errorf("CLIENT KILL TYPE replica on %s: %v", addr, err)
 	}
 }
 
