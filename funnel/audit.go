@@ -54,6 +54,10 @@ const (
 	// republishes what was never confirmed), so finding it late costs
 	// little.
 	AuditGraceDefault = 5 * time.Minute
+	// PhantomIntervalDefault is how often the phantom watch compares
+	// every live sale's engine figure with the database's: a phantom room
+	// is repaired within about two of them (issue 21 asks for 10 s).
+	PhantomIntervalDefault = 4 * time.Second
 	// auditSettle is how far apart an audit's two reads are.
 	auditSettle = 200 * time.Millisecond
 	// auditOutboxMax bounds the outbox entries one audit reads.
@@ -72,14 +76,15 @@ var (
 
 // auditConfig is the audit's part of Config.
 type auditConfig struct {
-	interval, grace time.Duration
-	republish       flashsale.OrderWriter
+	interval, grace, phantom time.Duration
+	republish                flashsale.OrderWriter
 }
 
 func newAuditConfig(cfg Config) auditConfig {
 	return auditConfig{
 		interval:  cmp.Or(cfg.AuditInterval, AuditIntervalDefault),
 		grace:     cmp.Or(cfg.AuditGrace, AuditGraceDefault),
+		phantom:   cmp.Or(cfg.PhantomInterval, PhantomIntervalDefault),
 		republish: cfg.Republish,
 	}
 }
@@ -424,6 +429,48 @@ func (s *Service) startAudits(ctx context.Context) {
 		return
 	}
 	s.done.Go(func() { every(ctx, s.audit.interval, nil, s.auditAll) })
+	if s.audit.phantom >= 0 {
+		s.done.Go(func() { every(ctx, s.audit.phantom, nil, s.watchPhantoms) })
+	}
+}
+
+// watchPhantoms is the cheap half of the audit, run often: for each live
+// sale, the engine's units left against the database's (stock − held −
+// sold), one read each. Every change keeps the engine at or below the
+// database (a purchase takes from the engine before the database counts
+// it; a release and added rooms reach the database first), and the engine
+// is read first, so an engine figure above the database's is a phantom
+// room, certain, that the engine would sell and the database refuse (a
+// 202 ending failed). The sale then gets the full audit and its repair
+// (a fenced rebuild) at once, instead of at the next scheduled audit.
+// Fewer rooms in the engine than in the database is also what a purchase
+// in flight looks like, so stranded units are left to the scheduled
+// audit and its grace.
+func (s *Service) watchPhantoms(ctx context.Context) {
+	if !s.engineMode() {
+		return
+	}
+	for _, id := range s.liveSales() {
+		if ctx.Err() != nil {
+			return
+		}
+		engine, err := s.engine.Available(ctx, id)
+		if err != nil {
+			continue // not loaded (the heal loop's) or not answering (the breaker's)
+		}
+		nights, err := s.store.NightStocks(ctx, id)
+		if err != nil {
+			continue
+		}
+		for i, n := range nights {
+			if i < len(engine) && engine[i] > n.Available {
+				s.log.Warn("phantom rooms: the stock engine has more rooms left than the database allows; auditing and repairing now",
+					"sale_id", id, "night", n.Date, "engine_available", engine[i], "database_available", n.Available)
+				s.auditAndRepair(ctx, id)
+				break
+			}
+		}
+	}
 }
 
 // auditAll audits and repairs every current sale.

@@ -739,3 +739,42 @@ func TestScheduledAuditOff(t *testing.T) {
 		t.Fatalf("something repaired the order: %+v %v", res, err)
 	}
 }
+
+// TestPhantomWatch (issue 21, item 3): rooms the engine shows and the
+// database does not have (here added to the engine behind the service's
+// back, as a stale engine would show them) are found by the phantom watch
+// and repaired within its interval, long before the scheduled audit (an
+// hour here), and the log says so.
+func TestPhantomWatch(t *testing.T) {
+	ctx := context.Background()
+	var logs syncBuffer
+	e := mustOpenAudit(t, nil, func(cfg *funnel.Config, _ *inmem.Writer) {
+		cfg.AuditInterval = time.Hour
+		cfg.PhantomInterval = 20 * time.Millisecond
+		cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	})
+	s := e.auditSale(t)
+	e.mustBuy(t, alice, flashsale.PurchaseRequest{SaleID: s.ID})
+	// Nothing to find while the books agree.
+	time.Sleep(100 * time.Millisecond)
+	if strings.Contains(logs.String(), "phantom") {
+		t.Fatalf("a phantom in balanced books:\n%s", logs.String())
+	}
+	if err := e.engine.AdjustStock(ctx, s.ID, 0, 3); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		avail, err := e.engine.Available(ctx, s.ID)
+		if err == nil && avail[0] == 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the engine still shows %v (%v), want night 0 back at the database's 4:\n%s", avail, err, logs.String())
+		}
+	}
+	want := `msg="phantom rooms: the stock engine has more rooms left than the database allows; auditing and repairing now" sale_id=` + s.ID + ` night=` + s.Nights[0].Date + ` engine_available=7 database_available=4`
+	if !strings.Contains(logs.String(), want) {
+		t.Fatalf("no %q in the log:\n%s", want, logs.String())
+	}
+	wantFindings(t, e.audit(t, s.ID))
+}

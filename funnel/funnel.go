@@ -76,6 +76,11 @@ type Config struct {
 	// can safely be repaired is (default AuditIntervalDefault; negative:
 	// never). See audit.go.
 	AuditInterval time.Duration
+	// PhantomInterval is how often every live sale's engine figure is
+	// compared with the database's, so phantom rooms are repaired within
+	// two of them (default PhantomIntervalDefault; negative: never; off
+	// with the scheduled audit). See audit.go, "phantom rooms".
+	PhantomInterval time.Duration
 	// AuditGrace is how long a reservation may wait for its order row
 	// before the audit calls it stranded (default AuditGraceDefault).
 	AuditGrace time.Duration

@@ -99,7 +99,9 @@ func TestAudit(t *testing.T) {
 
 func testAudit(t *testing.T, dbURL string) {
 	ctx := context.Background()
-	c, engine := startClusterEngine(t, 1, dbURL)
+	// The instance repairs nothing while the test makes its wrongs: the
+	// audit under test is the command's.
+	c, engine := startClusterEngine(t, 1, dbURL, "FLASHSALE_PHANTOM_INTERVAL=-1s", "FLASHSALE_AUDIT_INTERVAL=-1s")
 	execSQL := mustExecSQL(t, dbURL)
 	readOrders := mustOpenOrders(t, dbURL)
 	env := map[string]string{

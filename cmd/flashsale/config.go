@@ -94,6 +94,9 @@ type Config struct {
 	// AuditInterval is how often the scheduled audit checks and repairs
 	// every current sale; negative turns it off. FLASHSALE_AUDIT_INTERVAL.
 	AuditInterval time.Duration
+	// PhantomInterval is how often every live sale's engine figure is
+	// compared with the database's (phantom rooms repaired at once).
+	PhantomInterval time.Duration
 	// AuditGrace is how long a reservation may wait for its order row
 	// before the audit calls it stranded and publishes it again; longer
 	// than the queue's worst backlog. FLASHSALE_AUDIT_GRACE.
@@ -287,6 +290,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("redis_timeout", c.RedisTimeout),
 		slog.Duration("start_timeout", c.StartTimeout),
 		slog.Duration("audit_interval", c.AuditInterval),
+		slog.Duration("phantom_interval", c.PhantomInterval),
 		slog.Duration("audit_grace", c.AuditGrace),
 		slog.Int("breaker_failures", c.BreakerFailures),
 		slog.Duration("breaker_open_for", c.BreakerOpenFor),

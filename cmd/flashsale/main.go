@@ -272,7 +272,7 @@ func (m *Main) open(ctx context.Context) error {
 	m.svc = funnel.New(funnel.Config{
 		Store: m.store, Engine: m.engine, Writer: m.writer, Sinks: sinks, OutboxRetention: cfg.OutboxRetention,
 		Secret: []byte(jwtSecret), TokenKeys: cfg.TokenKeys, ReapInterval: cfg.ReapInterval, Logger: m.log,
-		Fence: m.fence, Drainer: m.drainer, Republish: m.republish, AuditInterval: cfg.AuditInterval,
+		Fence: m.fence, Drainer: m.drainer, Republish: m.republish, AuditInterval: cfg.AuditInterval, PhantomInterval: cfg.PhantomInterval,
 		AuditGrace: cfg.AuditGrace, Breaker: m.breaker, Forces: board.forces,
 		Board: board.mode, SellLease: cfg.SellLease, DirectLimit: cfg.DirectLimit,
 		MaxInFlight: cfg.MaxInFlight, MaxInFlightPerSale: cfg.MaxInFlightPerSale,
