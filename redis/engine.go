@@ -164,6 +164,7 @@ func Open(ctx context.Context, url string, opts Options, logger *slog.Logger) (*
 		client.Close()
 		return nil, fmt.Errorf("open redis: ping: %w", err)
 	}
+	e.checkEviction(ctx)
 	// Wait for the subscription to be confirmed so that no broadcast sent
 	// after Open returns is missed.
 	e.pubsub = client.Subscribe(ctx, e.channel)
@@ -175,6 +176,35 @@ func Open(ctx context.Context, url string, opts Options, logger *slog.Logger) (*
 	go e.listen(e.pubsub.ChannelWithSubscriptions(goredis.WithChannelSize(1024)))
 	e.lazy.start(e)
 	return e, nil
+}
+
+// checkEviction warns when Redis may evict the engine's keys. The stale
+// check sees a Redis that is another process, not a key that went: an
+// evicted idempotency binding lets a retry take a second room, an evicted
+// reservation record lets a release or payment miss it. Every sale key has
+// an expiry (the sale's end), so volatile-* policies evict them too, and
+// managed Redis often defaults to volatile-lru. Where CONFIG is not
+// allowed (some managed services), it says it could not tell.
+func (e *Engine) checkEviction(ctx context.Context) {
+	check := func(ctx context.Context, c *goredis.Client) error {
+		policy, err := c.ConfigGet(ctx, "maxmemory-policy").Result()
+		if err != nil {
+			e.logger.InfoContext(ctx, "cannot read Redis's maxmemory-policy; it must be noeviction (README, Recommended Redis settings)",
+				"addr", c.Options().Addr, "err", err)
+			return nil
+		}
+		if p := policy["maxmemory-policy"]; p != "noeviction" {
+			e.logger.WarnContext(ctx, "Redis may evict the stock engine's keys: a lost idempotency binding or reservation record goes unnoticed; set maxmemory-policy noeviction",
+				"addr", c.Options().Addr, "maxmemory_policy", p)
+		}
+		return nil
+	}
+	switch c := e.client.(type) {
+	case *goredis.ClusterClient:
+		c.ForEachMaster(ctx, check)
+	case *goredis.Client:
+		check(ctx, c)
+	}
 }
 
 // newClient picks a Client for one address and a ClusterClient for a seed list.

@@ -1,9 +1,11 @@
 package redis
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -153,5 +155,28 @@ func waitAnswers(t *testing.T, e *Engine) {
 		if time.Now().After(deadline) {
 			t.Fatalf("Redis does not answer after its restart: %v", err)
 		}
+	}
+}
+
+// TestEvictionWarning: a Redis that may evict keys is named at Open (the
+// stale check cannot see a key evicted alone), one that may not is not.
+func TestEvictionWarning(t *testing.T) {
+	for _, tc := range []struct {
+		policy string
+		warns  bool
+	}{{"noeviction", false}, {"volatile-lru", true}, {"allkeys-lru", true}} {
+		t.Run(tc.policy, func(t *testing.T) {
+			rs := testenv.StartRedis(t, "--maxmemory-policy", tc.policy)
+			var logs bytes.Buffer
+			e, err := Open(t.Context(), rs.URL(), Options{Prefix: newPrefix()}, slog.New(slog.NewTextHandler(&logs, nil)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.Close()
+			got := strings.Contains(logs.String(), "maxmemory_policy="+tc.policy)
+			if got != tc.warns {
+				t.Fatalf("warned %v, want %v:\n%s", got, tc.warns, logs.String())
+			}
+		})
 	}
 }
