@@ -2,6 +2,7 @@ package funnel_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/inmem"
 )
 
 // TestPaymentSemantics: what the payment platform is told for each state
@@ -116,4 +118,31 @@ func TestPaymentsRace(t *testing.T) {
 		}
 	}
 	e.nights(t, sale.ID)
+}
+
+// deafReservations is an engine whose Reservation does not answer (Redis
+// past its deadline under a storm).
+type deafReservations struct{ flashsale.StockEngine }
+
+func (deafReservations) Reservation(context.Context, string) (*flashsale.Reservation, error) {
+	return nil, fmt.Errorf("reservation: %w", flashsale.ErrUnavailable)
+}
+
+// TestPaymentEngineUnanswered: a payment for an order the database does not
+// have yet (in the queue) while the engine does not answer is a 503 to
+// retry, not a 404: CI saw TestDistributedHolds' payments of 202'd orders
+// answered not_found while Redis timed out, and a platform told "no such
+// order" refunds a room it sold. An order the engine answers for as
+// unknown is still a 404.
+func TestPaymentEngineUnanswered(t *testing.T) {
+	ctx := context.Background()
+	deaf := mustOpenAudit(t, func(e *inmem.Engine) flashsale.StockEngine { return deafReservations{e} }, nil)
+	_, err := deaf.svc.MarkPaid(ctx, "01M8XNJ3Y6F43S393V9B6D3J7N", "charge-1")
+	if flashsale.ErrorCode(err) != flashsale.EUnavailable {
+		t.Fatalf("pay while the engine does not answer: %v (%s), want unavailable", err, flashsale.ErrorCode(err))
+	}
+	e := mustOpenAudit(t, nil, nil)
+	if _, err := e.svc.MarkPaid(ctx, "01M8XNJ3Y6F43S393V9B6D3J7N", "charge-1"); !errors.Is(err, flashsale.ErrNotFound) {
+		t.Fatalf("pay an unknown order: %v, want not found", err)
+	}
 }

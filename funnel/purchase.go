@@ -417,8 +417,19 @@ func (s *Service) MarkPaid(ctx context.Context, id, paymentRef string) (*flashsa
 	for range 8 {
 		o, err := s.store.Order(ctx, id)
 		if errors.Is(err, flashsale.ErrNotFound) {
-			if r, rerr := s.engine.Reservation(ctx, id); rerr == nil && r.Active {
+			// Not in the database: in the queue (pending), or unknown. Only
+			// an engine that answers can tell; one that does not (Redis
+			// slow under a storm, in CI) or that lost its records (a
+			// rebuild) is a 503 to retry, never a 404 for an order a guest
+			// got a 202 for: the platform would refund a room it sold.
+			r, rerr := s.engine.Reservation(ctx, id)
+			switch {
+			case rerr == nil && r.Active:
 				return nil, flashsale.Errorf(flashsale.EConflict, "the order is still being placed; retry in a moment")
+			case flashsale.Unreachable(rerr):
+				return nil, fmt.Errorf("paid order=%s: %w", id, rerr)
+			case s.rebuilding(ctx):
+				return nil, fmt.Errorf("paid order=%s: %w", id, flashsale.ErrNotLoaded)
 			}
 			return nil, err
 		}
