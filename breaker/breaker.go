@@ -111,15 +111,20 @@ func (p *part) changed() time.Time {
 	return p.since
 }
 
+// mark records that p's state changed now.
+func (p *part) mark() {
+	p.mu.Lock()
+	p.since = time.Now()
+	p.mu.Unlock()
+}
+
 // newPart makes a breaker that logs its changes with attrs.
 func (e *Engine) newPart(attrs ...any) *part {
 	p := &part{since: time.Now()}
 	st := e.settings
 	log := e.log.With(attrs...)
 	st.OnStateChange = func(_ string, from, to gobreaker.State) {
-		p.mu.Lock()
-		p.since = time.Now()
-		p.mu.Unlock()
+		p.mark()
 		log.Warn(changed[stateOf(to)], "from", stateOf(from), "to", stateOf(to))
 	}
 	p.cb = gobreaker.NewTwoStepCircuitBreaker[struct{}](st)
@@ -204,9 +209,7 @@ func (e *Engine) Force(f flashsale.BreakerForce) error {
 		return err
 	}
 	if old := e.forced.Swap(&f); *old != f {
-		e.whole.mu.Lock()
-		e.whole.since = time.Now()
-		e.whole.mu.Unlock()
+		e.whole.mark()
 		e.log.Warn("stock engine circuit breaker forced by an operator", "from", *old, "to", f)
 	}
 	return nil

@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"strconv"
 	"testing"
-	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 )
@@ -85,18 +84,7 @@ func (s *RedisServer) Start() {
 	if err := s.cmd.Start(); err != nil {
 		s.tb.Fatalf("start redis-server: %v", err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(s.port))
-		if err == nil {
-			c.Close()
-			return
-		}
-		if time.Now().After(deadline) {
-			s.tb.Fatalf("redis-server on port %d does not listen: %v", s.port, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitListen(s.tb, "127.0.0.1:"+strconv.Itoa(s.port))
 }
 
 // Kill kills the server with SIGKILL: everything in it is lost.
