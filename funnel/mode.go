@@ -256,7 +256,10 @@ func (s *Service) modeReturning(ctx context.Context, m flashsale.SellMode, sel f
 	if sl.acted != m {
 		s.stopEngine(sel)
 		sl.selling.Store(flashsale.SellingNone)
-		sl.gate.Lock() // the purchases from the database in flight end
+		// A barrier, empty on purpose: taking gate for writing waits for
+		// the purchases from the database in flight (readers) to end.
+		sl.gate.Lock()
+		//lint:ignore SA2001 an intended barrier on the purchases holding gate for reading
 		sl.gate.Unlock()
 		sl.acted = m
 		return
@@ -314,7 +317,10 @@ func (s *Service) stopEngine(sel flashsale.Selling) {
 		return
 	}
 	s.sell.selling.Store(flashsale.SellingNone)
+	// A barrier, empty on purpose: taking gate for writing waits for the
+	// purchases in flight (readers) to end.
 	s.gate.Lock()
+	//lint:ignore SA2001 an intended barrier on the purchases holding gate for reading
 	s.gate.Unlock()
 	s.log.Warn("sell mode: stopped selling from the stock engine")
 }

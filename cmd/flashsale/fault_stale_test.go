@@ -38,11 +38,10 @@ const (
 
 // staleRun is one scenario's cluster, Redis and sale.
 type staleRun struct {
-	c     *cluster
-	rs    *testenv.RedisServer
-	rdb   *goredis.Client // straight to the test's Redis, for the fault
-	sale  string
-	start time.Time
+	c    *cluster
+	rs   *testenv.RedisServer
+	rdb  *goredis.Client // straight to the test's Redis, for the fault
+	sale string
 }
 
 func startStale(t *testing.T, redisArgs []string, env ...string) *staleRun {

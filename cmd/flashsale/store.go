@@ -49,9 +49,11 @@ func openStoreBoard(ctx context.Context, cfg Config, logger *slog.Logger) (flash
 			return nil, boards{}, fmt.Errorf("create data dir: %w", err)
 		}
 		// Create the file owner-only before SQLite does; its -wal and -shm
-		// files take the database file's mode.
-		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-		if err != nil {
+		// files take the database file's mode. (err is the function's: a
+		// shadowed one here once dropped sqlite.Open's error and Migrate
+		// ran on a nil store.)
+		var f *os.File
+		if f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600); err != nil {
 			return nil, boards{}, fmt.Errorf("create database: %w", err)
 		}
 		f.Close()

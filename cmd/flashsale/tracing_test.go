@@ -326,7 +326,7 @@ func findSpan(t *testing.T, spans tracetest.SpanStubs, match func(tracetest.Span
 
 func hasAttr(s tracetest.SpanStub, key, value string) bool {
 	for _, a := range s.Attributes {
-		if a.Key == attribute.Key(key) && a.Value.Emit() == value {
+		if a.Key == attribute.Key(key) && a.Value.String() == value {
 			return true
 		}
 	}

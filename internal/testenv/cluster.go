@@ -94,21 +94,43 @@ func (c *RedisCluster) shard(key string) (master string, replicas []string) {
 			rc.Close()
 			continue
 		}
-		slots, err := rc.ClusterSlots(ctx).Result()
+		shards, err := rc.ClusterShards(ctx).Result()
 		rc.Close()
 		if err != nil {
 			continue
 		}
-		for _, s := range slots {
-			if int64(s.Start) <= slot && slot <= int64(s.End) && len(s.Nodes) > 0 {
-				for _, n := range s.Nodes[1:] {
-					replicas = append(replicas, n.Addr)
+		for _, s := range shards {
+			if !hasSlot(s.Slots, slot) {
+				continue
+			}
+			master, replicas = "", nil
+			for _, n := range s.Nodes {
+				addr := net.JoinHostPort(n.IP, strconv.FormatInt(n.Port, 10))
+				switch {
+				case n.Role == "master":
+					master = addr
+				case n.Health == "online":
+					// As in CLUSTER SLOTS: not a failed replica, nor one
+					// still loading its first sync ("loading").
+					replicas = append(replicas, addr)
 				}
-				return s.Nodes[0].Addr, replicas
+			}
+			if master != "" {
+				return master, replicas
 			}
 		}
 	}
 	return "", nil
+}
+
+// hasSlot reports whether slot is in one of ranges.
+func hasSlot(ranges []goredis.SlotRange, slot int64) bool {
+	for _, r := range ranges {
+		if r.Start <= slot && slot <= r.End {
+			return true
+		}
+	}
+	return false
 }
 
 // Signal sends sig to the node at addr (SIGSTOP, SIGCONT, SIGKILL).
