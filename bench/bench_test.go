@@ -12,9 +12,13 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/flashsale/flashsale/bench"
+	"github.com/flashsale/flashsale/internal/testenv"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	testenv.Share() // its runs are loads a timed test waits out (testenv.Alone)
+	goleak.VerifyTestMain(m)
+}
 
 const (
 	adminToken = "bench-admin-token"

@@ -7,10 +7,12 @@ import (
 
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/inmem"
+	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/flashsale/flashsale/limittest"
 )
 
 func TestMain(m *testing.M) {
+	testenv.Share() // its storms are loads a timed test waits out (testenv.Alone)
 	goleak.VerifyTestMain(m)
 }
 

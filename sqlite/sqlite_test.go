@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/flashsale/flashsale/sqlite"
 	"github.com/flashsale/flashsale/storetest"
 	"github.com/google/go-cmp/cmp"
@@ -16,6 +17,7 @@ import (
 
 // TestMain checks that closing a store leaves no goroutine behind.
 func TestMain(m *testing.M) {
+	testenv.Share() // its storms are loads a timed test waits out (testenv.Alone)
 	goleak.VerifyTestMain(m)
 }
 

@@ -129,10 +129,18 @@ func percentile(sorted []time.Duration, q float64) time.Duration {
 // Redis available + held + sold == stock), released units were sold again
 // without the database refusing any, and the release latency (updated_at -
 // hold_expires_at of each expired row) has p99 under one second.
+//
+// That bound is the machine's as much as the code's: in CI, with another
+// package's storm beside it on two cores, p99 reached 1.03 s, and with two
+// busy loops beside it 1.38 s, every reaper transaction waiting for rows
+// (user_rooms, notice_lock) held by consumer batches whose process was
+// waiting for a core. So it runs alone among the tests that use the
+// services (testenv.Alone), as it would in production.
 func TestDistributedHolds(t *testing.T) {
 	if testing.Short() {
 		t.Skip("distributed storm skipped in -short")
 	}
+	testenv.Alone(t)
 	for name, db := range distributedDatabases(t) {
 		t.Run(name, func(t *testing.T) {
 			dbURL := db(t)

@@ -34,6 +34,7 @@ type RedisCluster struct {
 func StartRedisCluster(tb testing.TB, masters, replicas int, nodeTimeout time.Duration) *RedisCluster {
 	tb.Helper()
 	requireRedisServer(tb)
+	shareLoad(tb)
 	dir := tb.TempDir()
 	c := &RedisCluster{tb: tb, nodes: map[string]*exec.Cmd{}, replicas: replicas}
 	for range masters * (1 + replicas) {

@@ -57,6 +57,7 @@ type RedisServer struct {
 func StartRedis(tb testing.TB, args ...string) *RedisServer {
 	tb.Helper()
 	requireRedisServer(tb)
+	shareLoad(tb)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)

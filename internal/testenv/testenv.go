@@ -12,6 +12,7 @@ import (
 func URL(tb testing.TB, name string) string {
 	tb.Helper()
 	if v := os.Getenv(name); v != "" {
+		shareLoad(tb)
 		return v
 	}
 	if os.Getenv("CI") != "" {
