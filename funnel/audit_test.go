@@ -745,14 +745,20 @@ func TestScheduledAuditOff(t *testing.T) {
 // back, as a stale engine would show them) are found by the phantom watch
 // and repaired within its interval, long before the scheduled audit (an
 // hour here), and the log says so.
+// mustOpenWatched is mustOpenAudit with the watch every 20 ms, the
+// scheduled audit an hour away, and warnings logged to logs.
+func mustOpenWatched(t *testing.T, logs *syncBuffer) *env {
+	return mustOpenAudit(t, nil, func(cfg *funnel.Config, _ *inmem.Writer) {
+		cfg.AuditInterval = time.Hour
+		cfg.PhantomInterval = 20 * time.Millisecond
+		cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	})
+}
+
 func TestPhantomWatch(t *testing.T) {
 	ctx := context.Background()
 	var logs syncBuffer
-	e := mustOpenAudit(t, nil, func(cfg *funnel.Config, _ *inmem.Writer) {
-		cfg.AuditInterval = time.Hour
-		cfg.PhantomInterval = 20 * time.Millisecond
-		cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	})
+	e := mustOpenWatched(t, &logs)
 	s := e.auditSale(t)
 	e.mustBuy(t, alice, flashsale.PurchaseRequest{SaleID: s.ID})
 	// Nothing to find while the books agree.
@@ -775,6 +781,52 @@ func TestPhantomWatch(t *testing.T) {
 	want := `msg="phantom rooms: the stock engine has more rooms left than the database allows; auditing and repairing now" sale_id=` + s.ID + ` night=` + s.Nights[0].Date + ` engine_available=7 database_available=4`
 	if !strings.Contains(logs.String(), want) {
 		t.Fatalf("no %q in the log:\n%s", want, logs.String())
+	}
+	wantFindings(t, e.audit(t, s.ID))
+}
+
+// TestStrandedWatch (issue 21, item 3's other half): units the engine
+// holds that the database does not (a hold the database expired whose
+// release never reached the engine; units taken in the engine by hand)
+// come back within the watch's interval, not the scheduled audit's hour.
+// Before, the watch looked for phantoms alone and left these to it.
+func TestStrandedWatch(t *testing.T) {
+	ctx := context.Background()
+	var logs syncBuffer
+	e := mustOpenWatched(t, &logs)
+	s := e.auditSale(t)
+	o := e.mustBuy(t, alice, flashsale.PurchaseRequest{SaleID: s.ID})
+	e.mustBuy(t, bob, flashsale.PurchaseRequest{SaleID: s.ID})
+	// Nothing to find while the books agree.
+	time.Sleep(100 * time.Millisecond)
+	if strings.Contains(logs.String(), "audit finding") {
+		t.Fatalf("a finding in balanced books:\n%s", logs.String())
+	}
+	// Alice's hold ends in the database alone, as when the instance that
+	// expired it died before its engine release.
+	if _, err := e.store.Transition(ctx, o.ID, flashsale.OrderHeld, flashsale.OrderExpired, "", e.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	// And two units go missing from night 1 in the engine alone.
+	if err := e.engine.AdjustStock(ctx, s.ID, 1, -2); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		avail, err := e.engine.Available(ctx, s.ID)
+		if err == nil && avail[0] == 4 && avail[1] == 5 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the engine still shows %v (%v), want [4 5], the database's:\n%s", avail, err, logs.String())
+		}
+	}
+	// The findings are logged once the repair is over (it audits again).
+	for _, want := range []string{"kind=engine_active_db_final order_id=" + o.ID, "kind=units_drift night=" + s.Nights[1].Date} {
+		for deadline := time.Now().Add(10 * time.Second); !strings.Contains(logs.String(), want); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no finding %q in the log:\n%s", want, logs.String())
+			}
+		}
 	}
 	wantFindings(t, e.audit(t, s.ID))
 }

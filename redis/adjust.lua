@@ -9,7 +9,7 @@
 --
 -- Reply: {OK, left} done, {SOLD_OUT, available} too few units to take,
 -- {INVALID_STAY} no such night, {NOT_LOADED}, {STALE}.
-local meta, refused = loaded(KEYS[1])
+local meta, refused = loaded(1)
 if not meta then
   return refused
 end

@@ -803,6 +803,9 @@ func (e *Engine) read(ctx context.Context, saleID string, records bool) (avail [
 	for i := 0; i+1 < len(stock); i += 2 {
 		f, _ := stock[i].(string)
 		v, _ := stock[i+1].(string)
+		if f == "" {
+			continue // the sentinel (redis/reply.go)
+		}
 		night, err1 := strconv.Atoi(f)
 		a, err2 := strconv.Atoi(v)
 		if err1 != nil || err2 != nil || night < 0 || night >= int(n) {
@@ -820,7 +823,8 @@ func (e *Engine) read(ctx context.Context, saleID string, records bool) (avail [
 func (e *Engine) stale(ctx context.Context, saleID string) error {
 	e.flags.clearSale(saleID)
 	e.logger.WarnContext(ctx, "stale stock engine: the sale was loaded by another Redis process "+
-		"(a restart from a snapshot or an AOF, or a failover); unloaded until the fenced rebuild", "sale_id", saleID)
+		"(a restart from a snapshot or an AOF, or a failover), or one of its keys lost its contents "+
+		"(evicted or deleted); unloaded until the fenced rebuild", "sale_id", saleID)
 	return flashsale.ErrNotLoaded
 }
 
@@ -839,6 +843,9 @@ func (e *Engine) Snapshot(ctx context.Context, saleID string) (*flashsale.StockS
 	for i := 0; i+1 < len(res); i += 2 {
 		id, _ := res[i].(string)
 		v, _ := res[i+1].(string)
+		if id == "" {
+			continue // the sentinel (redis/reply.go)
+		}
 		r, err := parseRecord(saleID, id, v)
 		if err != nil {
 			return nil, fmt.Errorf("snapshot: sale=%s order=%s: %w", saleID, id, err)

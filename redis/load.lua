@@ -3,7 +3,8 @@
 -- refuses, dropping the staging, when the sale is loaded and has started at
 -- now (passed in, never read from the server clock). A sale loaded by
 -- another Redis process (stale, redis/reply.go) counts as not loaded. The
--- meta hash is stamped with this process's run_id.
+-- meta hash is stamped with this process's run_id, and each of the sale's
+-- hashes gets the sentinel field '' that every script checks.
 --
 -- KEYS: 1 meta, 2 stock, 3 users, 4 keys, 5 res, 6 unconfirmed,
 --       7 staged stock, 8 staged users, 9 staged keys, 10 staged res
@@ -29,8 +30,9 @@ redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
 for i = 2, 5 do
   if redis.call('EXISTS', KEYS[i + 5]) == 1 then
     redis.call('RENAME', KEYS[i + 5], KEYS[i])
-    redis.call('PEXPIREAT', KEYS[i], ARGV[7])
   end
+  redis.call('HSET', KEYS[i], '', '1') -- the sentinel (redis/reply.go)
+  redis.call('PEXPIREAT', KEYS[i], ARGV[7])
 end
 redis.call('HSET', KEYS[1], 'starts', ARGV[2], 'ends', ARGV[3], 'limit', ARGV[4],
   'hold', ARGV[5], 'nights', ARGV[6], 'expire', ARGV[7], 'node', node())

@@ -8,7 +8,7 @@
 --
 -- Reply: {OK, nights, {night, units, ...}, {order id, record, ...}},
 -- {NOT_LOADED}, {STALE}.
-local meta, refused = loaded(KEYS[1])
+local meta, refused = loaded(2)
 if not meta then
   return refused
 end

@@ -10,7 +10,7 @@
 --
 -- Reply (names from redis/reply.go): {OK, nights_back_csv} released,
 -- {INACTIVE} nothing to do, {NOT_LOADED}, {STALE}.
-local meta, refused = loaded(KEYS[1])
+local meta, refused = loaded(3)
 if not meta then
   return refused
 end

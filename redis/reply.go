@@ -55,17 +55,26 @@ func scriptSource(body string) string {
 // (docs/design.md, "A stale Redis is never sold from"). load.lua stamps a
 // sale's meta hash with the run_id of the Redis process that loaded it;
 // a process restarted from a snapshot or an AOF, or a replica promoted in
-// a failover, has another run_id but inherits the stamp. Such a sale may
-// lack writes its instances were told of, so it is unloaded (its meta
-// deleted, which every reader takes for "not loaded") and the script
-// answers STALE; the heal loop then rebuilds it behind the fence.
-// node() is the run_id of the process running the script; loaded(meta,
-// fields...) is the meta hash's fields (after 'nights', which every
-// loaded sale has), or nil and the reply NOT_LOADED or STALE.
+// a failover, has another run_id but inherits the stamp. load.lua also
+// puts a sentinel field ("", which no night, user, key or order is) in
+// each of the sale's hashes, so a hash that lost its contents alone (a
+// key evicted, deleted, or expired apart from the rest) is missing its
+// sentinel rather than looking empty: an idempotency binding lost that way
+// would let a retry take a second room, a user count lost would lift the
+// limit. Either way the sale may lack writes its instances were told of,
+// so it is unloaded (its meta deleted, which every reader takes for "not
+// loaded") and the script answers STALE; the heal loop then rebuilds it
+// behind the fence, from the database and the drained queue.
+// node() is the run_id of the process running the script;
+// loaded(hashes, fields...) checks the meta hash (KEYS[1]) and the
+// sentinels of the hashes KEYS[2] .. KEYS[1+hashes], and returns the meta
+// hash's fields (after 'nights', which every loaded sale has), or nil and
+// the reply NOT_LOADED or STALE.
 const staleLua = `local function node() return string.match(redis.call('INFO', 'server'), 'run_id:(%x+)') end ` +
 	`local function stale(meta, stamp) if stamp == node() then return false end redis.call('DEL', meta) return true end ` +
-	`local function loaded(meta, ...) local m = redis.call('HMGET', meta, 'node', 'nights', ...) ` +
-	`if not m[2] then return nil, {NOT_LOADED} end if stale(meta, m[1]) then return nil, {STALE} end ` +
+	`local function loaded(hashes, ...) local m = redis.call('HMGET', KEYS[1], 'node', 'nights', ...) ` +
+	`if not m[2] then return nil, {NOT_LOADED} end if stale(KEYS[1], m[1]) then return nil, {STALE} end ` +
+	`for i = 2, 1 + hashes do if redis.call('HEXISTS', KEYS[i], '') == 0 then redis.call('DEL', KEYS[1]) return nil, {STALE} end end ` +
 	`table.remove(m, 1) return m end `
 
 // code is the first element of a script reply, or 0.

@@ -17,7 +17,7 @@
 -- Nights that this reservation leaves at 0 are published on the channel
 -- from inside the script, so the broadcast is ordered with every other
 -- change to the sale's stock.
-local meta, refused = loaded(KEYS[1], 'limit', 'expire')
+local meta, refused = loaded(4, 'limit', 'expire')
 if not meta then
   return refused
 end

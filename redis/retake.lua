@@ -15,7 +15,7 @@
 --
 -- Reply (names from redis/reply.go): {OK} active (retaken now or already),
 -- {SOLD_OUT}, {LIMIT}, {NOT_LOADED}, {UNKNOWN_ORDER}, {STALE}.
-local meta, refused = loaded(KEYS[1], 'limit', 'expire')
+local meta, refused = loaded(3, 'limit', 'expire')
 if not meta then
   return refused
 end

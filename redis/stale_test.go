@@ -180,3 +180,46 @@ func TestEvictionWarning(t *testing.T) {
 		})
 	}
 }
+
+// TestLostHash: a sale whose hash lost its contents alone (evicted,
+// deleted, expired apart from its meta) is stale, not empty: the next
+// script unloads it, so the heal rebuilds it from the database. Before the
+// sentinel, losing the idempotency hash let a retry with the same key take
+// a second room under a new order (issue 21, item 4), losing the users
+// hash lifted the per-user limit, losing the stock hash read as sold out.
+func TestLostHash(t *testing.T) {
+	e := MustOpenEngine(t, redisURL(t), newPrefix())
+	for _, lost := range []string{"stock", "users", "keys", "res"} {
+		t.Run(lost, func(t *testing.T) {
+			ctx := t.Context()
+			snap := newSale(2, 10) // a limit of 2: the keys case would take a second room
+			mustLoad(t, e, snap)
+			first := newReservation(snap, "guest", 0, 1, 1)
+			first.IdempotencyKey = "k1"
+			mustReserve(t, e, first)
+			k := e.saleKeys(snap.Sale.ID)
+			key := map[string]string{"stock": k.stock, "users": k.users, "keys": k.keys, "res": k.res}[lost]
+			if err := e.client.Del(ctx, key).Err(); err != nil {
+				t.Fatal(err)
+			}
+			retry := newReservation(snap, "guest", 0, 1, 1)
+			retry.IdempotencyKey = "k1"
+			existing, err := e.Reserve(ctx, retry)
+			if !errors.Is(err, flashsale.ErrNotLoaded) {
+				t.Fatalf("the same key's retry after the %s hash was lost = %q, %v; want ErrNotLoaded (a rebuild), not a second order", lost, existing, err)
+			}
+			if n, err := e.client.Exists(ctx, k.meta).Result(); err != nil || n != 0 {
+				t.Fatalf("the sale is still loaded (%d, %v): other instances would sell from it", n, err)
+			}
+			// The rebuild's load puts the sentinels back: it sells again.
+			if err := e.Load(ctx, snap, time.Time{}); err != nil {
+				t.Fatal(err)
+			}
+			mustReserve(t, e, newReservation(snap, "other", 0, 1, 1))
+			got, err := e.Snapshot(ctx, snap.Sale.ID)
+			if err != nil || got.Nights[0].Available != 9 || len(got.Reservations) != 1 {
+				t.Fatalf("Snapshot after the rebuild = %+v, %v; want 9 left and one reservation (no sentinel read as one)", got, err)
+			}
+		})
+	}
+}

@@ -210,6 +210,31 @@ func TestStaleFlush(t *testing.T) {
 	s.end(t, res)
 }
 
+// TestStaleLostKeys (issue 21, item 4): the sale's idempotency bindings
+// are lost mid-storm while the rest of the sale stays (a key evicted, or
+// deleted by hand). Before the sentinel nothing noticed: a guest's retry
+// with the same Idempotency-Key missed its binding and was answered as a
+// new purchase (a second room, or limit_exceeded at a limit of one)
+// instead of with its order. Now the next script finds the hash's
+// sentinel gone, unloads the sale, and the fenced rebuild reloads the
+// bindings from the database and the drained queue.
+func TestStaleLostKeys(t *testing.T) {
+	s := startStale(t, nil)
+	res := s.storm(t, 300, func() {
+		ctx := context.Background()
+		keys, err := s.rdb.Keys(ctx, "*{"+s.sale+"}:keys").Result()
+		if err != nil || len(keys) != 1 {
+			t.Errorf("the sale's keys hash: %v %v", keys, err)
+			return
+		}
+		if err := s.rdb.Del(ctx, keys[0]).Err(); err != nil {
+			t.Errorf("DEL %s: %v", keys[0], err)
+		}
+		s.orders(t, "idempotency bindings deleted")
+	})
+	s.end(t, res)
+}
+
 // watchReady polls every instance's /readyz until the returned function is
 // called, which returns each answer that was not 200.
 func (s *staleRun) watchReady() func() []string {
