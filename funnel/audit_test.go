@@ -740,11 +740,6 @@ func TestScheduledAuditOff(t *testing.T) {
 	}
 }
 
-// TestPhantomWatch (issue 21, item 3): rooms the engine shows and the
-// database does not have (here added to the engine behind the service's
-// back, as a stale engine would show them) are found by the phantom watch
-// and repaired within its interval, long before the scheduled audit (an
-// hour here), and the log says so.
 // mustOpenWatched is mustOpenAudit with the watch every 20 ms, the
 // scheduled audit an hour away, and warnings logged to logs.
 func mustOpenWatched(t *testing.T, logs *syncBuffer) *env {
@@ -755,6 +750,11 @@ func mustOpenWatched(t *testing.T, logs *syncBuffer) *env {
 	})
 }
 
+// TestPhantomWatch (issue 21, item 3): rooms the engine shows and the
+// database does not have (here added to the engine behind the service's
+// back, as a stale engine would show them) are found by the phantom watch
+// and repaired within its interval, long before the scheduled audit (an
+// hour here), and the log says so.
 func TestPhantomWatch(t *testing.T) {
 	ctx := context.Background()
 	var logs syncBuffer
