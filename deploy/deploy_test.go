@@ -312,17 +312,17 @@ func TestRunbookLinks(t *testing.T) {
 	}
 }
 
-// settings reads every FLASHSALE_* variable of README.md's configuration
-// table, the list users are given.
+// settings reads every FLASHSALE_* variable of docs/configuration.md's
+// table, the list users are given (generated from the settings themselves).
 func settings(t *testing.T) map[string]bool {
 	t.Helper()
 	row := regexp.MustCompile("(?m)^\\| `(FLASHSALE_[A-Z0-9_]+)` \\|")
 	s := map[string]bool{}
-	for _, m := range row.FindAllStringSubmatch(read(t, "../README.md"), -1) {
+	for _, m := range row.FindAllStringSubmatch(read(t, "../docs/configuration.md"), -1) {
 		s[m[1]] = true
 	}
 	if len(s) < 20 {
-		t.Fatalf("%d settings in README.md's table", len(s))
+		t.Fatalf("%d settings in docs/configuration.md's table", len(s))
 	}
 	return s
 }
@@ -341,7 +341,7 @@ func TestSettings(t *testing.T) {
 	for _, f := range files {
 		for _, v := range envRE.FindAllString(read(t, f), -1) {
 			if !known[v] && !strings.HasPrefix(v, "FLASHSALE_TEST_") {
-				t.Errorf("%s: %s is no setting in README.md's table", f, v)
+				t.Errorf("%s: %s is no setting in docs/configuration.md's table", f, v)
 			}
 		}
 	}

@@ -189,7 +189,7 @@ func (e *Engine) checkEviction(ctx context.Context) {
 	check := func(ctx context.Context, c *goredis.Client) error {
 		policy, err := c.ConfigGet(ctx, "maxmemory-policy").Result()
 		if err != nil {
-			e.logger.InfoContext(ctx, "cannot read Redis's maxmemory-policy; it must be noeviction (README, Recommended Redis settings)",
+			e.logger.InfoContext(ctx, "cannot read Redis's maxmemory-policy; it must be noeviction (docs/operations.md, Recommended Redis settings)",
 				"addr", c.Options().Addr, "err", err)
 			return nil
 		}

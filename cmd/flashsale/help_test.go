@@ -2,8 +2,6 @@ package main
 
 import (
 	"bytes"
-	"os"
-	"regexp"
 	"strings"
 	"testing"
 )
@@ -60,27 +58,6 @@ func TestHelp(t *testing.T) {
 	for _, args := range [][]string{{}, {"nope"}, {"serve", "extra"}, {"serve", "--nope"}, {"serve", "--order-rate", "fast"}} {
 		if _, err := runOut(args...); err == nil {
 			t.Errorf("%v succeeded", args)
-		}
-	}
-}
-
-// TestSettingsInREADME: the README's configuration table lists every
-// setting, so the front door cannot fall behind the code.
-func TestSettingsInREADME(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	known := map[string]bool{}
-	for _, s := range settings {
-		known[s.env] = true
-		if !bytes.Contains(readme, []byte("| `"+s.env+"` | `--"+s.flagName()+"` |")) {
-			t.Errorf("README's configuration table has no row for %s (--%s)", s.env, s.flagName())
-		}
-	}
-	for _, m := range regexp.MustCompile("(?m)^\\| `(FLASHSALE_[A-Z0-9_]+)`").FindAllSubmatch(readme, -1) {
-		if !known[string(m[1])] {
-			t.Errorf("README's configuration table lists %s, which is no setting", m[1])
 		}
 	}
 }

@@ -9,7 +9,7 @@
 // With no configuration, serve runs the embedded shape: SQLite in the data
 // dir, the in-process stock engine and the group-commit order writer. Set
 // FLASHSALE_DATABASE_URL, FLASHSALE_REDIS_URL and FLASHSALE_AMQP_URL to run
-// the distributed shape. See the README's configuration table.
+// the distributed shape. Every setting: docs/configuration.md.
 package main
 
 import (

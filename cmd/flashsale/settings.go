@@ -72,7 +72,7 @@ var settings = []setting{
 	{env: "FLASHSALE_ADDR", def: AddrDefault, help: "HTTP listen address", set: str(func(c *Config) *string { return &c.Addr })},
 	{env: "FLASHSALE_DATA_DIR", def: DataDirDefault, migrate: true, help: "data directory: the SQLite database and the generated secrets", set: str(func(c *Config) *string { return &c.DataDir })},
 	{env: "FLASHSALE_DATABASE_URL", migrate: true, help: "sqlite://PATH, mysql://USER@HOST:PORT/DB or postgres://USER@HOST:PORT/DB (default: SQLite in the data dir)", set: str(func(c *Config) *string { return &c.DatabaseURL })},
-	{env: "FLASHSALE_REDIS_URL", help: "redis://HOST:PORT or redis+cluster://HOST:PORT,...: selects the Redis stock engine (distributed shape)", set: str(func(c *Config) *string { return &c.RedisURL })},
+	{env: "FLASHSALE_REDIS_URL", help: "redis://HOST:PORT, or a Cluster's seed list redis://HOST:PORT,HOST:PORT,...: selects the Redis stock engine (distributed shape)", set: str(func(c *Config) *string { return &c.RedisURL })},
 	{env: "FLASHSALE_AMQP_URL", help: "amqp://USER:PASS@HOST:PORT/VHOST: selects the RabbitMQ order path (needs Redis)", set: str(func(c *Config) *string { return &c.AMQPURL })},
 	{env: "FLASHSALE_REDIS_PREFIX", def: RedisPrefixDefault, help: "prefix of every Redis key, so deployments can share a Redis", set: str(func(c *Config) *string { return &c.RedisPrefix })},
 	{env: "FLASHSALE_QUEUE_NAME", def: QueueNameDefault, help: "names the exchange and the queues (<name>.orders), so deployments can share a broker", set: str(func(c *Config) *string { return &c.QueueName })},
@@ -215,7 +215,7 @@ func settingsUsage(fset *flag.FlagSet, forMigrate bool) {
 	tw.Flush()
 	if !forMigrate {
 		fmt.Fprintf(w, "\nTracing (OpenTelemetry, off by default) takes the standard OTEL_* variables, no flags:\n"+
-			"OTEL_EXPORTER_OTLP_ENDPOINT=http://collector:4318 turns it on; see the README.\n")
+			"OTEL_EXPORTER_OTLP_ENDPOINT=http://collector:4318 turns it on; see docs/configuration.md.\n")
 	}
 	first := true
 	fset.VisitAll(func(f *flag.Flag) {
