@@ -20,6 +20,7 @@ import (
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/funnel"
 	"github.com/flashsale/flashsale/inmem"
+	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/flashsale/flashsale/sqlite"
 )
 
@@ -49,6 +50,7 @@ func mustOpenAudit(tb testing.TB, wrap func(*inmem.Engine) flashsale.StockEngine
 	if mod != nil {
 		mod(&cfg, writer)
 	}
+	testenv.Load(tb) // a load a timed test waits out (testenv.Alone)
 	svc := funnel.New(cfg)
 	if err := svc.Start(ctx); err != nil {
 		tb.Fatal(err)

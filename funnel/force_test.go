@@ -59,6 +59,7 @@ func startForceInstance(t *testing.T, store forceStore) *forceInstance {
 	brk := breaker.New(inmem.NewEngine(), breaker.Config{Logger: slog.New(slog.DiscardHandler)})
 	writer := inmem.NewWriter(store, inmem.WriterConfig{}, nil)
 	forces := &flakyForces{ForceBoard: store}
+	testenv.Load(t) // a load a timed test waits out (testenv.Alone)
 	svc := funnel.New(funnel.Config{
 		Store: store, Engine: brk, Writer: writer, Breaker: brk, Forces: forces, ForcePoll: 50 * time.Millisecond,
 		Secret: []byte("test-secret"), ReapInterval: time.Hour, AuditInterval: -1,

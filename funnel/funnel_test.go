@@ -12,6 +12,7 @@ import (
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/funnel"
 	"github.com/flashsale/flashsale/inmem"
+	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/flashsale/flashsale/sqlite"
 )
 
@@ -71,6 +72,7 @@ func mustOpenAt(tb testing.TB, path string, c *clock) *env {
 	store := mustSQLite(tb, path)
 	engine := inmem.NewEngine()
 	writer := inmem.NewWriter(store, inmem.WriterConfig{}, nil)
+	testenv.Load(tb) // a load a timed test waits out (testenv.Alone)
 	svc := funnel.New(funnel.Config{
 		Store: store, Engine: engine, Writer: writer,
 		Secret: []byte("test-secret"), Now: c.Now, ReapInterval: time.Hour,
@@ -626,6 +628,7 @@ func TestSaleLookupCollapses(t *testing.T) {
 	defer writer.Close()
 	// b is a second instance: it never created the sale, so only the
 	// database knows it.
+	testenv.Load(t) // a load a timed test waits out (testenv.Alone)
 	b := funnel.New(funnel.Config{
 		Store: counting, Engine: inmem.NewEngine(), Writer: writer,
 		Secret: []byte("test-secret"), Now: a.clock.Now, ReapInterval: time.Hour,
@@ -673,6 +676,7 @@ func TestRetryAfterUnavailable(t *testing.T) {
 	engine := inmem.NewEngine()
 	writer := inmem.NewWriter(flaky, inmem.WriterConfig{}, nil)
 	defer writer.Close()
+	testenv.Load(t) // a load a timed test waits out (testenv.Alone)
 	svc := funnel.New(funnel.Config{
 		Store: flaky, Engine: engine, Writer: writer,
 		Secret: []byte("test-secret"), Now: c.Now, ReapInterval: time.Hour,

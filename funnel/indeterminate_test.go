@@ -13,6 +13,7 @@ import (
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/funnel"
 	"github.com/flashsale/flashsale/inmem"
+	"github.com/flashsale/flashsale/internal/testenv"
 )
 
 // unsureWriter answers like a queue whose confirm was lost: it reports
@@ -53,6 +54,7 @@ func TestIndeterminateWrite(t *testing.T) {
 	store := &downStore{Store: sq}
 	engine := inmem.NewEngine()
 	writer := &unsureWriter{}
+	testenv.Load(t) // a load a timed test waits out (testenv.Alone)
 	svc := funnel.New(funnel.Config{
 		Store: store, Engine: engine, Writer: writer,
 		Secret: []byte("test-secret"), Now: c.Now, ReapInterval: time.Hour,

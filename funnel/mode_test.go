@@ -77,6 +77,7 @@ func openDBMode(t *testing.T, open func(t *testing.T) boardStore) *dbModeEnv {
 	writer := inmem.NewWriter(store, inmem.WriterConfig{}, nil)
 	board := &flakyBoard{ModeBoard: store}
 	c := newClock()
+	testenv.Load(t) // a load a timed test waits out (testenv.Alone)
 	svc := funnel.New(funnel.Config{
 		Store: store, Engine: brk, Writer: writer, Breaker: brk,
 		Board: board, SellLease: 1500 * time.Millisecond,

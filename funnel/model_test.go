@@ -18,6 +18,7 @@ import (
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/funnel"
 	"github.com/flashsale/flashsale/inmem"
+	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/flashsale/flashsale/sqlite"
 )
 
@@ -42,6 +43,7 @@ func TestModel(t *testing.T) {
 	runs := 0
 	seen := make(map[string]int)
 	defer func() { t.Logf("outcomes over %d sequences: %v", runs, seen) }()
+	testenv.Load(t) // a load a timed test waits out (testenv.Alone)
 	rapid.Check(t, func(rt *rapid.T) {
 		runs++
 		path := filepath.Join(dir, fmt.Sprintf("model-%d.db", runs))

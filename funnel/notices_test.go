@@ -15,6 +15,7 @@ import (
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/funnel"
 	"github.com/flashsale/flashsale/inmem"
+	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/flashsale/flashsale/webhook"
 )
 
@@ -108,6 +109,7 @@ func TestNoticesWebhook(t *testing.T) {
 	defer store.Close()
 	writer := inmem.NewWriter(store, inmem.WriterConfig{}, nil)
 	defer writer.Close()
+	testenv.Load(t) // a load a timed test waits out (testenv.Alone)
 	svc := funnel.New(funnel.Config{Store: store, Engine: inmem.NewEngine(), Writer: writer, Secret: []byte("s"),
 		Now: c.Now, ReapInterval: 20 * time.Millisecond, NoticePoll: 10 * time.Millisecond, Sinks: []flashsale.NoticeSink{sink}})
 	if err := svc.Start(ctx); err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/funnel"
 	"github.com/flashsale/flashsale/inmem"
+	"github.com/flashsale/flashsale/internal/testenv"
 )
 
 // TestOutboxPruned: an instance started with a retention deletes the
@@ -22,6 +23,7 @@ func TestOutboxPruned(t *testing.T) {
 	defer store.Close()
 	start := func(retention time.Duration) (*funnel.Service, func()) {
 		writer := inmem.NewWriter(store, inmem.WriterConfig{}, nil)
+		testenv.Load(t) // a load a timed test waits out (testenv.Alone)
 		svc := funnel.New(funnel.Config{Store: store, Engine: inmem.NewEngine(), Writer: writer, Secret: []byte("s"),
 			Now: c.Now, OutboxRetention: retention})
 		if err := svc.Start(ctx); err != nil {

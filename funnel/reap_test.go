@@ -11,6 +11,7 @@ import (
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/funnel"
 	"github.com/flashsale/flashsale/inmem"
+	"github.com/flashsale/flashsale/internal/testenv"
 )
 
 // slowReleaseEngine holds every Release until open is closed, then takes
@@ -58,6 +59,7 @@ func TestReapExpiresWhileReleasing(t *testing.T) {
 		open: make(chan struct{}), entered: make(chan struct{}), released: map[string]int{}}
 	writer := inmem.NewWriter(store, inmem.WriterConfig{}, nil)
 	// Not started: the test's Reap is the only one, polling every 10 ms.
+	testenv.Load(t) // a load a timed test waits out (testenv.Alone)
 	svc := funnel.New(funnel.Config{
 		Store: store, Engine: g, Writer: writer,
 		Secret: []byte("test-secret"), Now: c.Now, ReapInterval: 10 * time.Millisecond,

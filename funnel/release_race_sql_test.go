@@ -72,6 +72,7 @@ func mustOpenSQLRace(tb testing.TB, store flashsale.Store, g *switchEngine, log 
 	c := newClock()
 	logger := slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	writer := inmem.NewWriter(store, inmem.WriterConfig{}, logger)
+	testenv.Load(tb) // a load a timed test waits out (testenv.Alone)
 	svc := funnel.New(funnel.Config{
 		Store: store, Engine: g, Writer: writer,
 		Secret: []byte("test-secret"), Now: c.Now, ReapInterval: time.Hour,

@@ -10,6 +10,7 @@ import (
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/funnel"
 	"github.com/flashsale/flashsale/inmem"
+	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/flashsale/flashsale/sqlite"
 )
 
@@ -62,6 +63,7 @@ func mustOpenGated(tb testing.TB, g *gatedEngine) *env {
 		tb.Fatal(err)
 	}
 	writer := inmem.NewWriter(store, inmem.WriterConfig{}, nil)
+	testenv.Load(tb) // a load a timed test waits out (testenv.Alone)
 	svc := funnel.New(funnel.Config{
 		Store: store, Engine: g, Writer: writer,
 		Secret: []byte("test-secret"), Now: c.Now, ReapInterval: time.Hour,

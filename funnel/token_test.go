@@ -62,6 +62,7 @@ func mustDeploy(tb testing.TB, engine flashsale.StockEngine) *deployment {
 // server secret's key "0").
 func (d *deployment) instance(tb testing.TB, keys ...funnel.TokenKey) *funnel.Service {
 	tb.Helper()
+	testenv.Load(tb) // a load a timed test waits out (testenv.Alone)
 	svc := funnel.New(funnel.Config{
 		Store: d.store, Engine: d.engine, Writer: d.writer, TokenKeys: keys,
 		Secret: []byte("test-secret"), Now: d.clock.Now, ReapInterval: time.Hour, AuditInterval: -1,

@@ -17,7 +17,6 @@ import (
 
 // TestMain checks that closing a store leaves no goroutine behind.
 func TestMain(m *testing.M) {
-	testenv.Share() // its storms are loads a timed test waits out (testenv.Alone)
 	goleak.VerifyTestMain(m)
 }
 
@@ -30,6 +29,7 @@ func MustOpenStore(tb testing.TB) *sqlite.Store {
 
 func mustOpenPath(tb testing.TB, path string) *sqlite.Store {
 	tb.Helper()
+	testenv.Load(tb) // a load a timed test waits out (testenv.Alone)
 	s, err := sqlite.Open(tb.Context(), path, slog.New(slog.DiscardHandler))
 	if err != nil {
 		tb.Fatalf("Open: %v", err)

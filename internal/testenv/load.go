@@ -76,6 +76,12 @@ func Share() {
 	}
 }
 
+// Load counts tb among the loads a timed test waits out, until it ends:
+// for a test that is heavy without asking testenv for a service (a storm
+// on the in-process engine, on SQLite). Per test rather than per process
+// (Share), so Alone waits for one test, not a package.
+func Load(tb testing.TB) { shareLoad(tb) }
+
 // shareLoad counts tb among the loads on the services until it ends.
 func shareLoad(tb testing.TB) {
 	load.Lock()
