@@ -32,6 +32,12 @@ const (
 	// guest cancelled before the payment arrived; refund it.
 	EAlreadyPaid    = "already_paid"
 	EOrderCancelled = "order_cancelled"
+	// EOrderPending: the order is still on its way to the database (the
+	// distributed shape's queue); retry after Retry-After.
+	EOrderPending = "order_pending"
+	// EKeyReused: the Idempotency-Key names an earlier purchase with
+	// another stay or number of rooms; a new purchase needs a new key.
+	EKeyReused      = "idempotency_key_reused"
 	EAlreadyStarted = "already_started"
 	// EPaused: the operator paused the sale; EStockInUse: rooms to take
 	// away are held or sold.
@@ -119,6 +125,15 @@ var (
 	// in progress as it takes: shed at once, never queued.
 	ErrOverloaded = &Error{EUnavailable, "too many purchases in progress; retry shortly"}
 )
+
+// ErrOrderPending answers a payment or a cancellation of an order that is
+// still being placed: it will be in a moment, so the caller retries.
+var ErrOrderPending = &Error{EOrderPending, "the order is still being placed; retry after the time in Retry-After"}
+
+// ErrKeyReused answers a purchase whose Idempotency-Key already names an
+// order of another stay or number of rooms (Stripe's rule: a key is one
+// request, and a different body under it is the client's mistake).
+var ErrKeyReused = &Error{EKeyReused, "this Idempotency-Key was used for a purchase with another check_in, nights or rooms; use a new key for a new purchase"}
 
 // ErrOrderCancelled answers a payment for an order its guest cancelled:
 // the rooms went back on sale, the money goes back to the guest.

@@ -297,7 +297,7 @@ func TestPurchase(t *testing.T) {
 func TestIdempotency(t *testing.T) {
 	e := mustOpen(t)
 	ctx := context.Background()
-	s := e.sale(t, func(s *flashsale.Sale) { s.PerUserLimit = 3 }, 5)
+	s := e.sale(t, func(s *flashsale.Sale) { s.PerUserLimit = 3 }, 5, 5)
 	req := flashsale.PurchaseRequest{SaleID: s.ID, IdempotencyKey: "k1", Token: e.token(t, alice, s.ID)}
 	first, err := e.svc.Purchase(ctx, alice, req)
 	if err != nil {
@@ -312,6 +312,18 @@ func TestIdempotency(t *testing.T) {
 		if again.ID != first.ID {
 			t.Fatalf("replay gave order %s, want %s", again.ID, first.ID)
 		}
+	}
+	// The same key for another purchase is the client's mistake: refused,
+	// with its own code, and nothing taken (Stripe's rule).
+	for _, changed := range []func(*flashsale.PurchaseRequest){
+		func(r *flashsale.PurchaseRequest) { r.Rooms = 2 },
+		func(r *flashsale.PurchaseRequest) { r.Nights = 2 },
+		func(r *flashsale.PurchaseRequest) { r.CheckIn = s.Nights[1].Date },
+	} {
+		other := req
+		changed(&other)
+		_, err := e.svc.Purchase(ctx, alice, other)
+		wantErr(t, err, flashsale.ErrKeyReused)
 	}
 	// Another user's same key is another order.
 	other, err := e.buy(t, bob, flashsale.PurchaseRequest{SaleID: s.ID, IdempotencyKey: "k1"})

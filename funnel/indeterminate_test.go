@@ -86,6 +86,17 @@ func TestIndeterminateWrite(t *testing.T) {
 	}
 	_, err = e.buy(t, bob, flashsale.PurchaseRequest{SaleID: s.ID})
 	wantErr(t, err, flashsale.ErrSoldOut)
+	// The same key for another purchase is refused while the first is in
+	// flight too (its engine record says what it was for), and a payment
+	// or a cancellation of it is told to retry, in its own code.
+	other := req
+	other.Rooms = 2
+	_, err = svc.Purchase(ctx, alice, other)
+	wantErr(t, err, flashsale.ErrKeyReused)
+	_, err = svc.MarkPaid(ctx, id, "pay-1")
+	wantErr(t, err, flashsale.ErrOrderPending)
+	_, err = svc.Cancel(ctx, alice, id)
+	wantErr(t, err, flashsale.ErrOrderPending)
 
 	store.down.Store(true)
 	o, err = svc.Order(ctx, alice, id)

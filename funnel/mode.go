@@ -360,6 +360,19 @@ func (s *Service) liveSales() []string {
 	return ids
 }
 
+// orderByKey is the order a user's idempotency key names in the database,
+// refused (ErrKeyReused) if it was for another stay or number of rooms.
+func (s *Service) orderByKey(ctx context.Context, sale *flashsale.Sale, u flashsale.User, req flashsale.PurchaseRequest, first int) (*flashsale.Order, error) {
+	o, err := s.store.OrderByKey(ctx, sale.ID, u.ID, req.IdempotencyKey)
+	if err != nil {
+		return nil, err
+	}
+	if err := sameRequest(req, first, o.FirstNight, o.Nights, o.Rooms); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
 // purchaseDirect is a purchase in db mode: the database's conditional
 // update decides (stock, the user's limit, the idempotency key) and the
 // guest gets a held order or a refusal at once, with no 202 in between.
@@ -385,7 +398,7 @@ func (s *Service) purchaseDirect(ctx context.Context, u flashsale.User, sale *fl
 		return nil, errSwitching
 	}
 	if req.IdempotencyKey != "" {
-		o, err := s.store.OrderByKey(ctx, sale.ID, u.ID, req.IdempotencyKey)
+		o, err := s.orderByKey(ctx, sale, u, req, first)
 		if !errors.Is(err, flashsale.ErrNotFound) {
 			return o, err
 		}
@@ -427,7 +440,7 @@ func (s *Service) purchaseDirect(ctx context.Context, u flashsale.User, sale *fl
 	case errors.Is(err, flashsale.ErrDuplicate):
 		return nil, flashsale.ErrTokenInvalid // the token bought its order already
 	case errors.Is(err, flashsale.ErrKeyConflict):
-		return s.store.OrderByKey(ctx, sale.ID, u.ID, req.IdempotencyKey) // a retry racing this one
+		return s.orderByKey(ctx, sale, u, req, first) // a retry racing this one
 	case errors.Is(err, flashsale.ErrSoldOut):
 		sl.refuse(soldOut, now)
 		return nil, err

@@ -159,6 +159,8 @@ func TestDBMode(t *testing.T) {
 			if err != nil || again.ID != first.ID {
 				t.Fatalf("retry with the key: %+v, %v; want order %s", again, err, first.ID)
 			}
+			_, err = e.buy(t, u, flashsale.PurchaseRequest{SaleID: sale.ID, IdempotencyKey: "k1", Rooms: 2})
+			wantErr(t, err, flashsale.ErrKeyReused)
 			if _, err := e.buy(t, u, flashsale.PurchaseRequest{SaleID: sale.ID}); err != nil {
 				t.Fatal(err)
 			}

@@ -93,7 +93,7 @@ func (s *Service) purchase(ctx context.Context, u flashsale.User, req flashsale.
 		if locked = true; s.sellingEngine() != nil {
 			return nil, errSwitching
 		}
-		o, err := s.replay(ctx, u, sale, req.IdempotencyKey)
+		o, err := s.replay(ctx, u, sale, req, first)
 		if !errors.Is(err, flashsale.ErrNotFound) {
 			return o, err
 		}
@@ -135,7 +135,7 @@ func (s *Service) purchase(ctx context.Context, u flashsale.User, req flashsale.
 	existing, err := s.reserve(ctx, r, token)
 	switch {
 	case errors.Is(err, flashsale.ErrDuplicate):
-		return s.existing(ctx, u, sale, existing)
+		return s.existing(ctx, u, sale, existing, req, first)
 	case errors.Is(err, flashsale.ErrNotLoaded):
 		s.wakeHeal() // the engine lost the sale: a rebuild puts it back
 		return nil, err
@@ -228,12 +228,23 @@ func (s *Service) logSoldOutSlow(ctx context.Context, saleID string) {
 }
 
 // replay returns the order a user's idempotency key already names, or ErrNotFound.
-func (s *Service) replay(ctx context.Context, u flashsale.User, sale *flashsale.Sale, key string) (*flashsale.Order, error) {
-	id, err := s.engine.Lookup(ctx, sale.ID, u.ID, key)
+func (s *Service) replay(ctx context.Context, u flashsale.User, sale *flashsale.Sale, req flashsale.PurchaseRequest, first int) (*flashsale.Order, error) {
+	id, err := s.engine.Lookup(ctx, sale.ID, u.ID, req.IdempotencyKey)
 	if err != nil {
 		return nil, err
 	}
-	return s.existing(ctx, u, sale, id)
+	return s.existing(ctx, u, sale, id, req, first)
+}
+
+// sameRequest refuses an order an idempotency key names when the purchase
+// asked for another stay or number of rooms (ErrKeyReused): the key is one
+// request, and answering the first order to a different one would tell the
+// client it bought what it did not. req has its defaults filled in.
+func sameRequest(req flashsale.PurchaseRequest, first, firstNight, nights, rooms int) error {
+	if req.IdempotencyKey == "" || (first == firstNight && req.Nights == nights && req.Rooms == rooms) {
+		return nil
+	}
+	return flashsale.ErrKeyReused
 }
 
 // existing answers for the order an idempotency key names. If the engine
@@ -241,14 +252,22 @@ func (s *Service) replay(ctx context.Context, u flashsale.User, sale *flashsale.
 // it, a 503, and its units went back), the retry is what the client is
 // for: take the units again under the same order ID and write it, so the
 // same key keeps naming one order.
-func (s *Service) existing(ctx context.Context, u flashsale.User, sale *flashsale.Sale, id string) (*flashsale.Order, error) {
+func (s *Service) existing(ctx context.Context, u flashsale.User, sale *flashsale.Sale, id string, req flashsale.PurchaseRequest, first int) (*flashsale.Order, error) {
 	o, err := s.order(ctx, u, id)
+	if err == nil {
+		if err := sameRequest(req, first, o.FirstNight, o.Nights, o.Rooms); err != nil {
+			return nil, err
+		}
+	}
 	if !errors.Is(err, flashsale.ErrNotFound) {
 		return o, err
 	}
 	r, err := s.engine.Reservation(ctx, id)
 	if err != nil || r.UserID != u.ID {
 		return nil, flashsale.ErrNotFound
+	}
+	if err := sameRequest(req, first, r.FirstNight, r.Nights, r.Rooms); err != nil {
+		return nil, err
 	}
 	now := s.now()
 	if err := sale.Open(now); err != nil {
@@ -355,7 +374,7 @@ func (s *Service) Cancel(ctx context.Context, u flashsale.User, id string) (*fla
 		return o, nil
 	case flashsale.OrderHeld:
 	case flashsale.OrderPending:
-		return nil, flashsale.Errorf(flashsale.EConflict, "the order is still being placed; retry in a moment")
+		return nil, flashsale.ErrOrderPending
 	default:
 		return nil, flashsale.Errorf(flashsale.EConflict, "a %s order cannot be cancelled", o.Status)
 	}
@@ -425,7 +444,7 @@ func (s *Service) MarkPaid(ctx context.Context, id, paymentRef string) (*flashsa
 			r, rerr := s.engine.Reservation(ctx, id)
 			switch {
 			case rerr == nil && r.Active:
-				return nil, flashsale.Errorf(flashsale.EConflict, "the order is still being placed; retry in a moment")
+				return nil, flashsale.ErrOrderPending
 			case flashsale.Unreachable(rerr):
 				return nil, fmt.Errorf("paid order=%s: %w", id, rerr)
 			case s.rebuilding(ctx):

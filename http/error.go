@@ -31,6 +31,8 @@ var statuses = map[string]int{
 	flashsale.EHoldExpired:     http.StatusConflict,
 	flashsale.EAlreadyPaid:     http.StatusConflict,
 	flashsale.EOrderCancelled:  http.StatusConflict,
+	flashsale.EOrderPending:    http.StatusConflict,
+	flashsale.EKeyReused:       http.StatusUnprocessableEntity,
 	flashsale.EAlreadyStarted:  http.StatusConflict,
 	flashsale.EPaused:          http.StatusConflict,
 	flashsale.EStockInUse:      http.StatusConflict,
@@ -71,6 +73,7 @@ var sentinelBodies = func() map[*flashsale.Error][]byte {
 		flashsale.ErrNotEligibleStays, flashsale.ErrNotEligibleChannel, flashsale.ErrFactsUnavailable,
 		flashsale.ErrUnavailable, flashsale.ErrInvalid, flashsale.ErrDuplicate,
 		flashsale.ErrKeyConflict, flashsale.ErrStale, flashsale.ErrNotLoaded, flashsale.ErrIndeterminate,
+		flashsale.ErrOrderPending, flashsale.ErrKeyReused,
 		errUnauthenticated, errForbidden, errMethodNotAllowed,
 	} {
 		m[e] = encodeError(e.Code, e.Message)
@@ -116,13 +119,13 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	h := w.Header()
 	h["Content-Type"] = jsonContentType
 	h["X-Content-Type-Options"] = nosniff
-	switch status {
-	case http.StatusTooManyRequests, http.StatusServiceUnavailable:
+	switch {
+	case status == http.StatusTooManyRequests, status == http.StatusServiceUnavailable, code == flashsale.EOrderPending:
 		h["Retry-After"] = retryAfter
 		if wait, ok := flashsale.RetryAfter(err); ok {
 			h["Retry-After"] = retryAfterSeconds(wait)
 		}
-	case http.StatusUnauthorized:
+	case status == http.StatusUnauthorized:
 		h["Www-Authenticate"] = wwwAuthenticate
 	}
 	w.WriteHeader(status)

@@ -555,6 +555,8 @@ func TestErrorMapping(t *testing.T) {
 		{flashsale.ErrHoldExpired, 409, flashsale.EHoldExpired, false},
 		{flashsale.ErrAlreadyStarted, 409, flashsale.EAlreadyStarted, false},
 		{flashsale.ErrStale, 409, flashsale.EConflict, false},
+		{flashsale.ErrOrderPending, 409, flashsale.EOrderPending, true},
+		{flashsale.ErrKeyReused, 422, flashsale.EKeyReused, false},
 		{flashsale.Errorf(flashsale.ETooLarge, "x"), 413, flashsale.ETooLarge, false},
 		{flashsale.Errorf(flashsale.ERateLimited, "slow down"), 429, flashsale.ERateLimited, true},
 		{flashsale.ErrUnavailable, 503, flashsale.EUnavailable, true},

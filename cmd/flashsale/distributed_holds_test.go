@@ -220,7 +220,7 @@ func TestDistributedHolds(t *testing.T) {
 								paid[oid] = true
 								payResult["paid"]++
 								mu.Unlock()
-							case status == http.StatusConflict && o.Error.Code == flashsale.EConflict && time.Now().Before(deadline):
+							case status == http.StatusConflict && o.Error.Code == flashsale.EOrderPending && time.Now().Before(deadline):
 								time.Sleep(20 * time.Millisecond) // still pending: retry
 								continue
 							case status == http.StatusServiceUnavailable && time.Now().Before(deadline):
