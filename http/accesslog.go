@@ -123,11 +123,16 @@ func (a *AccessLog) observe(pattern string, status int, d time.Duration) (line, 
 	return line, line
 }
 
-// request logs one request's line.
-func (a *AccessLog) request(r *http.Request, pattern string, status int, d time.Duration, sampled bool) {
+// request logs one request's line, with the request id its answer
+// carried (h is the answer's header), so a line can be matched to what the
+// client saw: every answer has one, the early sold-out answer included.
+func (a *AccessLog) request(r *http.Request, h http.Header, pattern string, status int, d time.Duration, sampled bool) {
 	attrs := []slog.Attr{
 		slog.String("method", r.Method), slog.String("route", pattern), slog.String("path", r.URL.Path),
 		slog.Int("status", status), slog.Float64("duration_ms", float64(d.Microseconds())/1000),
+	}
+	if id := h[requestIDHeader]; len(id) == 1 {
+		attrs = append(attrs, slog.String("request_id", id[0]))
 	}
 	if sampled {
 		attrs = append(attrs, slog.Uint64("sample", a.sample))
@@ -236,17 +241,16 @@ func newStatusWriter(w http.ResponseWriter) *statusWriter {
 // route's histogram), gives it a line if it earns one, and recycles sw.
 // Event streams never come here: their length is a guest watching.
 func (a *AccessLog) finish(sw *statusWriter, r *http.Request, pattern string, d time.Duration) {
-	status := cmpStatus(sw.status)
+	a.record(r, sw.ResponseWriter, pattern, cmpStatus(sw.status), d)
 	sw.ResponseWriter = nil
 	statusWriters.Put(sw)
-	a.record(r, pattern, status, d)
 }
 
-// record counts a request answered with status in d, and gives it a line
-// if it earns one.
-func (a *AccessLog) record(r *http.Request, pattern string, status int, d time.Duration) {
+// record counts a request answered on w with status in d, and gives it a
+// line if it earns one.
+func (a *AccessLog) record(r *http.Request, w http.ResponseWriter, pattern string, status int, d time.Duration) {
 	if line, sampled := a.observe(pattern, status, d); line {
-		a.request(r, pattern, status, d, sampled)
+		a.request(r, w.Header(), pattern, status, d, sampled)
 	}
 }
 

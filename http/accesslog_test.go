@@ -79,9 +79,22 @@ func TestAccessLog(t *testing.T) {
 		if sampled := l["sample"] != nil; sampled != (l["status"] != 404.0) {
 			t.Errorf("line %v: sampled %v", l, sampled)
 		}
+		if id, _ := l["request_id"].(string); id == "" {
+			t.Errorf("line %v has no request_id: it cannot be matched to the answer", l)
+		}
 	}
 	if want := map[string]int{"GET /api/sales 200": 10, "unmatched 404": 7, "POST /api/sales/{id}/purchase 409": 3}; !equalCounts(count, want) {
 		t.Fatalf("request lines %v, want %v", count, want)
+	}
+
+	// The line names the id the client sent (and got back).
+	w := do(t, s, "GET", "/nowhere", "", "", "X-Request-ID", "trace-4711")
+	if got := w.Header().Get("X-Request-Id"); got != "trace-4711" {
+		t.Fatalf("answer's X-Request-Id = %q", got)
+	}
+	lines := out.lines(t, "request")
+	if last := lines[len(lines)-1]; last["request_id"] != "trace-4711" {
+		t.Errorf("the line of a request sent with X-Request-ID trace-4711: %v", last)
 	}
 
 	a.summarize()
@@ -89,7 +102,7 @@ func TestAccessLog(t *testing.T) {
 	for _, l := range out.lines(t, "requests") {
 		sum[l["route"].(string)] = l
 	}
-	for route, want := range map[string][2]float64{"GET /api/sales": {100, 100}, "unmatched": {7, 0}, "POST /api/sales/{id}/purchase": {30, 0}} {
+	for route, want := range map[string][2]float64{"GET /api/sales": {100, 100}, "unmatched": {8, 0}, "POST /api/sales/{id}/purchase": {30, 0}} {
 		l := sum[route]
 		if l == nil || l["count"] != want[0] || l["status_2xx"] != want[1] || l["status_2xx"].(float64)+l["status_4xx"].(float64) != want[0] ||
 			l["status_5xx"] != 0.0 || !(l["p99_ms"].(float64) > 0) {

@@ -259,7 +259,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 				s.observePurchase(d)
 			}
 			if s.access != nil {
-				s.access.record(r, purchaseRoute, http.StatusConflict, d)
+				s.access.record(r, w, purchaseRoute, http.StatusConflict, d)
 			}
 			return
 		}
