@@ -24,6 +24,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -46,6 +47,12 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if len(os.Args) > 1 && slices.Contains([]string{"serve", "migrate", "audit"}, os.Args[1]) {
+		if err := unknownSettings(os.Environ()); err != nil {
+			fmt.Fprintln(os.Stderr, "flashsale:", strings.ReplaceAll(err.Error(), "\n", "\nflashsale: "))
+			os.Exit(2)
+		}
+	}
 	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
 		if errors.Is(err, errUsage) {
 			os.Exit(2) // the usage is printed already

@@ -12,6 +12,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/agnivade/levenshtein"
+
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/breaker"
 	"github.com/flashsale/flashsale/funnel"
@@ -32,6 +34,49 @@ type setting struct {
 	migrate bool
 	// boolean settings are flags without a value (--demo).
 	boolean bool
+}
+
+// testPrefix names the test suite's own variables (FLASHSALE_TEST_*),
+// which a binary a test starts inherits: no setting starts with it.
+const testPrefix = "FLASHSALE_TEST_"
+
+// unknownSettings refuses FLASHSALE_* variables that are no setting,
+// naming the nearest setting of each: a misspelled one
+// (FLASHSALE_REDISURL) used to be ignored, and serve started the embedded
+// shape on one node where the distributed one was meant.
+func unknownSettings(environ []string) error {
+	known := make(map[string]bool, len(settings))
+	for _, s := range settings {
+		known[s.env] = true
+	}
+	var errs []error
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, "FLASHSALE_") || strings.HasPrefix(name, testPrefix) || known[name] {
+			continue
+		}
+		msg := "unknown setting " + name
+		if near := nearestSetting(name); near != "" {
+			msg += "; did you mean " + near + "?"
+		}
+		errs = append(errs, errors.New(msg))
+	}
+	if len(errs) > 0 {
+		errs = append(errs, errors.New("every setting is listed by flashsale serve --help"))
+	}
+	return errors.Join(errs...)
+}
+
+// nearestSetting is the setting whose variable is closest to name, if a
+// few edits away (a third of its length at most), or "".
+func nearestSetting(name string) string {
+	best, bestD := "", len(name)/3+1
+	for _, s := range settings {
+		if d := levenshtein.ComputeDistance(name, s.env); d < bestD {
+			best, bestD = s.env, d
+		}
+	}
+	return best
 }
 
 // flagName is the setting's flag: FLASHSALE_REDIS_URL is --redis-url.

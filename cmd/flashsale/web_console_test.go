@@ -18,11 +18,11 @@ import (
 
 // Browser tests of the operator console's create form and live dashboard.
 
-// shoot saves the page as $FLASHSALE_SCREENSHOTS/name.png when that is
+// shoot saves the page as $FLASHSALE_TEST_SCREENSHOTS/name.png when that is
 // set (how README's screenshots are taken); otherwise it does nothing.
 func shoot(t *testing.T, ctx context.Context, name string) {
 	t.Helper()
-	dir := os.Getenv("FLASHSALE_SCREENSHOTS")
+	dir := os.Getenv("FLASHSALE_TEST_SCREENSHOTS")
 	if dir == "" {
 		return
 	}

@@ -20,10 +20,10 @@ import (
 // TestSSEFanout holds many event streams open on one instance (the built
 // binary in its own process, so its memory is its own) and changes the
 // stock under them: every stream must get every change, and the streams'
-// goroutines must be gone once they close. FLASHSALE_SSE_CLIENTS sets how
+// goroutines must be gone once they close. FLASHSALE_TEST_SSE_CLIENTS sets how
 // many (200 by default, a smoke test); docs/benchmarks.md's figures are
 //
-//	ulimit -n 65536; FLASHSALE_SSE_CLIENTS=10000 go test -run TestSSEFanout -v ./cmd/flashsale/
+//	ulimit -n 65536; FLASHSALE_TEST_SSE_CLIENTS=10000 go test -run TestSSEFanout -v ./cmd/flashsale/
 //
 // which logs the server's memory per stream and the cost of one stock
 // change fanned out to all of them.
@@ -32,10 +32,10 @@ func TestSSEFanout(t *testing.T) {
 		t.Skip("starts the binary")
 	}
 	n, changes, settle := 200, 2, time.Duration(0) // the smoke test's
-	if v := os.Getenv("FLASHSALE_SSE_CLIENTS"); v != "" {
+	if v := os.Getenv("FLASHSALE_TEST_SSE_CLIENTS"); v != "" {
 		var err error
 		if n, err = strconv.Atoi(v); err != nil || n < 1 {
-			t.Fatalf("FLASHSALE_SSE_CLIENTS=%q", v)
+			t.Fatalf("FLASHSALE_TEST_SSE_CLIENTS=%q", v)
 		}
 		changes, settle = 5, 2*time.Second
 	}
