@@ -138,6 +138,7 @@ var (
 	jsonContentType = []string{"application/json"}
 	nosniff         = []string{"nosniff"}
 	retryAfter      = []string{"1"}
+	noStore         = []string{"no-store"}
 	wwwAuthenticate = []string{`Bearer realm="flashsale"`}
 	internalBody    = encodeError(flashsale.EInternal, "internal error")
 )

@@ -341,9 +341,9 @@ func (s *Server) writeOrdersCSV(w http.ResponseWriter, r *http.Request, id strin
 	_ = cw.Write(ordersCSVHeader)
 	for {
 		for _, o := range orders {
-			_ = cw.Write([]string{o.ID, o.UserID, string(o.Status), o.CheckIn, strconv.Itoa(o.Nights),
+			_ = cw.Write([]string{o.ID, csvCell(o.UserID), string(o.Status), o.CheckIn, strconv.Itoa(o.Nights),
 				strconv.Itoa(o.Rooms), strconv.FormatInt(o.Amount, 10), o.Currency,
-				o.HoldExpiresAt.Format(time.RFC3339Nano), o.PaymentRef, o.FailureReason,
+				o.HoldExpiresAt.Format(time.RFC3339Nano), csvCell(o.PaymentRef), csvCell(o.FailureReason),
 				o.CreatedAt.Format(time.RFC3339Nano), o.UpdatedAt.Format(time.RFC3339Nano)})
 		}
 		if next == "" {
@@ -357,6 +357,18 @@ func (s *Server) writeOrdersCSV(w http.ResponseWriter, r *http.Request, id strin
 		}
 	}
 	cw.Flush()
+}
+
+// csvCell neutralises a value a guest or a payment platform chose (a user
+// id is a JWT's sub) for a spreadsheet: one starting with =, +, -, @, a tab
+// or a carriage return is a formula to Excel and LibreOffice
+// (=cmd|' /C calc'!A0), so it gets a leading apostrophe, OWASP's advice,
+// which the spreadsheet shows as text and does not display.
+func csvCell(v string) string {
+	if v != "" && strings.ContainsRune("=+-@\t\r", rune(v[0])) {
+		return "'" + v
+	}
+	return v
 }
 
 // handleDeleteSale removes a test sale with its orders: 204, or 409 for a

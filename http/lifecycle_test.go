@@ -110,8 +110,12 @@ func (s *stubService) SaleOrders(ctx context.Context, id string, q flashsale.Ord
 	}
 	var out []*flashsale.Order
 	for i := n - 1; i >= 1 && len(out) < per; i-- {
-		out = append(out, &flashsale.Order{ID: "o" + string(rune('0'+i)), SaleID: id, UserID: "u,\"q\"", Status: flashsale.OrderHeld,
-			CheckIn: "2026-12-24", Nights: 1, Rooms: 1, Amount: 39900, Currency: "CNY", HoldExpiresAt: t0, CreatedAt: t0, UpdatedAt: t0})
+		o := &flashsale.Order{ID: "o" + string(rune('0'+i)), SaleID: id, UserID: "u,\"q\"", Status: flashsale.OrderHeld,
+			CheckIn: "2026-12-24", Nights: 1, Rooms: 1, Amount: 39900, Currency: "CNY", HoldExpiresAt: t0, CreatedAt: t0, UpdatedAt: t0}
+		if i == 5 { // what a guest and a payment platform may choose
+			o.UserID, o.PaymentRef = "=cmd|' /C calc'!A0", "@SUM(1+1)"
+		}
+		out = append(out, o)
 	}
 	next := ""
 	if len(out) == per && out[len(out)-1].ID != "o1" {
@@ -211,6 +215,10 @@ func TestLifecycleRoutes(t *testing.T) {
 		}
 		if len(rows) != 10 || rows[0][0] != "order_id" || rows[1][0] != "o9" || rows[9][0] != "o1" || rows[1][1] != `u,"q"` {
 			t.Errorf("rows = %q", rows)
+		}
+		// A cell a spreadsheet would run as a formula is text.
+		if o5 := rows[5]; len(o5) < 10 || o5[0] != "o5" || o5[1] != `'=cmd|' /C calc'!A0` || o5[9] != "'@SUM(1+1)" {
+			t.Errorf("order o5's row = %q, want the formulas neutralised", o5)
 		}
 	})
 }

@@ -275,6 +275,11 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	defer c.release()
 	c.identify(w, r)
 	r = r.WithContext(c)
+	if _, ok := r.Header["Authorization"]; ok {
+		// An answer to a bearer is that bearer's (an order, the admin
+		// views): no cache on the way may keep it for someone else.
+		w.Header()["Cache-Control"] = noStore
+	}
 	defer func() {
 		if v := recover(); v != nil {
 			if v == http.ErrAbortHandler {

@@ -155,8 +155,8 @@ func load(cfg Config) (*pages, error) {
 }
 
 // securityHeaders keep the pages from being framed by strangers' scripts
-// reaching into them or loading code from elsewhere. Framing is allowed:
-// the platform embeds the sale page.
+// reaching into them or loading code from elsewhere. Framing is allowed
+// (the platform embeds the sale page), but not of the console (page).
 func securityHeaders(h http.Header) {
 	h.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; worker-src 'self'; base-uri 'none'; form-action 'none'")
 	h.Set("X-Content-Type-Options", "nosniff")
@@ -174,6 +174,12 @@ func (p *pages) page(name string) http.HandlerFunc {
 		h.Set("Vary", "Accept-Language")
 		h.Set("Cache-Control", "no-cache") // revalidate: new assets' hashes appear at once
 		securityHeaders(h)
+		if name == "console" {
+			// The console acts with an operator's token: no other page
+			// may frame it and trick a click (clickjacking).
+			h.Set("Content-Security-Policy", h.Get("Content-Security-Policy")+"; frame-ancestors 'none'")
+			h.Set("X-Frame-Options", "DENY")
+		}
 		serve(w, r, a)
 	}
 }

@@ -145,6 +145,17 @@ func TestCaching(t *testing.T) {
 	if got := get(h, "/").Header().Get("Content-Security-Policy"); !strings.Contains(got, "script-src 'self'") {
 		t.Errorf("CSP %q", got)
 	}
+	// The console may not be framed by anyone (it acts with an operator's
+	// token); the sale page may, the platform embeds it.
+	for _, path := range []string{"/console", "/admin"} {
+		hd := get(h, path).Header()
+		if csp := hd.Get("Content-Security-Policy"); !strings.Contains(csp, "frame-ancestors 'none'") || hd.Get("X-Frame-Options") != "DENY" {
+			t.Errorf("%s: CSP %q, X-Frame-Options %q: framable", path, csp, hd.Get("X-Frame-Options"))
+		}
+	}
+	if csp := get(h, "/sales/s1").Header().Get("Content-Security-Policy"); strings.Contains(csp, "frame-ancestors") {
+		t.Errorf("sale page CSP %q: the platform cannot embed it", csp)
+	}
 }
 
 // TestDemoFlag: the sale page knows demo mode from the server, not the URL.
