@@ -6,6 +6,8 @@ import (
 	"hash/fnv"
 	"slices"
 	"time"
+
+	"golang.org/x/text/currency"
 )
 
 // Defaults for a sale's optional fields.
@@ -350,8 +352,8 @@ func (s *Sale) Validate() error {
 		return Errorf(EInvalid, "price must be a non-negative amount in minor units")
 	case s.OriginalPrice < 0 || s.OriginalPrice > 1<<40:
 		return Errorf(EInvalid, "original_price must be a non-negative amount in minor units")
-	case len(s.Currency) != 3 || !isUpper(s.Currency):
-		return Errorf(EInvalid, "currency must be a three-letter ISO 4217 code such as CNY")
+	case len(s.Currency) != 3 || !isUpper(s.Currency) || !isoCurrency(s.Currency):
+		return Errorf(EInvalid, "currency must be an ISO 4217 code such as CNY, JPY or KWD")
 	case s.StartsAt.IsZero() || s.EndsAt.IsZero() || !s.EndsAt.After(s.StartsAt):
 		return Errorf(EInvalid, "starts_at and ends_at are required and ends_at must be after starts_at")
 	case s.PerUserLimit < 1 || s.PerUserLimit > 1000:
@@ -422,6 +424,14 @@ func (s *Sale) Stay(checkIn string, nights int) (int, error) {
 		}
 	}
 	return first, nil
+}
+
+// isoCurrency reports whether code is a currency of ISO 4217 (CLDR's
+// data, through golang.org/x/text): ZZZ is not, and neither are XXX (no
+// currency) and XTS (testing), which x/text knows as codes.
+func isoCurrency(code string) bool {
+	_, err := currency.ParseISO(code)
+	return err == nil && code != "XXX" && code != "XTS"
 }
 
 func isUpper(s string) bool {

@@ -274,13 +274,17 @@ export function setupSwitch(onChange) {
   });
 }
 
-// money formats minor units (fen, cents).
+// money formats an amount in ISO 4217 minor units: the currency's own
+// exponent (0 for JPY, 2 for CNY, 3 for KWD) is the number of fraction
+// digits Intl gives it, so ¥9900 is 9,900 yen, not 99.
 export function money(minor, currency) {
+  let f;
   try {
-    return new Intl.NumberFormat(lang, { style: 'currency', currency }).format(minor / 100);
+    f = new Intl.NumberFormat(lang, { style: 'currency', currency });
   } catch {
-    return (minor / 100).toFixed(2) + ' ' + currency;
+    return minor + ' ' + currency; // a code Intl does not know: minor units as they are
   }
+  return f.format(minor / 10 ** f.resolvedOptions().maximumFractionDigits);
 }
 
 // clock formats a duration in ms as h:mm:ss or m:ss.
