@@ -17,7 +17,7 @@ import (
 	"github.com/flashsale/flashsale/tracing"
 )
 
-const auditUsage = `usage: flashsale audit [--sale ID] [--repair] [--grace 5m]
+const auditUsage = `usage: flashsale audit [--sale ID] [--repair] [--audit-grace 5m]
 
 Proves each current sale's books balance (invariant I6), or only the sale
 --sale names, and exits 0 only when every audited sale balances. It reads
@@ -79,22 +79,25 @@ func openRedis(ctx context.Context, cfg Config, logger *slog.Logger, tr *tracing
 
 // runAudit is `flashsale audit`.
 func runAudit(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fset := flag.NewFlagSet("audit", flag.ContinueOnError)
-	fset.SetOutput(stderr)
-	fset.Usage = func() {
-		fmt.Fprint(stderr, auditUsage)
-		fset.PrintDefaults()
-	}
+	fset := newFlagSet("audit", args, stdout, stderr)
 	saleID := fset.String("sale", "", "audit this sale only (default: every current sale)")
 	repair := fset.Bool("repair", false, "repair what is safe, then print the audit after the repair (distributed shape)")
-	grace := fset.Duration("grace", funnel.AuditGraceDefault, "how long a reservation may wait for its order row before it is stranded")
+	// The command's own flags; the settings serve reads are flags too
+	// (parseConfig), listed by serve --help, not here.
+	own := map[string]bool{"sale": true, "repair": true}
+	fset.Usage = func() {
+		w := fset.Output()
+		fmt.Fprint(w, auditUsage)
+		fset.VisitAll(func(f *flag.Flag) {
+			if own[f.Name] {
+				fmt.Fprintf(w, "  --%s\n    \t%s\n", f.Name, f.Usage)
+			}
+		})
+		fmt.Fprintln(w, "\nand every setting of serve (flashsale serve --help), the database's and Redis's first;\n--audit-grace (FLASHSALE_AUDIT_GRACE) is how long a reservation may wait for its order row")
+	}
 	cfg, err := parseConfig(fset, args, getenv)
 	if err != nil {
 		return err
-	}
-	if fset.NArg() > 0 {
-		fset.Usage()
-		return fmt.Errorf("audit: unexpected arguments %q", fset.Args())
 	}
 	if *repair && !cfg.Distributed() {
 		return errors.New("audit --repair needs the stock engine, which the embedded shape keeps in the serving process: " +
@@ -109,7 +112,7 @@ func runAudit(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	defer store.Close()
-	fc := funnel.Config{Store: store, AuditGrace: *grace, AuditInterval: -1, Logger: logger}
+	fc := funnel.Config{Store: store, AuditGrace: cfg.AuditGrace, AuditInterval: -1, Logger: logger}
 	if cfg.Distributed() {
 		e, err := openRedis(openCtx, cfg, logger, nil)
 		if err != nil {

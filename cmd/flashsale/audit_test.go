@@ -201,7 +201,7 @@ func testAudit(t *testing.T, dbURL string) {
 
 	// A grace of a minute (default 5m) makes the two-minute-old
 	// reservation stranded while its hold still runs.
-	out, err = runAuditCmd(t, env, "--sale", id, "--grace", "1m")
+	out, err = runAuditCmd(t, env, "--sale", id, "--audit-grace", "1m")
 	if err == nil || !strings.Contains(err.Error(), "1 of 1 sales do not balance") {
 		t.Fatalf("audit of a wronged sale: %v", err)
 	}
@@ -219,7 +219,7 @@ func testAudit(t *testing.T, dbURL string) {
 		t.Errorf("nights 0 and 1 balance in units before the repair:\n%s", out)
 	}
 
-	out, err = runAuditCmd(t, env, "--sale", id, "--repair", "--grace", "1m")
+	out, err = runAuditCmd(t, env, "--sale", id, "--repair", "--audit-grace", "1m")
 	if err == nil {
 		t.Fatal("repair left nothing for the serving instance and the operator")
 	}
@@ -245,7 +245,7 @@ func testAudit(t *testing.T, dbURL string) {
 	// (its heal loop finds the sale the repair's rebuild closed). Then only
 	// the database's own finding is left, for an operator.
 	for deadline := time.Now().Add(90 * time.Second); ; {
-		out, err = runAuditCmd(t, env, "--sale", id, "--grace", "1m")
+		out, err = runAuditCmd(t, env, "--sale", id, "--audit-grace", "1m")
 		if strings.Contains(out, "sale "+id+": 1 finding") {
 			break
 		}

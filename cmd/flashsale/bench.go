@@ -139,10 +139,9 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 		}
 		return bench.ServeCeiling(ln)
 	}
-	fset := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fset.SetOutput(stderr)
+	fset := newFlagSet("bench", args, stdout, stderr)
 	fset.Usage = func() {
-		fmt.Fprint(stderr, benchUsage)
+		fmt.Fprint(fset.Output(), benchUsage)
 		fset.PrintDefaults()
 	}
 	var f benchFlags
@@ -184,14 +183,13 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 	fset.StringVar(&f.jsonFile, "json", "", "write the report as JSON to this file")
 	fset.StringVar(&f.htmlFile, "html", "", "write the report as one self-contained HTML page (charts inline, nothing fetched) to this file")
 	fset.StringVar(&f.progress, "progress", "auto", "live progress on stderr: auto (a terminal, not CI), on or off")
-	if err := fset.Parse(args); err != nil {
+	if err := parseFlags(fset, args); err != nil {
 		return err
 	}
 	f.given = map[string]bool{}
 	fset.Visit(func(fl *flag.Flag) { f.given[fl.Name] = true })
 	if fset.NArg() > 0 {
-		fset.Usage()
-		return fmt.Errorf("bench: unexpected arguments %q", fset.Args())
+		return usageErrorf(fset, stderr, "unexpected arguments %q", fset.Args())
 	}
 	shape, mix, err := f.validate()
 	if err != nil {

@@ -190,12 +190,15 @@ func parseConfig(fset *flag.FlagSet, args []string, getenv func(string) string) 
 		if !migrate {
 			fset.BoolVar(&printCfg, "print-config", false, "print the effective configuration (secrets masked) and exit")
 		}
-		fset.Usage = func() { settingsUsage(fset, migrate) }
-		if err := fset.Parse(args); err != nil {
+		if fset.Name() == "serve" || fset.Name() == "migrate" {
+			fset.Usage = func() { settingsUsage(fset, migrate) }
+		}
+		if err := parseFlags(fset, args); err != nil {
 			return c, err
 		}
 		if fset.NArg() > 0 {
-			return c, fmt.Errorf("unexpected argument %q (settings are flags: flashsale %s --help)", fset.Arg(0), fset.Name())
+			fmt.Fprintf(fset.Output(), "flashsale %s: unexpected argument %q (settings are flags: flashsale %s --help)\n", fset.Name(), fset.Arg(0), fset.Name())
+			return c, errUsage
 		}
 		if printCfg {
 			if c.DatabaseURL == "" {

@@ -2,6 +2,9 @@ package main
 
 import (
 	"bytes"
+	"errors"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -31,12 +34,19 @@ func TestHelp(t *testing.T) {
 	for _, args := range [][]string{
 		{"help"}, {"-h"}, {"--help"}, {"help", "serve"},
 		{"serve", "--help"}, {"serve", "-h"}, {"migrate", "--help"}, {"audit", "--help"},
-		{"bench", "--help"}, {"token", "--help"}, {"token", "-h"},
+		{"bench", "--help"}, {"token", "--help"}, {"token", "-h"}, {"help", "audit"},
 	} {
-		out, err := runOut(args...)
-		if err != nil || !strings.Contains(out, "usage: flashsale") {
-			t.Errorf("%v: %v, output %q; want success and a usage", args, err, out)
+		// Help asked for is an answer: on stdout (flashsale serve --help |
+		// grep redis finds it), nothing on stderr, success.
+		var out, errOut bytes.Buffer
+		err := run(t.Context(), args, getenv, &out, &errOut)
+		if err != nil || !strings.Contains(out.String(), "usage: flashsale") || errOut.Len() > 0 {
+			t.Errorf("%v: %v, stdout %q, stderr %q; want success and a usage on stdout", args, err, out.String(), errOut.String())
 		}
+	}
+	// Each command's help lists its own flags: audit's not serve's fifty.
+	if out, _ := runOut("audit", "--help"); strings.Contains(out, "--order-rate") || !strings.Contains(out, "--sale") || strings.Contains(out, "--grace\n") {
+		t.Errorf("audit --help:\n%s", out)
 	}
 	out, _ := runOut("serve", "--help")
 	for _, s := range settings {
@@ -55,9 +65,50 @@ func TestHelp(t *testing.T) {
 	if strings.Contains(out, "hunter2") || strings.Contains(out, "very-secret-admin") {
 		t.Errorf("--print-config shows a secret:\n%s", out)
 	}
-	for _, args := range [][]string{{}, {"nope"}, {"serve", "extra"}, {"serve", "--nope"}, {"serve", "--order-rate", "fast"}} {
-		if _, err := runOut(args...); err == nil {
-			t.Errorf("%v succeeded", args)
+	// A command line that cannot run is a usage error (exit 2), said once,
+	// on stderr, with the usage.
+	for _, tt := range []struct {
+		args []string
+		say  string
+	}{
+		{nil, "usage: flashsale"},
+		{[]string{"nope"}, `unknown command "nope"`},
+		{[]string{"serve", "extra"}, `unexpected argument "extra"`},
+		{[]string{"serve", "--nope"}, "flag provided but not defined: -nope"},
+		{[]string{"serve", "--order-rate", "fast"}, `invalid value "fast" for flag -order-rate`},
+		{[]string{"token"}, "--user is required"},
+		{[]string{"token", "--user", "alice", "extra"}, "unexpected arguments"},
+		{[]string{"bench", "extra"}, "unexpected arguments"},
+		{[]string{"audit", "--nope"}, "flag provided but not defined: -nope"},
+	} {
+		var out, errOut bytes.Buffer
+		err := run(t.Context(), tt.args, getenv, &out, &errOut)
+		if !errors.Is(err, errUsage) {
+			t.Errorf("%v: %v, want a usage error (exit 2)", tt.args, err)
 		}
+		if n := strings.Count(errOut.String(), tt.say); n != 1 || out.Len() > 0 {
+			t.Errorf("%v: stderr says %q %d times, stdout %q:\n%s", tt.args, tt.say, n, out.String(), errOut.String())
+		}
+	}
+}
+
+// TestVersion: a binary built from a checkout says which commit it is
+// (it said "dev" whatever it was built from). GOFLAGS here has
+// -buildvcs=false, which a plain go build elsewhere does not.
+func TestVersion(t *testing.T) {
+	rev, err := exec.Command("git", "rev-parse", "HEAD").Output()
+	if err != nil {
+		t.Skipf("not a git checkout: %v", err)
+	}
+	bin := filepath.Join(t.TempDir(), "flashsale")
+	if out, err := exec.Command("go", "build", "-buildvcs=true", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	if info, _ := exec.Command("go", "version", "-m", bin).Output(); !strings.Contains(string(info), "vcs.revision=") {
+		t.Skip("go build recorded no commit here (a git worktree): nothing to name")
+	}
+	out, err := exec.Command(bin, "version").Output()
+	if want := "commit " + string(rev[:12]); err != nil || !strings.Contains(string(out), want) {
+		t.Errorf("version: %q %v, want it to name %q", out, err, want)
 	}
 }

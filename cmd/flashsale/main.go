@@ -78,8 +78,87 @@ commands:
   help      this; flashsale help COMMAND (or COMMAND --help) lists that command's flags
 `
 
-// errUsage is a command line that names no command: the usage is the answer.
+// errUsage is a command line the binary cannot run (no command, an unknown
+// one, a flag that does not parse): what was wrong and the usage are
+// printed already, once, and the exit status is 2.
 var errUsage = errors.New("usage")
+
+// newFlagSet is a command's flag set. Its help, when args ask for it (-h,
+// -help, --help), goes to stdout like every other answer asked for; a
+// mistake and the usage after it go to stderr.
+func newFlagSet(name string, args []string, stdout, stderr io.Writer) *flag.FlagSet {
+	fset := flag.NewFlagSet(name, flag.ContinueOnError)
+	fset.SetOutput(stderr)
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if a == "-h" || a == "-help" || a == "--help" || a == "--h" {
+			fset.SetOutput(stdout)
+			break
+		}
+	}
+	return fset
+}
+
+// parseFlags parses args into fset: flag.ErrHelp for a help (printed), and
+// errUsage for a mistake, which the flag package printed with the usage.
+func parseFlags(fset *flag.FlagSet, args []string) error {
+	err := fset.Parse(args)
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", errUsage, err)
+}
+
+// usageErrorf prints a mistake in a command line and the command's usage
+// to stderr, and returns errUsage (exit 2, nothing printed again).
+func usageErrorf(fset *flag.FlagSet, stderr io.Writer, format string, args ...any) error {
+	fset.SetOutput(stderr)
+	fmt.Fprintf(stderr, "flashsale %s: %s\n\n", fset.Name(), fmt.Sprintf(format, args...))
+	fset.Usage()
+	return errUsage
+}
+
+// version is the build's version: the one -ldflags set, else the module
+// version and the commit `go build` recorded from the checkout (with
+// "+dirty" when it had uncommitted changes), else "dev".
+func version() string {
+	if flashsale.Version != "dev" {
+		return flashsale.Version
+	}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "dev"
+	}
+	v, rev, dirty, at := bi.Main.Version, "", false, ""
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		case "vcs.time":
+			at = s.Value
+		}
+	}
+	if rev == "" {
+		if v == "" || v == "(devel)" {
+			return "dev"
+		}
+		return v
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	if dirty {
+		rev += "+dirty"
+	}
+	if v == "" || v == "(devel)" {
+		v = "dev"
+	}
+	return fmt.Sprintf("%s (commit %s, %s)", v, rev, at)
+}
 
 // run is the binary. help, -h and --help, alone or after any command,
 // print that level's usage and succeed.
@@ -105,7 +184,7 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 		fmt.Fprint(stdout, usage)
 		return nil
 	case "version":
-		fmt.Fprintln(stdout, "flashsale", flashsale.Version)
+		fmt.Fprintln(stdout, "flashsale", version())
 		return nil
 	case "audit":
 		return runAudit(ctx, args, getenv, stdout, stderr)
@@ -115,11 +194,10 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 		return runToken(args, getenv, stdout, stderr)
 	case "serve", "migrate":
 	default:
-		fmt.Fprint(stderr, usage)
-		return fmt.Errorf("unknown command %q", cmd)
+		fmt.Fprintf(stderr, "flashsale: unknown command %q\n\n%s", cmd, usage)
+		return errUsage
 	}
-	fset := flag.NewFlagSet(cmd, flag.ContinueOnError)
-	fset.SetOutput(stderr)
+	fset := newFlagSet(cmd, args, stdout, stderr)
 	cfg, err := parseConfig(fset, args, getenv)
 	if errors.Is(err, errPrintConfig) {
 		printConfig(stdout, cfg)

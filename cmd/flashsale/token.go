@@ -3,7 +3,6 @@ package main
 import (
 	"cmp"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -26,8 +25,7 @@ import (
 // data dir; the command never makes one, since a token no server accepts
 // helps nobody.
 func runToken(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fset := flag.NewFlagSet("token", flag.ContinueOnError)
-	fset.SetOutput(stderr)
+	fset := newFlagSet("token", args, stdout, stderr)
 	user := fset.String("user", "", "the user ID (the sub claim): 1 to 64 characters of [A-Za-z0-9._@:-]")
 	tier := fset.String("tier", "", "membership tier claim: basic, silver, gold or platinum")
 	stays := fset.Int("stays-30d", -1, "nights stayed in the last 30 days claim (omitted when negative)")
@@ -39,10 +37,14 @@ func runToken(args []string, getenv func(string) string, stdout, stderr io.Write
 		fmt.Fprintln(fset.Output(), "prints a user JWT signed with FLASHSALE_JWT_SECRET (or the data dir's secret)")
 		fset.PrintDefaults()
 	}
-	if err := fset.Parse(args); err != nil {
+	if err := parseFlags(fset, args); err != nil {
 		return err
 	}
 	switch {
+	case *user == "":
+		return usageErrorf(fset, stderr, "--user is required: the user the token is for")
+	case fset.NArg() > 0:
+		return usageErrorf(fset, stderr, "unexpected arguments %q", fset.Args())
 	case !fshttp.ValidSubject(*user):
 		return fmt.Errorf("--user must be 1 to 64 characters of [A-Za-z0-9._@:-]")
 	case *tier != "" && flashsale.Tier(*tier).Rank() == 0:
