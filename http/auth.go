@@ -143,6 +143,9 @@ func (s *Server) verifyUser(tok string) (flashsale.User, error) {
 	if platform && !s.platformClaims(&c) {
 		return flashsale.User{}, errUnauthenticated
 	}
+	if !boundedLifetime(&c, now) {
+		return flashsale.User{}, errUnauthenticated
+	}
 	u, ok := c.user()
 	if !ok {
 		return flashsale.User{}, errUnauthenticated
@@ -158,6 +161,32 @@ func (s *Server) platformClaims(c *userClaims) bool {
 		return false
 	}
 	return s.audience == "" || slices.Contains(c.Audience, s.audience)
+}
+
+// Token lifetimes. A token that stays good for years (exp in 3000) is a
+// password that cannot be changed: one leaked is a guest impersonated for
+// ever, so a user token is refused beyond MaxTokenLifetime (the demo
+// login's 24 h). One issued in the future (iat past now, beyond a clock
+// skew of iatSkew) was not issued by a clock anyone should trust.
+const (
+	MaxTokenLifetime = 24 * time.Hour
+	iatSkew          = time.Minute
+)
+
+// boundedLifetime reports whether c's exp is within MaxTokenLifetime of now
+// (and of its iat) and its iat, when it has one, not in the future.
+func boundedLifetime(c *userClaims, now time.Time) bool {
+	exp := c.ExpiresAt.Time // the parser required it
+	if exp.Sub(now) > MaxTokenLifetime {
+		return false
+	}
+	if c.IssuedAt != nil {
+		iat := c.IssuedAt.Time
+		if iat.Sub(now) > iatSkew || exp.Sub(iat) > MaxTokenLifetime+iatSkew {
+			return false
+		}
+	}
+	return true
 }
 
 // maxStays30d bounds the stays_30d claim: 30 days hold at most a few

@@ -77,6 +77,7 @@ func TestHelp(t *testing.T) {
 		{[]string{"serve", "--nope"}, "flag provided but not defined: -nope"},
 		{[]string{"serve", "--order-rate", "fast"}, `invalid value "fast" for flag -order-rate`},
 		{[]string{"token"}, "--user is required"},
+		{[]string{"token", "--user", "alice", "--ttl", "8760h"}, "--ttl must be positive and at most 24h0m0s"},
 		{[]string{"token", "--user", "alice", "extra"}, "unexpected arguments"},
 		{[]string{"bench", "extra"}, "unexpected arguments"},
 		{[]string{"audit", "--nope"}, "flag provided but not defined: -nope"},

@@ -49,8 +49,8 @@ func runToken(args []string, getenv func(string) string, stdout, stderr io.Write
 		return fmt.Errorf("--user must be 1 to 64 characters of [A-Za-z0-9._@:-]")
 	case *tier != "" && flashsale.Tier(*tier).Rank() == 0:
 		return fmt.Errorf("--tier must be basic, silver, gold or platinum")
-	case *ttl <= 0:
-		return fmt.Errorf("--ttl must be positive")
+	case *ttl <= 0 || *ttl > fshttp.MaxTokenLifetime:
+		return usageErrorf(fset, stderr, "--ttl must be positive and at most %v: the server refuses tokens that live longer", fshttp.MaxTokenLifetime)
 	}
 	secret := getenv("FLASHSALE_JWT_SECRET")
 	if secret == "" {
