@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/flashsale/flashsale"
@@ -431,7 +432,8 @@ func (s *Service) startAudits(ctx context.Context) {
 	}
 	s.done.Go(func() { every(ctx, s.audit.interval, nil, s.auditAll) })
 	if s.audit.phantom >= 0 {
-		s.done.Go(func() { every(ctx, s.audit.phantom, nil, s.watchPhantoms) })
+		seen := map[string][]int{} // the watch's goroutine's alone
+		s.done.Go(func() { every(ctx, s.audit.phantom, nil, func(ctx context.Context) { s.watchPhantoms(ctx, seen) }) })
 	}
 }
 
@@ -449,15 +451,25 @@ func (s *Service) startAudits(ctx context.Context) {
 // looks like, and also what stranded units look like (a hold the database
 // expired whose release never reached the engine: the instance died in
 // between; units taken in the engine by hand). Only the full audit tells
-// them apart, order by order, so a sale short in the engine gets it too,
-// quietly: a balanced audit logs nothing, a finding is logged and repaired
-// as the scheduled audit's are. Either way within about two intervals of
-// the drift, instead of at the next scheduled audit.
-func (s *Service) watchPhantoms(ctx context.Context) {
+// them apart, order by order, and it reads every order of the sale, too
+// much to run every interval of a storm. So the shortfall per night is
+// remembered (short, per sale), and the sale gets the full audit, quietly
+// (a balanced audit logs nothing; a finding is logged and repaired as the
+// scheduled audit's are), when the same shortfall is seen at two watches
+// in a row: purchases in flight come and go and move it, stranded units
+// stay. A storm hides stranded units until it pauses or sells out; then
+// they are repaired within about two intervals.
+func (s *Service) watchPhantoms(ctx context.Context, short map[string][]int) {
 	if !s.engineMode() {
 		return
 	}
-	for _, id := range s.liveSales() {
+	live := s.liveSales()
+	for id := range short {
+		if !slices.Contains(live, id) {
+			delete(short, id)
+		}
+	}
+	for _, id := range live {
 		if ctx.Err() != nil {
 			return
 		}
@@ -469,7 +481,8 @@ func (s *Service) watchPhantoms(ctx context.Context) {
 		if err != nil {
 			continue
 		}
-		drift := false
+		phantom := false
+		var gap []int // the engine's shortfall per night, nil when it has none
 		for i, n := range nights {
 			if i >= len(engine) {
 				break
@@ -477,13 +490,27 @@ func (s *Service) watchPhantoms(ctx context.Context) {
 			if engine[i] > n.Available {
 				s.log.Warn("phantom rooms: the stock engine has more rooms left than the database allows; auditing and repairing now",
 					"sale_id", id, "night", n.Date, "engine_available", engine[i], "database_available", n.Available)
-				drift = true
+				phantom = true
 				break
 			}
-			drift = drift || engine[i] < n.Available
+			if d := n.Available - engine[i]; d > 0 {
+				if gap == nil {
+					gap = make([]int, len(nights))
+				}
+				gap[i] = d
+			}
 		}
-		if drift {
+		switch {
+		case phantom:
+			delete(short, id)
 			s.auditAndRepair(ctx, id)
+		case gap == nil:
+			delete(short, id)
+		case slices.Equal(gap, short[id]):
+			delete(short, id)
+			s.auditAndRepair(ctx, id)
+		default:
+			short[id] = gap
 		}
 	}
 }
