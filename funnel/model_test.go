@@ -355,6 +355,13 @@ func (mm *modelMachine) checkPurchase(t *rapid.T, user string, req flashsale.Pur
 		return
 	case req.IdempotencyKey != "" && m.keys[[2]string{user, req.IdempotencyKey}] != "":
 		id := m.keys[[2]string{user, req.IdempotencyKey}]
+		if o := m.orders[id]; o.first != first || o.nights != nights || o.rooms != rooms {
+			// The key names a purchase of another stay: the client's
+			// mistake, refused, nothing taken.
+			mm.wantErr(t, "purchase under a key bound to another stay", err, flashsale.EKeyReused)
+			mm.seen["purchase: key reused for another stay"]++
+			return
+		}
 		if err != nil || got.ID != id || got.Status != m.orders[id].status {
 			mm.fatalf(t, "replay of key %q: got %s %v, want order %s %s", req.IdempotencyKey, mm.orderString(got), err, id, m.orders[id].status)
 		}

@@ -267,9 +267,11 @@ func TestBenchFlags(t *testing.T) {
 		{[]string{"--compare", "--self", "--paths", "embedded,embedded"}, "embedded given twice"},
 		{[]string{"--compare", "--self", "--target", "embedded=http://x"}, "exactly one of --self and --target"},
 	} {
-		err := run(t.Context(), append([]string{"bench"}, tt.args...), env, io.Discard, io.Discard)
-		if err == nil || !strings.Contains(err.Error(), tt.want) {
-			t.Errorf("bench %q: %v, want an error saying %q", tt.args, err, tt.want)
+		// A usage error is said on stderr (once), the others returned.
+		var stderr strings.Builder
+		err := run(t.Context(), append([]string{"bench"}, tt.args...), env, io.Discard, &stderr)
+		if err == nil || !strings.Contains(err.Error()+stderr.String(), tt.want) {
+			t.Errorf("bench %q: %v %q, want an error saying %q", tt.args, err, stderr.String(), tt.want)
 		}
 	}
 	err := run(t.Context(), []string{"bench", "--target", "http://x"}, func(string) string { return "" }, io.Discard, io.Discard)
