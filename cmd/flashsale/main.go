@@ -142,10 +142,10 @@ func version() string {
 			at = s.Value
 		}
 	}
+	if v == "" || v == "(devel)" {
+		v = "dev"
+	}
 	if rev == "" {
-		if v == "" || v == "(devel)" {
-			return "dev"
-		}
 		return v
 	}
 	if len(rev) > 12 {
@@ -153,9 +153,6 @@ func version() string {
 	}
 	if dirty {
 		rev += "+dirty"
-	}
-	if v == "" || v == "(devel)" {
-		v = "dev"
 	}
 	return fmt.Sprintf("%s (commit %s, %s)", v, rev, at)
 }

@@ -20,9 +20,9 @@ import (
 //
 //   - every test that uses a service (URL, StartRedis, StartRedisCluster)
 //     holds the load lock shared while it runs, one flock per process
-//     counted by the tests that hold it, and the packages whose tests are
-//     heavy without a service hold it for their whole run (Share, in
-//     their TestMain);
+//     counted by the tests that hold it; a test heavy without a service
+//     holds it through Load, and a short package of them for its whole run
+//     (Share or Main, in its TestMain);
 //   - Alone takes the turnstile, so no process takes the load lock anew,
 //     then the load lock exclusively, once the tests already running end.
 //
