@@ -176,6 +176,10 @@ func (s *Service) reserve(ctx context.Context, r *flashsale.Reservation, token *
 	return s.engine.ReserveSpending(ctx, r, token.Nonce, token.Expires)
 }
 
+// releaseTimeout bounds giving back the units of a write the order path
+// refused; it runs past the request's deadline.
+const releaseTimeout = 5 * time.Second
+
 // write sends a reserved order down the order path and answers for it.
 func (s *Service) write(ctx context.Context, sale *flashsale.Sale, r *flashsale.Reservation) (*flashsale.Order, error) {
 	status, err := s.writer.Write(ctx, r)
@@ -189,8 +193,15 @@ func (s *Service) write(ctx context.Context, sale *flashsale.Sale, r *flashsale.
 	}
 	if err != nil {
 		// The database refused (the order is recorded as failed) or the order
-		// path did not take it: either way the units go back.
-		if rerr := s.engine.Release(ctx, r.SaleID, r.OrderID); rerr != nil {
+		// path did not take it: either way the units go back, even when the
+		// request's deadline is what ended the write. Released under that
+		// spent deadline they stayed taken, and the relay later published
+		// an order for a guest who had been told 503 (CI, a burst on a
+		// loaded machine).
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		rerr := s.engine.Release(rctx, r.SaleID, r.OrderID)
+		cancel()
+		if rerr != nil {
 			s.log.Error("release after refused write", "sale_id", r.SaleID, "order_id", r.OrderID, "request_id", flashsale.RequestID(ctx), "err", rerr)
 		}
 		if status == flashsale.OrderFailed {
