@@ -226,6 +226,12 @@ func checkDoc(r *repoIndex, doc, text string) []string {
 		}
 	}
 	for _, v := range envVar.FindAllString(text, -1) {
+		// A secret setting's _FILE twin is made from its name
+		// (cmd/flashsale/settings.go, withFiles).
+		base, twin := strings.CutSuffix(v, "_FILE")
+		if twin && strings.Contains(r.envText.String(), base) {
+			continue
+		}
 		if !strings.Contains(r.envText.String(), v) {
 			add("%s: named by no Go file, script or deployment file", "`"+v+"`")
 		}

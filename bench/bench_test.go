@@ -21,8 +21,8 @@ func TestMain(m *testing.M) {
 }
 
 const (
-	adminToken = "bench-admin-token"
-	jwtSecret  = "bench-jwt-secret"
+	adminToken = "bench-admin-token-0123456789abcdef"
+	jwtSecret  = "bench-jwt-secret-0123456789abcdefg"
 )
 
 // MustServe builds the flashsale binary and runs `flashsale serve` (the

@@ -4,7 +4,7 @@
 #   names[i] urls[i] pids[i]   the ceiling at 0, then the binaries in order
 #   $work/post.lua             the wrk script: a guest's sold-out purchase
 # All of it is stopped and removed when the calling script exits.
-secret=bench-jwt-secret admin=bench-admin-token
+secret=bench-jwt-secret-0123456789abcdefg admin=bench-admin-token-0123456789abcdef
 work=$(mktemp -d)
 pids=()
 trap 'kill "${pids[@]}" 2>/dev/null; rm -rf "$work"' EXIT

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -88,11 +87,7 @@ func runAudit(ctx context.Context, args []string, getenv func(string) string, st
 	fset.Usage = func() {
 		w := fset.Output()
 		fmt.Fprint(w, auditUsage)
-		fset.VisitAll(func(f *flag.Flag) {
-			if own[f.Name] {
-				fmt.Fprintf(w, "  --%s\n    \t%s\n", f.Name, f.Usage)
-			}
-		})
+		printFlags(fset, func(name string) bool { return own[name] })
 		fmt.Fprintln(w, "\nand every setting of serve (flashsale serve --help), the database's and Redis's first;\n--audit-grace (FLASHSALE_AUDIT_GRACE) is how long a reservation may wait for its order row")
 	}
 	cfg, err := parseConfig(fset, args, getenv)

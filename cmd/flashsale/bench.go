@@ -142,7 +142,7 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 	fset := newFlagSet("bench", args, stdout, stderr)
 	fset.Usage = func() {
 		fmt.Fprint(fset.Output(), benchUsage)
-		fset.PrintDefaults()
+		printFlags(fset, nil)
 	}
 	var f benchFlags
 	fset.Func("target", "base URL of a running server, e.g. http://127.0.0.1:8080; with --compare, PATH=URL, once per path", func(v string) error {
@@ -178,7 +178,7 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 	fset.Float64Var(&f.pay, "pay", bench.PayDefault, "share of guests with a 202 who pay (half the rest cancel, the others let the hold expire)")
 	fset.IntVar(&f.hammer, "hammer", bench.HammerDefault, "purchases a scalper fires with one token")
 	fset.IntVar(&f.rounds, "rounds", 1, "rounds (the report quotes medians)")
-	fset.IntVar(&f.conns, "conns", 512, "connections the client keeps to the server; soldout and accepted: the loop's workers, one connection each (default 32 and 256)")
+	fset.IntVar(&f.conns, "conns", 512, "connections the client keeps to the server (soldout: 32 and accepted: 256 workers, one connection each, unless given)")
 	fset.DurationVar(&f.drain, "drain", 30*time.Second, "how long to wait for orders to settle before the check gives up")
 	fset.StringVar(&f.jsonFile, "json", "", "write the report as JSON to this file")
 	fset.StringVar(&f.htmlFile, "html", "", "write the report as one self-contained HTML page (charts inline, nothing fetched) to this file")

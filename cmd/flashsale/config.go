@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -160,6 +161,9 @@ type Config struct {
 	// DebugAddr is where net/http/pprof listens, never on the public
 	// port; empty is off. FLASHSALE_DEBUG_ADDR, --debug-addr.
 	DebugAddr string
+	// DebugRemote lets DebugAddr be other than a loopback address.
+	// FLASHSALE_DEBUG_REMOTE.
+	DebugRemote bool
 	// MetricsAddr, when set, serves /metrics on a listener of its own
 	// instead of the main one. FLASHSALE_METRICS_ADDR, --metrics-addr.
 	MetricsAddr string
@@ -265,8 +269,68 @@ func (c Config) Validate() error {
 		return fmt.Errorf("FLASHSALE_WEBHOOK_URL needs FLASHSALE_WEBHOOK_SECRET, at least 16 characters: the receiver checks each event's signature with it")
 	case c.AMQPURL != "" && c.RedisURL == "":
 		return fmt.Errorf("FLASHSALE_AMQP_URL needs FLASHSALE_REDIS_URL: the queue path relies on the Redis outbox")
+	case c.Demo && c.Distributed():
+		return fmt.Errorf("FLASHSALE_DEMO is for trying the embedded shape: its POST /api/demo/login hands a token for any user_id, so the distributed shape refuses it")
+	}
+	if err := c.checkDebugAddr(); err != nil {
+		return err
+	}
+	if c.Demo {
+		return nil // demo mode is for one machine; its secrets may be anything
+	}
+	return c.strongSecrets()
+}
+
+// MinSecretLength is the shortest secret serve accepts outside demo mode:
+// 128 bits written in hex (openssl rand -hex 16). An HS256 JWT signed with
+// a short secret gives it up to an offline brute force in seconds.
+const MinSecretLength = 32
+
+// strongSecrets refuses secrets shorter than MinSecretLength and the
+// placeholders of the shipped examples (deploy/k8s/secret.example.yaml's
+// change-me-...). Generated secrets (an unset admin token or JWT secret)
+// are 64 hex digits.
+func (c Config) strongSecrets() error {
+	type named struct{ env, value string }
+	var all []named
+	for _, t := range strings.Split(c.AdminToken, ",") {
+		all = append(all, named{"FLASHSALE_ADMIN_TOKEN", t})
+	}
+	for _, t := range strings.Split(c.PaymentToken, ",") {
+		all = append(all, named{"FLASHSALE_PAYMENT_TOKEN", t})
+	}
+	all = append(all, named{"FLASHSALE_JWT_SECRET", c.JWTSecret}, named{"FLASHSALE_WEBHOOK_SECRET", c.WebhookSecret})
+	for _, k := range c.TokenKeys {
+		all = append(all, named{"FLASHSALE_TOKEN_KEYS (key " + k.ID + ")", string(k.Secret)})
+	}
+	for _, s := range all {
+		v := strings.TrimSpace(s.value)
+		switch {
+		case v == "":
+		case strings.Contains(strings.ToLower(strings.ReplaceAll(v, "-", "")), "changeme"):
+			return fmt.Errorf("%s is an example's placeholder (change-me): make one with openssl rand -hex 32", s.env)
+		case len(v) < MinSecretLength:
+			return fmt.Errorf("%s is %d characters; a secret needs at least %d (128 bits in hex): make one with openssl rand -hex 32", s.env, len(v), MinSecretLength)
+		}
 	}
 	return nil
+}
+
+// checkDebugAddr keeps pprof on the machine itself unless
+// FLASHSALE_DEBUG_REMOTE says otherwise: profiles show the heap, where
+// secrets live, and a CPU profile costs the service while it runs.
+func (c Config) checkDebugAddr() error {
+	if c.DebugAddr == "" || c.DebugRemote {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(c.DebugAddr)
+	if err != nil {
+		return fmt.Errorf("FLASHSALE_DEBUG_ADDR must be HOST:PORT, such as 127.0.0.1:6060")
+	}
+	if ip, err := netip.ParseAddr(host); host == "localhost" || (err == nil && ip.IsLoopback()) {
+		return nil
+	}
+	return fmt.Errorf("FLASHSALE_DEBUG_ADDR %q is not a loopback address: pprof shows the process's memory; use 127.0.0.1:PORT, or set FLASHSALE_DEBUG_REMOTE=true to serve it beyond this machine", c.DebugAddr)
 }
 
 // Distributed reports whether stock lives outside the process.
@@ -277,6 +341,7 @@ func (c Config) LogValue() slog.Value {
 	return slog.GroupValue(
 		slog.String("addr", c.Addr),
 		slog.String("debug_addr", c.DebugAddr),
+		slog.Bool("debug_remote", c.DebugRemote),
 		slog.String("metrics_addr", c.MetricsAddr),
 		slog.Duration("shutdown_delay", c.ShutdownDelay),
 		slog.String("data_dir", c.DataDir),

@@ -5,12 +5,18 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/funnel"
 )
+
+// strong is a secret serve accepts: 64 hex digits, as openssl rand -hex 32 makes.
+const strong = "5d41402abc4b2a76b9719d911017c5925d41402abc4b2a76b9719d911017c592"
 
 func TestParseConfig(t *testing.T) {
 	env := func(kv map[string]string) func(string) string { return func(k string) string { return kv[k] } }
@@ -48,7 +54,7 @@ func TestParseConfig(t *testing.T) {
 	})
 	t.Run("EnvThenFlags", func(t *testing.T) {
 		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-		c, err := parseConfig(fs, []string{"--addr", ":9000", "--demo"}, env(map[string]string{
+		c, err := parseConfig(fs, []string{"--addr", ":9000", "--events-amqp=false"}, env(map[string]string{
 			"FLASHSALE_ADDR": ":7000", "FLASHSALE_DATA_DIR": "/tmp/x", "FLASHSALE_ORDER_RATE": "250",
 			"FLASHSALE_REDIS_URL": "redis://r:6379", "FLASHSALE_AMQP_URL": "amqp://u:p@q:5672/",
 			"FLASHSALE_DATABASE_URL": "postgres://u:secret@db/fs", "FLASHSALE_LOG_LEVEL": "debug",
@@ -56,7 +62,7 @@ func TestParseConfig(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c.Addr != ":9000" || !c.Demo || c.DataDir != "/tmp/x" || c.OrderRate != 250 || !c.Distributed() {
+		if c.Addr != ":9000" || c.EventsAMQP || c.DataDir != "/tmp/x" || c.OrderRate != 250 || !c.Distributed() {
 			t.Fatalf("config = %+v", c)
 		}
 		if got := maskURL(c.DatabaseURL); got != "postgres://u:***@db/fs" {
@@ -80,12 +86,148 @@ func TestParseConfig(t *testing.T) {
 		"LimitZeroBurst":    {"FLASHSALE_LIMIT_READ_IP": "20/s,0"},
 		"BadProxy":          {"FLASHSALE_TRUSTED_PROXIES": "10.0.0.1"},
 		"InFlightOverAll":   {"FLASHSALE_MAX_INFLIGHT": "10", "FLASHSALE_MAX_INFLIGHT_PER_SALE": "20"},
+		// Issue 23, item 5: config that refuses mistakes.
+		"DemoDistributed":  {"FLASHSALE_DEMO": "true", "FLASHSALE_REDIS_URL": "redis://r:6379"},
+		"ShortAdminToken":  {"FLASHSALE_ADMIN_TOKEN": "x"},
+		"ShortJWTSecret":   {"FLASHSALE_JWT_SECRET": "a"},
+		"ShortSecondToken": {"FLASHSALE_ADMIN_TOKEN": strong + "," + "short-one"},
+		"ShortPayment":     {"FLASHSALE_PAYMENT_TOKEN": "pay"},
+		"ShortTokenKey":    {"FLASHSALE_TOKEN_KEYS": "k1:sixteen-chars-ok"},
+		"ShortWebhook":     {"FLASHSALE_WEBHOOK_URL": "http://h/", "FLASHSALE_WEBHOOK_SECRET": "sixteen-chars-ok"},
+		"Placeholder":      {"FLASHSALE_JWT_SECRET": "change-me-jwt-secret-0123456789abcdef"},
+		"DebugAllAddrs":    {"FLASHSALE_DEBUG_ADDR": ":6060"},
+		"DebugPublicIP":    {"FLASHSALE_DEBUG_ADDR": "10.1.2.3:6060"},
+		"DebugNoPort":      {"FLASHSALE_DEBUG_ADDR": "127.0.0.1"},
+		"BothFileAndValue": {"FLASHSALE_JWT_SECRET": strong, "FLASHSALE_JWT_SECRET_FILE": "/etc/hostname"},
+		"MissingFile":      {"FLASHSALE_ADMIN_TOKEN_FILE": "/nonexistent/admin_token"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := parseConfig(nil, nil, env(kv)); err == nil {
 				t.Fatalf("%v accepted", kv)
 			}
 		})
+	}
+}
+
+// TestConfigAccepts: what the refusals above must not catch.
+func TestConfigAccepts(t *testing.T) {
+	env := func(kv map[string]string) func(string) string { return func(k string) string { return kv[k] } }
+	for name, kv := range map[string]map[string]string{
+		"DemoShortSecrets": {"FLASHSALE_DEMO": "true", "FLASHSALE_ADMIN_TOKEN": "x", "FLASHSALE_JWT_SECRET": "a"},
+		"StrongSecrets": {"FLASHSALE_ADMIN_TOKEN": strong + "," + strong[1:] + "0", "FLASHSALE_JWT_SECRET": strong,
+			"FLASHSALE_PAYMENT_TOKEN": strong, "FLASHSALE_TOKEN_KEYS": "k1:" + strong,
+			"FLASHSALE_WEBHOOK_URL": "http://h/", "FLASHSALE_WEBHOOK_SECRET": strong},
+		"DebugLoopback4":     {"FLASHSALE_DEBUG_ADDR": "127.0.0.1:6060"},
+		"DebugLoopback6":     {"FLASHSALE_DEBUG_ADDR": "[::1]:6060"},
+		"DebugLocalhost":     {"FLASHSALE_DEBUG_ADDR": "localhost:0"},
+		"DebugRemoteAllowed": {"FLASHSALE_DEBUG_ADDR": ":6060", "FLASHSALE_DEBUG_REMOTE": "true"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := parseConfig(nil, nil, env(kv)); err != nil {
+				t.Fatalf("%v refused: %v", kv, err)
+			}
+		})
+	}
+}
+
+// TestSecretFiles: every secret setting has a _FILE twin that reads the
+// value from a file (a trailing newline dropped), as flag and variable, so
+// a secret need not be on a command line, which ps shows.
+func TestSecretFiles(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, v string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(v), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	getenv := func(kv map[string]string) func(string) string { return func(k string) string { return kv[k] } }
+	c, err := parseConfig(nil, nil, getenv(map[string]string{
+		"FLASHSALE_ADMIN_TOKEN_FILE":  write("admin", strong+"\n"),
+		"FLASHSALE_JWT_SECRET_FILE":   write("jwt", strong+"\r\n"),
+		"FLASHSALE_TOKEN_KEYS_FILE":   write("keys", "k1:"+strong),
+		"FLASHSALE_DATABASE_URL_FILE": write("db", "mysql://u:p@db:3306/fs\n"),
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.AdminToken != strong || c.JWTSecret != strong || len(c.TokenKeys) != 1 || string(c.TokenKeys[0].Secret) != strong || c.DatabaseURL != "mysql://u:p@db:3306/fs" {
+		t.Fatalf("config from files = %+v", c)
+	}
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	c, err = parseConfig(fs, []string{"--payment-token-file", write("pay", strong)}, getenv(nil))
+	if err != nil || c.PaymentToken != strong {
+		t.Fatalf("--payment-token-file: %q, %v", c.PaymentToken, err)
+	}
+	// Every secret setting has one, and nothing else does.
+	twins := map[string]bool{}
+	for _, s := range settings {
+		if s.fileOf != "" {
+			twins[s.fileOf] = true
+		}
+	}
+	for _, s := range settings {
+		if s.secret != twins[s.env] {
+			t.Errorf("%s: secret %v, has a _FILE twin %v", s.env, s.secret, twins[s.env])
+		}
+	}
+	if len(twins) != 8 {
+		t.Errorf("%d secret settings, want 8 (the tokens, keys and URLs with passwords)", len(twins))
+	}
+	if _, err := parseConfig(nil, nil, getenv(map[string]string{"FLASHSALE_ADMIN_TOKEN_FILE": write("empty", "\n")})); err == nil {
+		t.Error("an empty secret file accepted")
+	}
+}
+
+// TestShippedExamplesRefused: serve refuses the placeholder secrets of
+// deploy/k8s/secret.example.yaml as they are, so an example applied
+// unchanged cannot reach production.
+func TestShippedExamplesRefused(t *testing.T) {
+	b, err := os.ReadFile("../../deploy/k8s/secret.example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		StringData map[string]string `yaml:"stringData"`
+	}
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range doc.StringData {
+		if !strings.Contains(k, "TOKEN") && !strings.Contains(k, "SECRET") && !strings.Contains(k, "KEYS") {
+			continue
+		}
+		t.Run(k, func(t *testing.T) {
+			_, err := parseConfig(nil, nil, func(name string) string {
+				if name == k {
+					return v
+				}
+				return ""
+			})
+			if err == nil || !strings.Contains(err.Error(), "placeholder") {
+				t.Fatalf("%s=%s: %v, want it refused as a placeholder", k, v, err)
+			}
+		})
+	}
+}
+
+// TestConfigMessages: a bad value is explained in the product's words,
+// never with a Go function's (strconv.ParseBool: parsing "yes": invalid syntax).
+func TestConfigMessages(t *testing.T) {
+	for env, v := range map[string]string{
+		"FLASHSALE_EVENTS_AMQP": "yes", "FLASHSALE_DEMO": "yes", "FLASHSALE_ORDER_RATE": "fast",
+		"FLASHSALE_REAP_INTERVAL": "soon", "FLASHSALE_MAX_INFLIGHT": "many",
+	} {
+		_, err := parseConfig(nil, nil, func(name string) string {
+			if name == env {
+				return v
+			}
+			return ""
+		})
+		if err == nil || strings.Contains(err.Error(), "strconv") || strings.Contains(err.Error(), "time:") || !strings.Contains(err.Error(), "want ") {
+			t.Errorf("%s=%s: %v", env, v, err)
+		}
 	}
 }
 
@@ -128,8 +270,16 @@ func TestRunCommands(t *testing.T) {
 		}
 		return ""
 	}
-	if err := run(t.Context(), []string{"migrate"}, getenv, io.Discard, io.Discard); err != nil {
-		t.Fatal(err)
+	// Run twice: the second has nothing to apply and must not say it
+	// applied migrations (it did, issue 23).
+	for range 2 {
+		var out strings.Builder
+		if err := run(t.Context(), []string{"migrate"}, getenv, &out, io.Discard); err != nil {
+			t.Fatal(err)
+		}
+		if s := out.String(); strings.Contains(s, "applied") || !strings.Contains(s, "up to date") {
+			t.Fatalf("migrate said %q", s)
+		}
 	}
 	fi, err := os.Stat(filepath.Join(dir, "flashsale.db"))
 	if err != nil {

@@ -11,13 +11,14 @@ import (
 
 // openDebug serves net/http/pprof on Config.DebugAddr, a listener of its
 // own: profiles say too much (and cost too much) to sit on the public port.
+// It has no /debug/pprof/cmdline: that showed every secret passed as a
+// flag (the _FILE settings keep them off the command line anyway).
 func (m *Main) openDebug() error {
 	if m.Config.DebugAddr == "" {
 		return nil
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)

@@ -20,7 +20,7 @@ import (
 	"github.com/flashsale/flashsale/webhook"
 )
 
-const testWebhookSecret = "events-test-secret-0123456789"
+const testWebhookSecret = "events-test-secret-0123456789abcdef"
 
 // hookEvent is an event as a receiver read it.
 type hookEvent struct {

@@ -23,6 +23,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -99,6 +100,27 @@ func newFlagSet(name string, args []string, stdout, stderr io.Writer) *flag.Flag
 		}
 	}
 	return fset
+}
+
+// printFlags lists fset's flags (those keep reports true for) in the
+// --flag style serve --help uses, so every command's help reads the same
+// (flag.PrintDefaults writes -flag).
+func printFlags(fset *flag.FlagSet, keep func(name string) bool) {
+	w := fset.Output()
+	fset.VisitAll(func(f *flag.Flag) {
+		if keep != nil && !keep(f.Name) {
+			return
+		}
+		kind, usage := flag.UnquoteUsage(f)
+		if kind != "" {
+			kind = " " + kind
+		}
+		def := ""
+		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" {
+			def = " (default " + f.DefValue + ")"
+		}
+		fmt.Fprintf(w, "  --%s%s\n    \t%s%s\n", f.Name, kind, usage, def)
+	})
 }
 
 // parseFlags parses args into fset: flag.ErrHelp for a help (printed), and
@@ -212,7 +234,8 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 			return err
 		}
 		defer store.Close()
-		fmt.Fprintln(stdout, "migrations applied to", maskURL(cfg.DatabaseURL))
+		// Each migration applied now was logged; this is true either way.
+		fmt.Fprintln(stdout, "database schema up to date:", maskURL(cfg.DatabaseURL))
 		return nil
 	}
 	tuneGC(getenv, logger)
@@ -424,7 +447,7 @@ func (m *Main) open(ctx context.Context) error {
 			m.log.Error("http server", "err", err)
 		}
 	}()
-	m.banner(adminToken, genAdmin, genJWT)
+	m.banner(genAdmin, genJWT)
 	return nil
 }
 
@@ -539,15 +562,17 @@ func (m *Main) openStock(ctx context.Context) error {
 	return nil
 }
 
-func (m *Main) banner(adminToken string, genAdmin, genJWT bool) {
+func (m *Main) banner(genAdmin, genJWT bool) {
 	addr := m.Addr()
 	if tcp, ok := m.ln.Addr().(*net.TCPAddr); ok && tcp.IP.IsUnspecified() {
 		addr = fmt.Sprintf("localhost:%d", tcp.Port)
 	}
 	fmt.Fprintf(m.out, "flashsale %s listening on http://%s\n", flashsale.Version, addr)
 	if genAdmin {
-		fmt.Fprintf(m.out, "generated an admin token (kept in %s/admin_token, mode 0600); use it as:\n  curl -H \"Authorization: Bearer %s\" http://%s/api/admin/sales/<id>\n",
-			m.Config.DataDir, adminToken, addr)
+		// The path, not the token: this goes to journald and container logs.
+		path := filepath.Join(m.Config.DataDir, "admin_token")
+		fmt.Fprintf(m.out, "generated an admin token into %s (mode 0600); use it as:\n  curl -H \"Authorization: Bearer $(cat %s)\" http://%s/api/admin/sales/<id>\n",
+			path, path, addr)
 	}
 	if genJWT {
 		fmt.Fprintf(m.out, "generated a JWT secret (kept in %s/jwt_secret, mode 0600); sign user tokens with HS256 and claims sub, exp, tier\n", m.Config.DataDir)

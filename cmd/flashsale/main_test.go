@@ -16,8 +16,8 @@ import (
 )
 
 const (
-	testAdminToken = "test-admin-token"
-	testJWTSecret  = "test-jwt-secret"
+	testAdminToken = "test-admin-token-0123456789abcdef"
+	testJWTSecret  = "test-jwt-secret-0123456789abcdefg"
 )
 
 // MustRunMain runs the real program in-process on a free port with a fresh

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
+	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -34,6 +35,11 @@ type setting struct {
 	migrate bool
 	// boolean settings are flags without a value (--demo).
 	boolean bool
+	// secret settings (tokens, keys, URLs with passwords) can be read from
+	// a file instead: each has a _FILE twin (withFiles).
+	secret bool
+	// fileOf is the setting a _FILE twin reads a file for.
+	fileOf string
 }
 
 // testPrefix names the test suite's own variables (FLASHSALE_TEST_*),
@@ -88,19 +94,45 @@ func str(field func(*Config) *string) func(*Config, string) error {
 	return func(c *Config, v string) error { *field(c) = v; return nil }
 }
 
+// The parsers' own errors (strconv.ParseBool: parsing "yes": invalid
+// syntax) name Go functions; these say what the setting wants.
+var (
+	errDuration = errors.New("want a duration such as 500ms, 5s, 2m or 1h")
+	errInteger  = errors.New("want a whole number")
+	errNumber   = errors.New("want a number")
+	errBoolean  = errors.New("want true or false")
+)
+
 func dur(field func(*Config) *time.Duration) func(*Config, string) error {
 	return func(c *Config, v string) error {
 		d, err := time.ParseDuration(v)
+		if err != nil {
+			return errDuration
+		}
 		*field(c) = d
-		return err
+		return nil
 	}
 }
 
 func integer(field func(*Config) *int) func(*Config, string) error {
 	return func(c *Config, v string) error {
 		i, err := strconv.Atoi(v)
+		if err != nil {
+			return errInteger
+		}
 		*field(c) = i
-		return err
+		return nil
+	}
+}
+
+func boolean(field func(*Config) *bool) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return errBoolean
+		}
+		*field(c) = b
+		return nil
 	}
 }
 
@@ -112,27 +144,55 @@ func rate(field func(*Config) *flashsale.Rate) func(*Config, string) error {
 	}
 }
 
+// withFiles gives every secret setting a twin right after it,
+// FLASHSALE_JWT_SECRET_FILE (--jwt-secret-file) for FLASHSALE_JWT_SECRET,
+// naming a file that holds the value: a mounted Kubernetes or Docker
+// secret, so the secret is never on a command line (which ps and
+// /proc/PID/cmdline show) nor in the environment.
+func withFiles(table []setting) []setting {
+	var out []setting
+	for _, s := range table {
+		out = append(out, s)
+		if !s.secret {
+			continue
+		}
+		set := s.set
+		out = append(out, setting{
+			env: s.env + "_FILE", migrate: s.migrate, fileOf: s.env,
+			help: "a file holding " + s.env + "'s value (trailing newline ignored), to keep it off the command line",
+			set: func(c *Config, path string) error {
+				b, err := os.ReadFile(path)
+				if err != nil {
+					return fmt.Errorf("read the file: %w", err)
+				}
+				v := strings.TrimRight(string(b), "\r\n")
+				if v == "" {
+					return fmt.Errorf("%s is empty", path)
+				}
+				return set(c, v)
+			},
+		})
+	}
+	return out
+}
+
 // settings is every setting, in the order serve --help lists them.
-var settings = []setting{
+var settings = withFiles([]setting{
 	{env: "FLASHSALE_ADDR", def: AddrDefault, help: "HTTP listen address", set: str(func(c *Config) *string { return &c.Addr })},
 	{env: "FLASHSALE_DATA_DIR", def: DataDirDefault, migrate: true, help: "data directory: the SQLite database and the generated secrets", set: str(func(c *Config) *string { return &c.DataDir })},
-	{env: "FLASHSALE_DATABASE_URL", migrate: true, help: "sqlite://PATH, mysql://USER@HOST:PORT/DB or postgres://USER@HOST:PORT/DB (default: SQLite in the data dir)", set: str(func(c *Config) *string { return &c.DatabaseURL })},
-	{env: "FLASHSALE_REDIS_URL", help: "redis://HOST:PORT, or a Cluster's seed list redis://HOST:PORT,HOST:PORT,...: selects the Redis stock engine (distributed shape)", set: str(func(c *Config) *string { return &c.RedisURL })},
-	{env: "FLASHSALE_AMQP_URL", help: "amqp://USER:PASS@HOST:PORT/VHOST: selects the RabbitMQ order path (needs Redis)", set: str(func(c *Config) *string { return &c.AMQPURL })},
+	{env: "FLASHSALE_DATABASE_URL", secret: true, migrate: true, help: "sqlite://PATH, mysql://USER@HOST:PORT/DB or postgres://USER@HOST:PORT/DB (default: SQLite in the data dir)", set: str(func(c *Config) *string { return &c.DatabaseURL })},
+	{env: "FLASHSALE_REDIS_URL", secret: true, help: "redis://HOST:PORT, or a Cluster's seed list redis://HOST:PORT,HOST:PORT,...: selects the Redis stock engine (distributed shape)", set: str(func(c *Config) *string { return &c.RedisURL })},
+	{env: "FLASHSALE_AMQP_URL", secret: true, help: "amqp://USER:PASS@HOST:PORT/VHOST: selects the RabbitMQ order path (needs Redis)", set: str(func(c *Config) *string { return &c.AMQPURL })},
 	{env: "FLASHSALE_REDIS_PREFIX", def: RedisPrefixDefault, help: "prefix of every Redis key, so deployments can share a Redis", set: str(func(c *Config) *string { return &c.RedisPrefix })},
 	{env: "FLASHSALE_QUEUE_NAME", def: QueueNameDefault, help: "names the exchange and the queues (<name>.orders), so deployments can share a broker", set: str(func(c *Config) *string { return &c.QueueName })},
-	{env: "FLASHSALE_ADMIN_TOKEN", help: "the operators' bearer token(s), comma-separated (default: generated into the data dir)", set: str(func(c *Config) *string { return &c.AdminToken })},
-	{env: "FLASHSALE_PAYMENT_TOKEN", help: "the payment service's bearer token(s), comma-separated: only confirms payments and reads orders", set: str(func(c *Config) *string { return &c.PaymentToken })},
+	{env: "FLASHSALE_ADMIN_TOKEN", secret: true, help: "the operators' bearer token(s), comma-separated (default: generated into the data dir)", set: str(func(c *Config) *string { return &c.AdminToken })},
+	{env: "FLASHSALE_PAYMENT_TOKEN", secret: true, help: "the payment service's bearer token(s), comma-separated: only confirms payments and reads orders", set: str(func(c *Config) *string { return &c.PaymentToken })},
 	{env: "FLASHSALE_WEBHOOK_URL", help: "receives every order event (order.held, order.paid, ..., sale.sold_out) as a signed POST, at least once, in order", set: str(func(c *Config) *string { return &c.WebhookURL })},
-	{env: "FLASHSALE_WEBHOOK_SECRET", help: "HMAC-SHA256 key of the webhook's Flashsale-Signature header (at least 16 characters)", set: str(func(c *Config) *string { return &c.WebhookSecret })},
-	{env: "FLASHSALE_EVENTS_AMQP", def: "true", help: "distributed shape: publish the order events to the <queue name>.events topic exchange, routing key = type", set: func(c *Config, v string) error {
-		b, err := strconv.ParseBool(v)
-		c.EventsAMQP = b
-		return err
-	}},
+	{env: "FLASHSALE_WEBHOOK_SECRET", secret: true, help: "HMAC-SHA256 key of the webhook's Flashsale-Signature header (at least 32 characters)", set: str(func(c *Config) *string { return &c.WebhookSecret })},
+	{env: "FLASHSALE_EVENTS_AMQP", def: "true", help: "distributed shape: publish the order events to the <queue name>.events topic exchange, routing key = type", set: boolean(func(c *Config) *bool { return &c.EventsAMQP })},
 	{env: "FLASHSALE_OUTBOX_RETENTION", def: OutboxRetentionDefault.String(), help: "how long order events (once every transport has them) and their delivery attempts are kept; 0: for ever", set: dur(func(c *Config) *time.Duration { return &c.OutboxRetention })},
-	{env: "FLASHSALE_JWT_SECRET", help: "HS256 secret of user JWTs, shared by every instance (default: generated into the data dir)", set: str(func(c *Config) *string { return &c.JWTSecret })},
-	{env: "FLASHSALE_TOKEN_KEYS", help: "purchase-token keys kid:secret,...: the first signs, all verify (default: the JWT secret as key 0)", set: func(c *Config, v string) error {
+	{env: "FLASHSALE_JWT_SECRET", secret: true, help: "HS256 secret of user JWTs, shared by every instance (default: generated into the data dir)", set: str(func(c *Config) *string { return &c.JWTSecret })},
+	{env: "FLASHSALE_TOKEN_KEYS", secret: true, help: "purchase-token keys kid:secret,...: the first signs, all verify (default: the JWT secret as key 0)", set: func(c *Config, v string) error {
 		keys, err := funnel.ParseTokenKeys(v)
 		c.TokenKeys = keys
 		return err
@@ -145,8 +205,11 @@ var settings = []setting{
 	{env: "FLASHSALE_USER_SERVICE_STALE", def: usersvc.StaleForDefault.String(), help: "how long cached user facts are served while the user service is down", set: dur(func(c *Config) *time.Duration { return &c.UserServiceStale })},
 	{env: "FLASHSALE_ORDER_RATE", def: strconv.Itoa(OrderRateDefault), help: "orders/s this instance's queue consumer writes, so the database sees a flat line; 0: no cap", set: func(c *Config, v string) error {
 		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return errNumber
+		}
 		c.OrderRate = f
-		return err
+		return nil
 	}},
 	{env: "FLASHSALE_REAP_INTERVAL", def: ReapIntervalDefault.String(), help: "how often expired holds are released: the bound on how late one is", set: dur(func(c *Config) *time.Duration { return &c.ReapInterval })},
 	{env: "FLASHSALE_REQUEST_TIMEOUT", def: RequestTimeoutDefault.String(), help: "every HTTP request's deadline", set: dur(func(c *Config) *time.Duration { return &c.RequestTimeout })},
@@ -195,15 +258,12 @@ var settings = []setting{
 		c.AccessLogSample = n
 		return nil
 	}},
-	{env: "FLASHSALE_DEBUG_ADDR", help: "a listener of its own for net/http/pprof, e.g. 127.0.0.1:6060; off when empty", set: str(func(c *Config) *string { return &c.DebugAddr })},
+	{env: "FLASHSALE_DEBUG_ADDR", help: "a listener of its own for net/http/pprof, on a loopback address such as 127.0.0.1:6060; off when empty", set: str(func(c *Config) *string { return &c.DebugAddr })},
+	{env: "FLASHSALE_DEBUG_REMOTE", def: "false", boolean: true, help: "let FLASHSALE_DEBUG_ADDR be other than a loopback address (pprof shows the process's memory)", set: boolean(func(c *Config) *bool { return &c.DebugRemote })},
 	{env: "FLASHSALE_METRICS_ADDR", help: "serve /metrics on this address instead of the main listener", set: str(func(c *Config) *string { return &c.MetricsAddr })},
 	{env: "FLASHSALE_SHUTDOWN_DELAY", def: "0s", help: "on SIGTERM, how long /readyz says 503 while requests are still served", set: dur(func(c *Config) *time.Duration { return &c.ShutdownDelay })},
-	{env: "FLASHSALE_DEMO", def: "false", boolean: true, help: "seed a sample hotel sale and enable POST /api/demo/login (never in production)", set: func(c *Config, v string) error {
-		b, err := strconv.ParseBool(v)
-		c.Demo = b
-		return err
-	}},
-}
+	{env: "FLASHSALE_DEMO", def: "false", boolean: true, help: "seed a sample hotel sale and enable POST /api/demo/login (embedded shape only; never in production)", set: boolean(func(c *Config) *bool { return &c.Demo })},
+})
 
 // applySettings sets every setting's default, then the environment's
 // value, then registers the flags (for the settings of this command).
@@ -216,6 +276,10 @@ func applySettings(c *Config, fset *flag.FlagSet, getenv func(string) string, fo
 			}
 		}
 		if v := getenv(s.env); v != "" {
+			if s.fileOf != "" && getenv(s.fileOf) != "" {
+				errs = append(errs, fmt.Sprintf("%s and %s are both set: set one", s.fileOf, s.env))
+				continue
+			}
 			if err := s.set(c, v); err != nil {
 				errs = append(errs, fmt.Sprintf("%s=%q: %v", s.env, v, err))
 			}

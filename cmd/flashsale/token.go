@@ -35,7 +35,7 @@ func runToken(args []string, getenv func(string) string, stdout, stderr io.Write
 	fset.Usage = func() {
 		fmt.Fprintln(fset.Output(), "usage: flashsale token --user ID [--tier T] [--stays-30d N] [--channel C] [--ttl D]")
 		fmt.Fprintln(fset.Output(), "prints a user JWT signed with FLASHSALE_JWT_SECRET (or the data dir's secret)")
-		fset.PrintDefaults()
+		printFlags(fset, nil)
 	}
 	if err := parseFlags(fset, args); err != nil {
 		return err
