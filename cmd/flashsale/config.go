@@ -231,8 +231,8 @@ func (c Config) Validate() error {
 	case !strings.HasPrefix(c.DatabaseURL, "sqlite://") && !strings.HasPrefix(c.DatabaseURL, "mysql://") &&
 		!strings.HasPrefix(c.DatabaseURL, "postgres://") && !strings.HasPrefix(c.DatabaseURL, "postgresql://"):
 		return fmt.Errorf("FLASHSALE_DATABASE_URL must start with sqlite://, mysql:// or postgres://")
-	case c.RedisURL != "" && !strings.HasPrefix(c.RedisURL, "redis://"):
-		return fmt.Errorf("FLASHSALE_REDIS_URL must start with redis://")
+	case c.RedisURL != "" && !strings.HasPrefix(c.RedisURL, "redis://") && !strings.HasPrefix(c.RedisURL, "rediss://"):
+		return fmt.Errorf("FLASHSALE_REDIS_URL must start with redis:// or rediss:// (TLS)")
 	case c.AMQPURL != "" && !strings.HasPrefix(c.AMQPURL, "amqp://") && !strings.HasPrefix(c.AMQPURL, "amqps://"):
 		return fmt.Errorf("FLASHSALE_AMQP_URL must start with amqp:// or amqps://")
 	case c.OrderRate < 0:

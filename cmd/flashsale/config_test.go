@@ -117,6 +117,8 @@ func TestConfigAccepts(t *testing.T) {
 		"StrongSecrets": {"FLASHSALE_ADMIN_TOKEN": strong + "," + strong[1:] + "0", "FLASHSALE_JWT_SECRET": strong,
 			"FLASHSALE_PAYMENT_TOKEN": strong, "FLASHSALE_TOKEN_KEYS": "k1:" + strong,
 			"FLASHSALE_WEBHOOK_URL": "http://h/", "FLASHSALE_WEBHOOK_SECRET": strong},
+		"RedisTLS":           {"FLASHSALE_REDIS_URL": "rediss://user:pass@redis.example:6380/0"},
+		"RedisClusterTLS":    {"FLASHSALE_REDIS_URL": "rediss://r1:6380,r2:6380,r3:6380"},
 		"DebugLoopback4":     {"FLASHSALE_DEBUG_ADDR": "127.0.0.1:6060"},
 		"DebugLoopback6":     {"FLASHSALE_DEBUG_ADDR": "[::1]:6060"},
 		"DebugLocalhost":     {"FLASHSALE_DEBUG_ADDR": "localhost:0"},

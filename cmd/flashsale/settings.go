@@ -181,7 +181,7 @@ var settings = withFiles([]setting{
 	{env: "FLASHSALE_ADDR", def: AddrDefault, help: "HTTP listen address", set: str(func(c *Config) *string { return &c.Addr })},
 	{env: "FLASHSALE_DATA_DIR", def: DataDirDefault, migrate: true, help: "data directory: the SQLite database and the generated secrets", set: str(func(c *Config) *string { return &c.DataDir })},
 	{env: "FLASHSALE_DATABASE_URL", secret: true, migrate: true, help: "sqlite://PATH, mysql://USER@HOST:PORT/DB or postgres://USER@HOST:PORT/DB (default: SQLite in the data dir)", set: str(func(c *Config) *string { return &c.DatabaseURL })},
-	{env: "FLASHSALE_REDIS_URL", secret: true, help: "redis://HOST:PORT, or a Cluster's seed list redis://HOST:PORT,HOST:PORT,...: selects the Redis stock engine (distributed shape)", set: str(func(c *Config) *string { return &c.RedisURL })},
+	{env: "FLASHSALE_REDIS_URL", secret: true, help: "redis://HOST:PORT (rediss:// for TLS), or a Cluster's seed list redis://HOST:PORT,HOST:PORT,...: selects the Redis stock engine (distributed shape)", set: str(func(c *Config) *string { return &c.RedisURL })},
 	{env: "FLASHSALE_AMQP_URL", secret: true, help: "amqp://USER:PASS@HOST:PORT/VHOST: selects the RabbitMQ order path (needs Redis)", set: str(func(c *Config) *string { return &c.AMQPURL })},
 	{env: "FLASHSALE_REDIS_PREFIX", def: RedisPrefixDefault, help: "prefix of every Redis key, so deployments can share a Redis", set: str(func(c *Config) *string { return &c.RedisPrefix })},
 	{env: "FLASHSALE_QUEUE_NAME", def: QueueNameDefault, help: "names the exchange and the queues (<name>.orders), so deployments can share a broker", set: str(func(c *Config) *string { return &c.QueueName })},

@@ -49,6 +49,7 @@ type RedisServer struct {
 	dir  string
 	args []string
 	cmd  *exec.Cmd
+	tls  bool // TLS only: no plain port (StartRedisTLS)
 }
 
 // StartRedis starts a redis-server on a free port, with args after the
@@ -58,13 +59,7 @@ func StartRedis(tb testing.TB, args ...string) *RedisServer {
 	tb.Helper()
 	requireRedisServer(tb)
 	shareLoad(tb)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	s := &RedisServer{tb: tb, port: port, dir: tb.TempDir(), args: args}
+	s := &RedisServer{tb: tb, port: freePort(tb), dir: tb.TempDir(), args: args}
 	s.Start()
 	tb.Cleanup(s.Kill)
 	return s
@@ -73,8 +68,42 @@ func StartRedis(tb testing.TB, args ...string) *RedisServer {
 // Dir is the server's working directory: its dump and its AOF.
 func (s *RedisServer) Dir() string { return s.dir }
 
-// URL is the server's redis:// URL.
-func (s *RedisServer) URL() string { return "redis://127.0.0.1:" + strconv.Itoa(s.port) }
+// URL is the server's redis:// URL, or rediss://localhost:PORT with TLS
+// (the name its certificate is for).
+func (s *RedisServer) URL() string {
+	if s.tls {
+		return "rediss://localhost:" + strconv.Itoa(s.port)
+	}
+	return "redis://127.0.0.1:" + strconv.Itoa(s.port)
+}
+
+// StartRedisTLS is StartRedis speaking TLS only (--port 0, --tls-port),
+// with a certificate for localhost and 127.0.0.1 from a CA made for the
+// test; caFile is that CA's PEM, for a client's trust (a child process
+// reads it through SSL_CERT_FILE).
+func StartRedisTLS(tb testing.TB, args ...string) (s *RedisServer, caFile string) {
+	tb.Helper()
+	requireRedisServer(tb)
+	shareLoad(tb)
+	dir := tb.TempDir()
+	ca, cert, key := writeTestCerts(tb, dir)
+	port := freePort(tb)
+	s = &RedisServer{tb: tb, port: port, dir: dir, tls: true, args: append([]string{"--port", "0", "--tls-port", strconv.Itoa(port),
+		"--tls-cert-file", cert, "--tls-key-file", key, "--tls-ca-cert-file", ca, "--tls-auth-clients", "no"}, args...)}
+	s.Start()
+	tb.Cleanup(s.Kill)
+	return s, ca
+}
+
+func freePort(tb testing.TB) int {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
 
 // Start (re)starts the server and waits until it answers: empty, or from
 // its directory's dump or AOF.
