@@ -18,10 +18,14 @@ import (
 // signs user JWTs itself, as the platform in front of flashsale would, so
 // a load test needs only the server's JWT secret and admin token.
 type Client struct {
-	Base  string // "http://host:port", no trailing slash
-	admin string
-	key   []byte
-	http  *http.Client
+	Base string // "http://host:port", no trailing slash
+	// Issuer and Audience go into every guest's JWT as iss and aud, for
+	// a server that requires them (FLASHSALE_JWT_ISSUER,
+	// FLASHSALE_JWT_AUDIENCE); set them before the first JWT.
+	Issuer, Audience string
+	admin            string
+	key              []byte
+	http             *http.Client
 
 	mu   sync.Mutex
 	jwts map[string]string
@@ -51,9 +55,14 @@ func (c *Client) JWT(user string) string {
 	if t, ok := c.jwts[user]; ok {
 		return t
 	}
-	t, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{
-		"sub": user, "tier": "gold", "exp": time.Now().Add(time.Hour).Unix(),
-	}).SignedString(c.key)
+	claims := jwt.MapClaims{"sub": user, "tier": "gold", "exp": time.Now().Add(time.Hour).Unix()}
+	if c.Issuer != "" {
+		claims["iss"] = c.Issuer
+	}
+	if c.Audience != "" {
+		claims["aud"] = c.Audience
+	}
+	t, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(c.key)
 	if err != nil {
 		panic(err) // HS256 with a []byte key does not fail
 	}

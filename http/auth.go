@@ -140,7 +140,7 @@ func (s *Server) verifyUser(tok string) (flashsale.User, error) {
 		return flashsale.User{}, errUnauthenticated
 	}
 	platform := t.Method != jwt.SigningMethodHS256
-	if platform && !s.platformClaims(&c) {
+	if !s.requiredClaims(&c) {
 		return flashsale.User{}, errUnauthenticated
 	}
 	if !boundedLifetime(&c, now) {
@@ -154,9 +154,11 @@ func (s *Server) verifyUser(tok string) (flashsale.User, error) {
 	return u, nil
 }
 
-// platformClaims checks what the provider's tokens must say of themselves:
-// the configured issuer and audience, when set.
-func (s *Server) platformClaims(c *userClaims) bool {
+// requiredClaims checks what every user token must say of itself, HS256
+// or the provider's: the configured issuer and audience, when set. HS256
+// tokens used to skip them, so a token minted for another service that
+// shares the secret was taken here too.
+func (s *Server) requiredClaims(c *userClaims) bool {
 	if s.issuer != "" && c.Issuer != s.issuer {
 		return false
 	}
@@ -401,6 +403,10 @@ func (s *Server) signUser(userID string, tier flashsale.Tier, ttl time.Duration)
 		Tier:      string(tier),
 		ExpiresAt: jwt.NewNumericDate(exp),
 		IssuedAt:  jwt.NewNumericDate(now),
+		Issuer:    s.issuer,
+	}
+	if s.audience != "" {
+		c.Audience = jwt.ClaimStrings{s.audience}
 	}
 	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString(s.secret)
 	if err != nil {

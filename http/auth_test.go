@@ -273,6 +273,20 @@ func TestDemoLogin(t *testing.T) {
 		wantError(t, w, http.StatusBadRequest, flashsale.EInvalid)
 	}
 
+	// With an issuer and audience required, the demo login's tokens carry
+	// them and verify.
+	t.Run("IssuerAudience", func(t *testing.T) {
+		s := NewServer(&stubService{}, Config{JWTSecret: testSecret, Demo: true, Now: c.Now, JWTIssuer: "https://login.example", JWTAudience: "flashsale"})
+		w := do(t, s, "POST", "/api/demo/login", "", `{"user_id":"guest-1"}`)
+		var got flashsale.PurchaseToken
+		if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil || w.Code != http.StatusOK {
+			t.Fatalf("login: %d %s %v", w.Code, w.Body, err)
+		}
+		if _, err := s.verifyUser(got.Token); err != nil {
+			t.Fatalf("the demo login's token does not verify: %v", err)
+		}
+	})
+
 	t.Run("NotRegisteredOutsideDemo", func(t *testing.T) {
 		s := NewServer(&stubService{}, Config{JWTSecret: testSecret})
 		w := do(t, s, "POST", "/api/demo/login", "", `{"user_id":"guest-1"}`)

@@ -134,8 +134,10 @@ func TestPlatformJWT(t *testing.T) {
 		accept(t, platformToken(t, jwt.SigningMethodES256, "ec-1", ecKey, nil))
 		accept(t, platformToken(t, jwt.SigningMethodEdDSA, "ed-1", edKey, nil))
 		accept(t, platformToken(t, jwt.SigningMethodRS256, "rsa-1", rsaKey, func(c jwt.MapClaims) { c["aud"] = []string{"other", "flashsale"} }))
-		// The shared-secret path is unchanged, iss and aud not asked of it.
-		accept(t, sign(t, jwt.SigningMethodHS256, testSecret, jwt.MapClaims{"sub": "pat", "tier": "gold", "exp": t0.Add(time.Hour).Unix()}))
+		// The shared-secret path must say the same iss and aud (issue 23:
+		// it skipped them).
+		accept(t, sign(t, jwt.SigningMethodHS256, testSecret, jwt.MapClaims{"sub": "pat", "tier": "gold", "exp": t0.Add(time.Hour).Unix(),
+			"iss": "https://idp.example", "aud": "flashsale"}))
 		w := do(t, s, "POST", "/api/sales/s1/purchase", "Bearer "+platformToken(t, jwt.SigningMethodES256, "ec-1", ecKey, nil), "{}")
 		if w.Code != http.StatusAccepted {
 			t.Fatalf("purchase with a platform token: %d %s", w.Code, w.Body)
@@ -167,6 +169,8 @@ func TestPlatformJWT(t *testing.T) {
 		{"NoAudience", platformToken(t, jwt.SigningMethodRS256, "rsa-1", rsaKey, func(c jwt.MapClaims) { delete(c, "aud") })},
 		{"Expired", platformToken(t, jwt.SigningMethodEdDSA, "ed-1", edKey, func(c jwt.MapClaims) { c["exp"] = t0.Add(-time.Second).Unix() })},
 		{"NoExp", platformToken(t, jwt.SigningMethodEdDSA, "ed-1", edKey, func(c jwt.MapClaims) { delete(c, "exp") })},
+		{"HS256NoIssuer", sign(t, jwt.SigningMethodHS256, testSecret, jwt.MapClaims{"sub": "pat", "exp": t0.Add(time.Hour).Unix(), "aud": "flashsale"})},
+		{"HS256WrongAudience", sign(t, jwt.SigningMethodHS256, testSecret, jwt.MapClaims{"sub": "pat", "exp": t0.Add(time.Hour).Unix(), "iss": "https://idp.example", "aud": "another-app"})},
 	}
 	for _, tt := range refused {
 		t.Run(tt.name, func(t *testing.T) {

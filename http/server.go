@@ -26,9 +26,9 @@ type Config struct {
 	// When empty every user request is unauthenticated: the server fails closed.
 	JWTSecret []byte
 	// JWKS, when set, verifies the platform identity provider's RS256,
-	// ES256 and EdDSA user tokens by their kid (see auth.go); JWTIssuer
-	// and JWTAudience, when set, are required of those tokens' iss and
-	// aud. HS256 tokens stay verified by JWTSecret alone.
+	// ES256 and EdDSA user tokens by their kid (see auth.go). JWTIssuer
+	// and JWTAudience, when set, are required of every user token's iss
+	// and aud, HS256 included (the demo login puts them in its tokens).
 	JWKS        KeySet
 	JWTIssuer   string
 	JWTAudience string

@@ -108,6 +108,7 @@ const benchServeCeiling = "--serve-ceiling"
 type benchFlags struct {
 	targets, metrics       []string // URL, or path=URL with --compare
 	admin, secret          string
+	issuer, audience       string // the guests' tokens' iss and aud
 	self, ceiling, compare bool
 	parts                  bool // the parts of an accepted purchase, alone
 	// realSales makes the sales real ones (not test sales); cleanup
@@ -155,6 +156,8 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 	})
 	fset.StringVar(&f.admin, "admin-token", getenv("FLASHSALE_ADMIN_TOKEN"), "the target's admin token (FLASHSALE_ADMIN_TOKEN)")
 	fset.StringVar(&f.secret, "jwt-secret", getenv("FLASHSALE_JWT_SECRET"), "the target's JWT secret, to sign guests' tokens (FLASHSALE_JWT_SECRET)")
+	fset.StringVar(&f.issuer, "jwt-issuer", getenv("FLASHSALE_JWT_ISSUER"), "iss of the guests' tokens, when the target requires one (FLASHSALE_JWT_ISSUER)")
+	fset.StringVar(&f.audience, "jwt-audience", getenv("FLASHSALE_JWT_AUDIENCE"), "aud of the guests' tokens, when the target requires one (FLASHSALE_JWT_AUDIENCE)")
 	fset.BoolVar(&f.self, "self", false, "start the embedded server in its own process and bench it")
 	fset.BoolVar(&f.ceiling, "ceiling", false, "run each round against the ceiling handler too and quote ratios to it")
 	fset.StringVar(&f.ceilingSrc, "ceiling-src", "../shared/bench/ceiling", "directory of the ceiling's main.go (absent: this binary's copy)")
@@ -271,6 +274,7 @@ type benchTarget struct {
 func benchRounds(ctx context.Context, f *benchFlags, shape bench.Shape, mix bench.Mix, t benchTarget,
 	ceiling *bench.Client, ceilingWhat string, progress io.Writer) (*bench.Report, error) {
 	target := bench.NewClient(t.base, f.admin, f.secret, f.conns)
+	target.Issuer, target.Audience = f.issuer, f.audience
 	defer target.CloseIdle()
 	rep := &bench.Report{Target: t.base, Shape: shape.String(), Mix: mix.String(), Ceiling: ceilingWhat, Notes: t.notes}
 	loop, isLoop := shape.(bench.Loop)

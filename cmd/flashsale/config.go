@@ -135,7 +135,7 @@ type Config struct {
 	// JWKSURL, when set, is the platform identity provider's key set:
 	// RS256, ES256 and EdDSA user tokens verify with its keys (HS256 ones
 	// with JWTSecret, as before). JWTIssuer and JWTAudience, when set, are
-	// required of those tokens. FLASHSALE_JWKS_URL, FLASHSALE_JWT_ISSUER,
+	// required of every user token, HS256 included. FLASHSALE_JWKS_URL, FLASHSALE_JWT_ISSUER,
 	// FLASHSALE_JWT_AUDIENCE.
 	JWKSURL     string
 	JWTIssuer   string
@@ -251,8 +251,6 @@ func (c Config) Validate() error {
 		return fmt.Errorf("FLASHSALE_BREAKER_DB_CONCURRENCY must be positive and FLASHSALE_SELL_LEASE at least 2s")
 	case c.JWKSURL != "" && !strings.HasPrefix(c.JWKSURL, "http://") && !strings.HasPrefix(c.JWKSURL, "https://"):
 		return fmt.Errorf("FLASHSALE_JWKS_URL must start with http:// or https://")
-	case c.JWKSURL == "" && (c.JWTIssuer != "" || c.JWTAudience != ""):
-		return fmt.Errorf("FLASHSALE_JWT_ISSUER and FLASHSALE_JWT_AUDIENCE apply to the provider's tokens: they need FLASHSALE_JWKS_URL")
 	case c.UserServiceURL != "" && !strings.HasPrefix(c.UserServiceURL, "http://") && !strings.HasPrefix(c.UserServiceURL, "https://"):
 		return fmt.Errorf("FLASHSALE_USER_SERVICE_URL must start with http:// or https://")
 	case c.UserServiceTimeout <= 0 || c.UserServiceStale <= 0:

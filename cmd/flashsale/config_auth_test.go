@@ -21,10 +21,12 @@ func TestConfigIdentity(t *testing.T) {
 		c.UserServiceURL != "http://users:8080" || c.UserServiceTimeout != 200*time.Millisecond || c.UserServiceStale != time.Hour {
 		t.Fatalf("config = %+v", c)
 	}
+	// An issuer and audience apply to HS256 tokens too, so they need no JWKS.
+	if _, err := parseConfig(nil, nil, env(map[string]string{"FLASHSALE_JWT_ISSUER": "https://idp.example", "FLASHSALE_JWT_AUDIENCE": "flashsale"})); err != nil {
+		t.Errorf("issuer and audience without JWKS: %v", err)
+	}
 	for _, bad := range []map[string]string{
 		{"FLASHSALE_JWKS_URL": "idp.example/jwks"},
-		{"FLASHSALE_JWT_ISSUER": "https://idp.example"},
-		{"FLASHSALE_JWT_AUDIENCE": "flashsale"},
 		{"FLASHSALE_USER_SERVICE_URL": "users:8080"},
 		{"FLASHSALE_USER_SERVICE_TIMEOUT": "0s"},
 		{"FLASHSALE_USER_SERVICE_STALE": "soon"},

@@ -198,8 +198,8 @@ var settings = withFiles([]setting{
 		return err
 	}},
 	{env: "FLASHSALE_JWKS_URL", help: "the identity provider's JWKS: RS256, ES256 and EdDSA user tokens verify with its keys", set: str(func(c *Config) *string { return &c.JWKSURL })},
-	{env: "FLASHSALE_JWT_ISSUER", help: "iss required of the provider's tokens", set: str(func(c *Config) *string { return &c.JWTIssuer })},
-	{env: "FLASHSALE_JWT_AUDIENCE", help: "aud required of the provider's tokens", set: str(func(c *Config) *string { return &c.JWTAudience })},
+	{env: "FLASHSALE_JWT_ISSUER", help: "iss required of every user token (HS256 and the provider's)", set: str(func(c *Config) *string { return &c.JWTIssuer })},
+	{env: "FLASHSALE_JWT_AUDIENCE", help: "aud required of every user token (HS256 and the provider's)", set: str(func(c *Config) *string { return &c.JWTAudience })},
 	{env: "FLASHSALE_USER_SERVICE_URL", help: "where eligibility rules get the user facts a token does not carry: GET {url}/users/{id}", set: str(func(c *Config) *string { return &c.UserServiceURL })},
 	{env: "FLASHSALE_USER_SERVICE_TIMEOUT", def: usersvc.TimeoutDefault.String(), help: "deadline of each user-service call", set: dur(func(c *Config) *time.Duration { return &c.UserServiceTimeout })},
 	{env: "FLASHSALE_USER_SERVICE_STALE", def: usersvc.StaleForDefault.String(), help: "how long cached user facts are served while the user service is down", set: dur(func(c *Config) *time.Duration { return &c.UserServiceStale })},

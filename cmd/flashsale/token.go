@@ -31,6 +31,8 @@ func runToken(args []string, getenv func(string) string, stdout, stderr io.Write
 	stays := fset.Int("stays-30d", -1, "nights stayed in the last 30 days claim (omitted when negative)")
 	channel := fset.String("channel", "", "partner channel claim")
 	ttl := fset.Duration("ttl", time.Hour, "how long the token is valid")
+	issuer := fset.String("issuer", getenv("FLASHSALE_JWT_ISSUER"), "iss claim, which serve requires when FLASHSALE_JWT_ISSUER is set (FLASHSALE_JWT_ISSUER)")
+	audience := fset.String("audience", getenv("FLASHSALE_JWT_AUDIENCE"), "aud claim, which serve requires when FLASHSALE_JWT_AUDIENCE is set (FLASHSALE_JWT_AUDIENCE)")
 	dataDir := fset.String("data-dir", cmp.Or(getenv("FLASHSALE_DATA_DIR"), DataDirDefault), "where serve keeps its generated secret (FLASHSALE_DATA_DIR)")
 	fset.Usage = func() {
 		fmt.Fprintln(fset.Output(), "usage: flashsale token --user ID [--tier T] [--stays-30d N] [--channel C] [--ttl D]")
@@ -72,6 +74,12 @@ func runToken(args []string, getenv func(string) string, stdout, stderr io.Write
 	}
 	if *channel != "" {
 		claims["channel"] = *channel
+	}
+	if *issuer != "" {
+		claims["iss"] = *issuer
+	}
+	if *audience != "" {
+		claims["aud"] = *audience
 	}
 	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString([]byte(secret))
 	if err != nil {

@@ -49,6 +49,23 @@ func TestTokenCommand(t *testing.T) {
 		t.Fatalf("the server answered the printed token %d, want 404 (authenticated, no such order)", status)
 	}
 
+	// A server that requires iss and aud (issue 23: HS256 tokens skipped
+	// them) refuses the plain token, and takes one that token made with
+	// FLASHSALE_JWT_ISSUER and FLASHSALE_JWT_AUDIENCE, the settings serve reads.
+	_, strict := MustRunMain(t, func(c *Config) { c.JWTIssuer, c.JWTAudience = "https://login.example", "flashsale" })
+	plain := strings.TrimSpace(out.String())
+	if status, _ := strict.do(t.Context(), "GET", "/api/orders/01ARZ3NDEKTSV4RRFFQ69G5FAV", plain, nil, nil, nil); status != 401 {
+		t.Fatalf("a token without iss and aud: %d, want 401", status)
+	}
+	out.Reset()
+	if err := run(t.Context(), []string{"token", "--user", "bob"}, env("FLASHSALE_JWT_SECRET", testJWTSecret,
+		"FLASHSALE_JWT_ISSUER", "https://login.example", "FLASHSALE_JWT_AUDIENCE", "flashsale"), &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if status, _ := strict.do(t.Context(), "GET", "/api/orders/01ARZ3NDEKTSV4RRFFQ69G5FAV", strings.TrimSpace(out.String()), nil, nil, nil); status != 404 {
+		t.Fatalf("a token with the required iss and aud: %d, want 404 (authenticated, no such order)", status)
+	}
+
 	// The secret serve generated in the data dir.
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "jwt_secret"), []byte("from-disk\n"), 0o600); err != nil {
