@@ -22,6 +22,9 @@ import (
 // eventGap, the latest, however often the figures move.
 //
 // Lock order: eventHub.mu and room.mu are never held together.
+//
+// Each client address holds at most Server.streamsPerClient streams
+// (admit); the page falls back to polling when refused.
 
 // Defaults of the event stream.
 const (
@@ -48,6 +51,7 @@ type eventHub struct {
 
 	mu       sync.Mutex
 	rooms    map[string]*room
+	clients  map[string]int        // open guest streams by client address (Server.streamsPerClient)
 	servers  map[*http.Server]bool // whose shutdown we listen to
 	shutdown chan struct{}         // closed when an http.Server serving us shuts down
 	closed   bool
@@ -56,7 +60,7 @@ type eventHub struct {
 
 func newEventHub(s *Server) *eventHub {
 	h := &eventHub{s: s, poll: eventPoll, gap: eventGap, heartbeat: eventHeartbeat, wait: eventWriteTimeout,
-		rooms: map[string]*room{}, servers: map[*http.Server]bool{}, shutdown: make(chan struct{})}
+		rooms: map[string]*room{}, clients: map[string]int{}, servers: map[*http.Server]bool{}, shutdown: make(chan struct{})}
 	h.read = func(ctx context.Context, id string) ([]byte, error) {
 		v, err := s.svc.PublicSale(ctx, id)
 		if err != nil {
@@ -140,6 +144,12 @@ func (h *eventHub) handleEvents(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	client := s.clientIP(r)
+	if !h.admit(client) {
+		s.writeError(w, r, &flashsale.RateLimitedError{Wait: streamRefusedWait})
+		return
+	}
+	defer h.release(client)
 	ctx, cancel := context.WithTimeout(r.Context(), s.timeout)
 	v, err := s.svc.PublicSale(ctx, id)
 	cancel()
@@ -262,6 +272,37 @@ func (h *eventHub) leave(id string, rm *room) {
 	if rm.subs--; rm.subs == 0 {
 		delete(h.rooms, id)
 		close(rm.stop)
+	}
+}
+
+// streamRefusedWait is the Retry-After of a stream refused for its
+// client's cap; the page polls meanwhile.
+const streamRefusedWait = 10 * time.Second
+
+// admit counts a stream of client's, unless client holds the cap already:
+// one address held 5 000 streams (issue 23), each a goroutine and a socket.
+func (h *eventHub) admit(client string) bool {
+	if h.s.streamsPerClient <= 0 {
+		return true
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.clients[client] >= h.s.streamsPerClient {
+		return false
+	}
+	h.clients[client]++
+	return true
+}
+
+// release uncounts a stream admit counted.
+func (h *eventHub) release(client string) {
+	if h.s.streamsPerClient <= 0 {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.clients[client]--; h.clients[client] <= 0 {
+		delete(h.clients, client)
 	}
 }
 

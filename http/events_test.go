@@ -398,3 +398,42 @@ func FuzzEventsPath(f *testing.F) {
 		}
 	})
 }
+
+// TestEventsPerClientCap: one client address holds at most
+// StreamsPerClient guest streams (one address held 5 000, issue 23); the
+// next is a 429 with Retry-After, another address is not affected, and a
+// stream that ends frees its place.
+func TestEventsPerClientCap(t *testing.T) {
+	h, srv := startHub(t, newEventService(), func(h *eventHub) { h.s.streamsPerClient = 3 })
+	var cancels []context.CancelFunc
+	for range 3 {
+		ch, _, cancel := openStream(t, srv.URL+"/api/sales/s1/events")
+		next(t, ch, time.Second)
+		cancels = append(cancels, cancel)
+	}
+	refused := func() *http.Response {
+		t.Helper()
+		resp, err := http.Get(srv.URL + "/api/sales/s2/events")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	if r := refused(); r.StatusCode != http.StatusTooManyRequests || r.Header.Get("Retry-After") == "" {
+		t.Fatalf("a fourth stream from one address: %d, Retry-After %q; want 429 with Retry-After", r.StatusCode, r.Header.Get("Retry-After"))
+	}
+	// Another address has places of its own.
+	if !h.admit("192.0.2.9") {
+		t.Fatal("another address refused")
+	}
+	h.release("192.0.2.9")
+	cancels[0]()
+	waitFor(t, 2*time.Second, "the ended stream's place is free", func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return h.clients["127.0.0.1"] == 2
+	})
+	ch, _, _ := openStream(t, srv.URL+"/api/sales/s1/events")
+	next(t, ch, time.Second)
+}

@@ -55,6 +55,10 @@ type Config struct {
 	Limiter        flashsale.Limiter
 	ReadPerIP      flashsale.Rate
 	TrustedProxies []netip.Prefix
+	// StreamsPerClient caps the guests' event streams one client address
+	// holds open on this instance; beyond it a stream is a 429 and the
+	// page polls instead. 0: no cap.
+	StreamsPerClient int
 	// Route, when set, is asked once per route pattern for the function
 	// each request's latency is reported to (metrics); "unmatched" names
 	// what no route matched.
@@ -99,6 +103,8 @@ type Server struct {
 	audience  string
 	limiter   flashsale.Limiter
 	readPerIP flashsale.Rate
+	// streamsPerClient: Config.StreamsPerClient.
+	streamsPerClient int
 	// trustedProxies: see clientIP.
 	trustedProxies []netip.Prefix
 	mux            *http.ServeMux
@@ -136,7 +142,8 @@ func NewServer(svc flashsale.Service, cfg Config) *Server {
 		gather:    cfg.Gather,
 		access:    cfg.AccessLog,
 
-		trustedProxies: cfg.TrustedProxies,
+		trustedProxies:   cfg.TrustedProxies,
+		streamsPerClient: cfg.StreamsPerClient,
 	}
 	if s.now == nil {
 		s.now = time.Now

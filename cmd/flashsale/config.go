@@ -132,6 +132,9 @@ type Config struct {
 	// FLASHSALE_LIMIT_READ_IP.
 	Limits    funnel.Limits
 	ReadPerIP flashsale.Rate
+	// StreamsPerClient caps the guests' event streams one client address
+	// holds on this instance (0: no cap). FLASHSALE_EVENTS_PER_CLIENT.
+	StreamsPerClient int
 	// JWKSURL, when set, is the platform identity provider's key set:
 	// RS256, ES256 and EdDSA user tokens verify with its keys (HS256 ones
 	// with JWTSecret, as before). JWTIssuer and JWTAudience, when set, are
@@ -255,6 +258,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("FLASHSALE_USER_SERVICE_URL must start with http:// or https://")
 	case c.UserServiceTimeout <= 0 || c.UserServiceStale <= 0:
 		return fmt.Errorf("FLASHSALE_USER_SERVICE_TIMEOUT and FLASHSALE_USER_SERVICE_STALE must be positive")
+	case c.StreamsPerClient < 0:
+		return fmt.Errorf("FLASHSALE_EVENTS_PER_CLIENT must be 0 (no cap) or positive")
 	case c.ReapInterval <= 0:
 		return fmt.Errorf("FLASHSALE_REAP_INTERVAL must be positive")
 	case c.OutboxRetention < 0:
@@ -364,7 +369,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Int("max_inflight", c.MaxInFlight),
 		slog.Int("max_inflight_per_sale", c.MaxInFlightPerSale),
 		slog.Group("limits", slog.Any("purchase_user", c.Limits.PerUser), slog.Any("purchase_ip", c.Limits.PerIP),
-			slog.Any("purchase_sale", c.Limits.PerSale), slog.Any("read_ip", c.ReadPerIP)),
+			slog.Any("purchase_sale", c.Limits.PerSale), slog.Any("read_ip", c.ReadPerIP), slog.Int("events_per_client", c.StreamsPerClient)),
 		slog.Any("trusted_proxies", c.TrustedProxies),
 		slog.Group("jwks", slog.String("url", maskURL(c.JWKSURL)), slog.String("issuer", c.JWTIssuer),
 			slog.String("audience", c.JWTAudience)),

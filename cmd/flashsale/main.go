@@ -417,7 +417,7 @@ func (m *Main) open(ctx context.Context) error {
 		JWTSecret: []byte(jwtSecret), AdminToken: adminToken, PaymentToken: cfg.PaymentToken, Demo: cfg.Demo, Logger: m.log,
 		JWKS: keys, JWTIssuer: cfg.JWTIssuer, JWTAudience: cfg.JWTAudience,
 		RequestTimeout: cfg.RequestTimeout,
-		Limiter:        m.limiter, ReadPerIP: cfg.ReadPerIP, TrustedProxies: cfg.TrustedProxies,
+		Limiter:        m.limiter, ReadPerIP: cfg.ReadPerIP, TrustedProxies: cfg.TrustedProxies, StreamsPerClient: cfg.StreamsPerClient,
 		Route: m.metrics.Route, Metrics: metricsHandler, Gather: m.metrics.Registry().Gather, AccessLog: access,
 	})
 	// The pages (/, /sales/{id}, /console) sit in front of the API, whose
