@@ -116,6 +116,28 @@ func TestAccessLog(t *testing.T) {
 	if n := len(out.lines(t, "requests")); n != 3 {
 		t.Errorf("a second summary without traffic wrote %d lines in all, want the first 3", n)
 	}
+
+	// A flood of anonymous 4xx (issue 23: 2 000 bad purchases were 2 003
+	// lines) gets clientErrorLines lines a second; the summary counts the rest.
+	before := len(out.lines(t, "request"))
+	for range 2000 {
+		if w := do(t, s, "POST", "/api/sales/01JSALE/purchase", "", `{}`); w.Code != http.StatusUnauthorized {
+			t.Fatalf("anonymous purchase: %d", w.Code)
+		}
+	}
+	if n := len(out.lines(t, "request")) - before; n != clientErrorLines {
+		t.Errorf("2 000 anonymous 401s: %d lines, want %d", n, clientErrorLines)
+	}
+	a.summarize()
+	lines = out.lines(t, "requests")
+	if last := lines[len(lines)-1]; last["status_4xx"] != 2000.0 || last["unlogged_4xx"] != float64(2000-clientErrorLines) {
+		t.Errorf("summary after the flood: %v, want 2000 4xx, %d unlogged", last, 2000-clientErrorLines)
+	}
+	// The next second has lines again.
+	do(t, s, "POST", "/api/sales/01JSALE/purchase", "", `{}`)
+	if n := len(out.lines(t, "request")) - before; n != clientErrorLines+1 {
+		t.Errorf("a 401 after the summary: %d lines in all, want %d", n, clientErrorLines+1)
+	}
 }
 
 func jsonInt(v any) string {
