@@ -50,8 +50,9 @@ type Sale struct {
 	// for a proof of work first (it needs PurchaseToken).
 	Challenge Challenge `json:"challenge,omitzero"`
 	// Test marks a load test's sale (flashsale bench): hidden from the
-	// public list, marked in metrics (flashsale_sale_info) and events (a
-	// header), and deletable with its orders. Set at creation only.
+	// public list, counted in metrics under sale="test" (never its ID) and
+	// marked in events (a header), and deletable with its orders. Set at
+	// creation only.
 	Test bool `json:"test,omitempty"`
 	// Paused stops new tokens and purchases until the operator resumes
 	// the sale; holds and payments go on.

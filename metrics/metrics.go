@@ -7,8 +7,10 @@
 //
 // Per-sale labels are bounded: up to MaxSalesDefault sales the funnel
 // reports are tracked under their ID, every other one under sale="other";
-// a sale that ended over EndedKeep ago gives its place (and its series) up
-// to a new one when the cap is reached.
+// a sale that ended over EndedKeep ago loses its series (at the next
+// scrape or the next sale tracked). A load test's sale counts under
+// sale="test", never its ID: /metrics is often on the public port, and a
+// test sale is hidden from the sale list (its ID leaked there, issue 23).
 // The counters a purchase moves are resolved once per sale and kept in a
 // copy-on-write map, so the hot path takes no lock and allocates nothing.
 package metrics
@@ -16,7 +18,6 @@ package metrics
 import (
 	"cmp"
 	"net/http"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,10 +37,12 @@ const (
 	// OtherSale is the label of every sale beyond the cap, and of IDs the
 	// funnel never reported (an unknown sale must not mint a series).
 	OtherSale = "other"
-	// EndedKeep is how long after its end a sale keeps its series while
-	// newer sales wait for a place: long enough for the last scrapes and
-	// the dashboards' final figures.
-	EndedKeep = time.Hour
+	// TestSale is the label every load test's sale counts under.
+	TestSale = "test"
+	// EndedKeep is how long after its end a sale keeps its series: long
+	// enough for the last scrapes and the dashboards' final figures; an
+	// ended sale's series are no one's business for longer.
+	EndedKeep = 10 * time.Minute
 )
 
 const namespace = "flashsale"
@@ -62,6 +65,7 @@ type Metrics struct {
 	mu    sync.Mutex                          // serialises adding sales
 	sales atomic.Pointer[map[string]*saleSet] // copy-on-write: read without a lock
 	other *saleSet
+	test  *saleSet // every test sale's (TestSale)
 
 	purchases    *prometheus.CounterVec
 	steps        *prometheus.CounterVec
@@ -101,7 +105,7 @@ func New(cfg Config) *Metrics {
 	m.releaseDelay = f.histogram("hold_release_delay_seconds", "How long after its hold ended an expired order's units were back in the stock engine.")
 	m.auditFound = f.gaugeVec("audit_findings", "Findings of the sale's last scheduled audit (drift between the books), before repair.", "sale")
 	m.auditLeft = f.gaugeVec("audit_unrepaired_findings", "Findings the sale's last scheduled audit left after repairing what is safe.", "sale")
-	m.saleInfo = f.gaugeVec("sale_info", "1 for each tracked sale; test=\"true\" marks a load test's sale, so a query can leave them out (on(sale) group_left).", "sale", "test")
+	m.saleInfo = f.gaugeVec("sale_info", "1 for each sale tracked under its own ID; a load test's sale counts under sale=\"test\" and has none. The test label, always \"false\", is kept for queries written to it.", "sale", "test")
 	m.audits = f.counterVec("audits_total", "Scheduled audits run, by result: balanced, drift, error.", "result")
 
 	m.routes = f.histogramVec("http_request_duration_seconds", "HTTP request latency by route pattern.", "route")
@@ -117,6 +121,7 @@ func New(cfg Config) *Metrics {
 	m.commitErrs = f.counter("group_commit_errors_total", "Group-commit transactions that failed.")
 
 	m.other = m.newSaleSet(OtherSale, time.Time{})
+	m.test = m.newSaleSet(TestSale, time.Time{})
 	empty := map[string]*saleSet{}
 	m.sales.Store(&empty)
 	return m
@@ -146,7 +151,11 @@ func (m *Metrics) WatchQueue(src *QueueSource) { m.reg.MustRegister(&queueCollec
 // leaves its family out instead of failing the scrape: the metrics are
 // most wanted while a dependency is out.
 func (m *Metrics) Handler() http.Handler {
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg, ErrorHandling: promhttp.ContinueOnError})
+	h := promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg, ErrorHandling: promhttp.ContinueOnError})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		m.sweep()
+		h.ServeHTTP(w, r)
+	})
 }
 
 // Registry is the registry, for tests that gather it.
@@ -160,7 +169,6 @@ type saleSet struct {
 	expiries prometheus.Counter
 	label    string
 	ends     time.Time
-	test     string // its sale_info's test label
 }
 
 func (m *Metrics) newSaleSet(label string, ends time.Time) *saleSet {
@@ -185,7 +193,7 @@ func (m *Metrics) sale(saleID string) *saleSet {
 // track starts tracking a sale under its ID if there is room, making
 // room by forgetting the sales that ended over EndedKeep ago.
 func (m *Metrics) track(saleID string, ends time.Time, test bool) {
-	if saleID == "" || saleID == OtherSale {
+	if saleID == "" || saleID == OtherSale || saleID == TestSale || (!ends.IsZero() && ends.Before(m.now().Add(-EndedKeep))) {
 		return
 	}
 	if _, ok := (*m.sales.Load())[saleID]; ok {
@@ -197,26 +205,51 @@ func (m *Metrics) track(saleID string, ends time.Time, test bool) {
 	if _, ok := old[saleID]; ok {
 		return
 	}
-	next := make(map[string]*saleSet, len(old)+1)
-	for k, v := range old {
-		next[k] = v
-	}
+	next := m.unended(old)
 	if len(next) >= m.max {
-		cutoff := m.now().Add(-EndedKeep)
-		for id, s := range next {
-			if !s.ends.IsZero() && s.ends.Before(cutoff) {
-				m.forget(s)
-				delete(next, id)
-			}
-		}
-		if len(next) >= m.max {
+		m.sales.Store(&next)
+		return
+	}
+	if test {
+		// Its place in the map only says "count under test"; it owns no series.
+		next[saleID] = &saleSet{outcomes: m.test.outcomes, steps: m.test.steps, expiries: m.test.expiries, label: TestSale, ends: ends}
+	} else {
+		next[saleID] = m.newSaleSet(saleID, ends)
+		m.saleInfo.WithLabelValues(saleID, "false").Set(1)
+	}
+	m.sales.Store(&next)
+}
+
+// sweep forgets the sales that ended over EndedKeep ago (at each scrape).
+func (m *Metrics) sweep() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	old := *m.sales.Load()
+	cutoff := m.now().Add(-EndedKeep)
+	for _, s := range old {
+		if !s.ends.IsZero() && s.ends.Before(cutoff) {
+			next := m.unended(old)
+			m.sales.Store(&next)
 			return
 		}
 	}
-	next[saleID] = m.newSaleSet(saleID, ends)
-	next[saleID].test = strconv.FormatBool(test)
-	m.saleInfo.WithLabelValues(saleID, next[saleID].test).Set(1)
-	m.sales.Store(&next)
+}
+
+// unended copies sales without those that ended over EndedKeep ago,
+// deleting their series. The caller holds mu.
+func (m *Metrics) unended(sales map[string]*saleSet) map[string]*saleSet {
+	cutoff := m.now().Add(-EndedKeep)
+	next := make(map[string]*saleSet, len(sales)+1)
+	for id, s := range sales {
+		if !s.ends.IsZero() && s.ends.Before(cutoff) {
+			if s.label != TestSale {
+				m.forget(s)
+			}
+			continue
+		}
+		next[id] = s
+	}
+	return next
 }
 
 // forget deletes an ended sale's series. A purchase of it racing this
@@ -232,7 +265,7 @@ func (m *Metrics) forget(s *saleSet) {
 	m.holdExpiries.DeleteLabelValues(s.label)
 	m.auditFound.DeleteLabelValues(s.label)
 	m.auditLeft.DeleteLabelValues(s.label)
-	m.saleInfo.DeleteLabelValues(s.label, s.test)
+	m.saleInfo.DeleteLabelValues(s.label, "false")
 }
 
 // factory registers families under the namespace.

@@ -129,9 +129,9 @@ func TestSales(t *testing.T) {
 	}
 }
 
-// TestSalesEnded: once the cap is reached, a sale that ended over
-// EndedKeep ago gives its place and its series up to a new sale; one that
-// ended lately, or is live, keeps them.
+// TestSalesEnded: a sale that ended over EndedKeep ago has no series of
+// its own (it counts under other) and gives its place up; one that ended
+// lately, or is live, keeps them until the cap.
 func TestSalesEnded(t *testing.T) {
 	now := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
 	m := metrics.New(metrics.Config{MaxSales: 2, Now: func() time.Time { return now }})
@@ -142,7 +142,7 @@ func TestSalesEnded(t *testing.T) {
 		f.Purchase(id, flashsale.ErrEnded)
 	}
 	f.Sale(live("NEW"))
-	f.Sale(live("NEWER")) // no room: OLD's went to NEW, LATE keeps its own
+	f.Sale(live("NEWER")) // no room: LATE keeps its own
 	for _, id := range []string{"NEW", "NEWER"} {
 		f.Purchase(id, flashsale.ErrSoldOut)
 	}
@@ -150,7 +150,7 @@ func TestSalesEnded(t *testing.T) {
 	for _, c := range []struct {
 		sale string
 		want float64
-	}{{"OLD", 0}, {"LATE", 1}, {"NEW", 1}, {"NEWER", 0}, {metrics.OtherSale, 1}} {
+	}{{"OLD", 0}, {"LATE", 1}, {"NEW", 1}, {"NEWER", 0}, {metrics.OtherSale, 2}} {
 		if v := got.Value("flashsale_purchases_total", "sale", c.sale); v != c.want {
 			t.Errorf("purchases{sale=%s} = %v, want %v", c.sale, v, c.want)
 		}
@@ -165,6 +165,59 @@ func TestSalesEnded(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestSalesNotExposed (issue 23): /metrics, often on the public port,
+// named 28 sales where the sale list named 2: a load test's sale (hidden
+// from the list, and then buyable by whoever read its ID) and every sale
+// that had ended within the hour. A test sale now counts under
+// sale="test", never its ID, and an ended sale's series go EndedKeep
+// after its end, at the next scrape, with places to spare.
+func TestSalesNotExposed(t *testing.T) {
+	now := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+	clock := now
+	m := metrics.New(metrics.Config{MaxSales: 10, Now: func() time.Time { return clock }})
+	f := m.Funnel()
+	f.Sale(&flashsale.Sale{ID: "LOADTEST1", Test: true, EndsAt: now.Add(time.Hour)})
+	f.Sale(&flashsale.Sale{ID: "LOADTEST2", Test: true, EndsAt: now.Add(time.Hour)})
+	f.Sale(&flashsale.Sale{ID: "REAL", EndsAt: now.Add(time.Minute)})
+	f.Purchase("LOADTEST1", nil)
+	f.Purchase("LOADTEST2", flashsale.ErrSoldOut)
+	f.Purchase("REAL", nil)
+	scrape := func() string {
+		t.Helper()
+		w := httptest.NewRecorder()
+		m.Handler().ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
+		return w.Body.String()
+	}
+	body := scrape()
+	if strings.Contains(body, "LOADTEST") {
+		t.Errorf("a test sale's ID is on /metrics:\n%s", grepLines(body, "LOADTEST"))
+	}
+	got := metricstest.Gather(t, m.Registry())
+	if v := got.Value("flashsale_purchases_total", "sale", metrics.TestSale); v != 2 {
+		t.Errorf("purchases{sale=test} = %v, want 2", v)
+	}
+	if v := got.Value("flashsale_sale_info", "sale", "REAL"); v != 1 {
+		t.Errorf("sale_info{sale=REAL} = %v, want 1", v)
+	}
+	if !strings.Contains(body, `sale="REAL"`) {
+		t.Fatal("a live sale has no series")
+	}
+	clock = now.Add(time.Minute + metrics.EndedKeep + time.Second)
+	if body := scrape(); strings.Contains(body, `sale="REAL"`) {
+		t.Errorf("a sale ended over EndedKeep ago still has series:\n%s", grepLines(body, "REAL"))
+	}
+}
+
+func grepLines(body, s string) string {
+	var out []string
+	for _, l := range strings.Split(body, "\n") {
+		if strings.Contains(l, s) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // live is a sale that has not ended by any clock of these tests.
