@@ -27,6 +27,10 @@ var static embed.FS
 type Config struct {
 	// Demo makes the sale page sign in through POST /api/demo/login.
 	Demo bool
+	// FrameOrigins are the origins (https://www.hotel.example) whose
+	// pages may frame the sale page and hand it the guest's token by
+	// postMessage. None: only this origin's pages may.
+	FrameOrigins []string
 }
 
 // maxIDLen matches the API's bound on a sale ID.
@@ -77,6 +81,8 @@ func newAsset(name string, body []byte) *asset {
 type pages struct {
 	assets map[string]*asset            // by file name
 	pages  map[string]map[string]*asset // page name -> lang -> rendered
+	// frameAncestors is the sale page's CSP frame-ancestors source list.
+	frameAncestors string
 }
 
 // Handler serves the pages at GET /, /sales/{id} and /console (also at
@@ -109,7 +115,8 @@ func Handler(api http.Handler, cfg Config) (http.Handler, error) {
 
 // load reads the embedded files and renders the pages.
 func load(cfg Config) (*pages, error) {
-	p := &pages{assets: map[string]*asset{}, pages: map[string]map[string]*asset{}}
+	p := &pages{assets: map[string]*asset{}, pages: map[string]map[string]*asset{},
+		frameAncestors: strings.Join(append([]string{"'self'"}, cfg.FrameOrigins...), " ")}
 	files, err := fs.ReadDir(static, "static")
 	if err != nil {
 		return nil, err
@@ -143,9 +150,10 @@ func load(cfg Config) (*pages, error) {
 		for _, lang := range langs {
 			var b bytes.Buffer
 			if err := t.Execute(&b, struct {
-				Lang string
-				Demo bool
-			}{lang, cfg.Demo}); err != nil {
+				Lang         string
+				Demo         bool
+				FrameOrigins string
+			}{lang, cfg.Demo, strings.Join(cfg.FrameOrigins, " ")}); err != nil {
 				return nil, fmt.Errorf("web: render %s: %w", name, err)
 			}
 			p.pages[name][lang] = newAsset(name+".html", b.Bytes())
@@ -154,9 +162,9 @@ func load(cfg Config) (*pages, error) {
 	return p, nil
 }
 
-// securityHeaders keep the pages from being framed by strangers' scripts
-// reaching into them or loading code from elsewhere. Framing is allowed
-// (the platform embeds the sale page), but not of the console (page).
+// securityHeaders keep the pages from loading code from elsewhere; page
+// adds who may frame each (the sale page: this origin and
+// Config.FrameOrigins; the console: nobody).
 func securityHeaders(h http.Header) {
 	h.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; worker-src 'self'; base-uri 'none'; form-action 'none'")
 	h.Set("X-Content-Type-Options", "nosniff")
@@ -174,11 +182,21 @@ func (p *pages) page(name string) http.HandlerFunc {
 		h.Set("Vary", "Accept-Language")
 		h.Set("Cache-Control", "no-cache") // revalidate: new assets' hashes appear at once
 		securityHeaders(h)
-		if name == "console" {
+		switch name {
+		case "console":
 			// The console acts with an operator's token: no other page
 			// may frame it and trick a click (clickjacking).
 			h.Set("Content-Security-Policy", h.Get("Content-Security-Policy")+"; frame-ancestors 'none'")
 			h.Set("X-Frame-Options", "DENY")
+		case "sale":
+			// The platform frames the sale page; nobody else may (a
+			// stranger's page could trick a guest's click on Buy).
+			h.Set("Content-Security-Policy", h.Get("Content-Security-Policy")+"; frame-ancestors "+p.frameAncestors)
+			if p.frameAncestors == "'self'" {
+				h.Set("X-Frame-Options", "SAMEORIGIN") // for browsers without CSP frame-ancestors
+			}
+		default:
+			h.Set("Content-Security-Policy", h.Get("Content-Security-Policy")+"; frame-ancestors 'self'")
 		}
 		serve(w, r, a)
 	}

@@ -153,8 +153,18 @@ func TestCaching(t *testing.T) {
 			t.Errorf("%s: CSP %q, X-Frame-Options %q: framable", path, csp, hd.Get("X-Frame-Options"))
 		}
 	}
-	if csp := get(h, "/sales/s1").Header().Get("Content-Security-Policy"); strings.Contains(csp, "frame-ancestors") {
-		t.Errorf("sale page CSP %q: the platform cannot embed it", csp)
+	// The sale page: by this origin's pages only, unless origins are
+	// configured (issue 23: any site could frame it and hand it a token).
+	if hd := get(h, "/sales/s1").Header(); !strings.Contains(hd.Get("Content-Security-Policy"), "frame-ancestors 'self'") || hd.Get("X-Frame-Options") != "SAMEORIGIN" {
+		t.Errorf("sale page CSP %q, X-Frame-Options %q: want this origin only", hd.Get("Content-Security-Policy"), hd.Get("X-Frame-Options"))
+	}
+	framed := mustHandler(t, Config{FrameOrigins: []string{"https://www.hotel.example", "https://app.ota.example:8443"}})
+	w = get(framed, "/sales/s1")
+	if csp := w.Header().Get("Content-Security-Policy"); !strings.HasSuffix(csp, "; frame-ancestors 'self' https://www.hotel.example https://app.ota.example:8443") || w.Header().Get("X-Frame-Options") != "" {
+		t.Errorf("sale page with frame origins: CSP %q, X-Frame-Options %q", csp, w.Header().Get("X-Frame-Options"))
+	}
+	if !strings.Contains(w.Body.String(), `data-frame-origins="https://www.hotel.example https://app.ota.example:8443"`) {
+		t.Error("the page is not told which parents may hand it a token")
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -132,6 +133,9 @@ type Config struct {
 	// FLASHSALE_LIMIT_READ_IP.
 	Limits    funnel.Limits
 	ReadPerIP flashsale.Rate
+	// FrameOrigins may frame the sale page and post it a guest's token
+	// (web.Config.FrameOrigins). FLASHSALE_FRAME_ORIGINS.
+	FrameOrigins []string
 	// StreamsPerClient caps the guests' event streams one client address
 	// holds on this instance (0: no cap). FLASHSALE_EVENTS_PER_CLIENT.
 	StreamsPerClient int
@@ -371,6 +375,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Group("limits", slog.Any("purchase_user", c.Limits.PerUser), slog.Any("purchase_ip", c.Limits.PerIP),
 			slog.Any("purchase_sale", c.Limits.PerSale), slog.Any("read_ip", c.ReadPerIP), slog.Int("events_per_client", c.StreamsPerClient)),
 		slog.Any("trusted_proxies", c.TrustedProxies),
+		slog.Any("frame_origins", c.FrameOrigins),
 		slog.Group("jwks", slog.String("url", maskURL(c.JWKSURL)), slog.String("issuer", c.JWTIssuer),
 			slog.String("audience", c.JWTAudience)),
 		slog.Group("user_service", slog.String("url", maskURL(c.UserServiceURL)),
@@ -379,6 +384,27 @@ func (c Config) LogValue() slog.Value {
 		slog.Bool("demo", c.Demo),
 		slog.Any("tracing", c.Tracing.LogValue()),
 	)
+}
+
+// parseOrigins reads a comma-separated list of web origins, each
+// scheme://host[:port] with http or https and nothing after: a CSP source
+// with a path or a typo would let the wrong pages frame the sale page, or
+// none.
+func parseOrigins(v string) ([]string, error) {
+	var out []string
+	for _, o := range strings.Split(v, ",") {
+		o = strings.TrimSpace(o)
+		if o == "" {
+			continue
+		}
+		u, err := url.Parse(o)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil ||
+			(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || strings.ContainsAny(u.Host, "*;' ") {
+			return nil, fmt.Errorf("%q is not an origin such as https://www.hotel.example", o)
+		}
+		out = append(out, u.Scheme+"://"+strings.ToLower(u.Host))
+	}
+	return out, nil
 }
 
 // tokenKeyIDs names the token keys without their secrets.

@@ -100,6 +100,11 @@ func TestParseConfig(t *testing.T) {
 		"DebugNoPort":      {"FLASHSALE_DEBUG_ADDR": "127.0.0.1"},
 		"BothFileAndValue": {"FLASHSALE_JWT_SECRET": strong, "FLASHSALE_JWT_SECRET_FILE": "/etc/hostname"},
 		"MissingFile":      {"FLASHSALE_ADMIN_TOKEN_FILE": "/nonexistent/admin_token"},
+		"OriginPath":       {"FLASHSALE_FRAME_ORIGINS": "https://www.hotel.example/sales"},
+		"OriginScheme":     {"FLASHSALE_FRAME_ORIGINS": "javascript://x"},
+		"OriginWildcard":   {"FLASHSALE_FRAME_ORIGINS": "https://*.hotel.example"},
+		"OriginNoScheme":   {"FLASHSALE_FRAME_ORIGINS": "www.hotel.example"},
+		"OriginInjection":  {"FLASHSALE_FRAME_ORIGINS": "https://a.example; script-src *"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := parseConfig(nil, nil, env(kv)); err == nil {
@@ -119,6 +124,7 @@ func TestConfigAccepts(t *testing.T) {
 			"FLASHSALE_WEBHOOK_URL": "http://h/", "FLASHSALE_WEBHOOK_SECRET": strong},
 		"RedisTLS":           {"FLASHSALE_REDIS_URL": "rediss://user:pass@redis.example:6380/0"},
 		"RedisClusterTLS":    {"FLASHSALE_REDIS_URL": "rediss://r1:6380,r2:6380,r3:6380"},
+		"FrameOrigins":       {"FLASHSALE_FRAME_ORIGINS": "https://www.hotel.example, http://localhost:3000/"},
 		"DebugLoopback4":     {"FLASHSALE_DEBUG_ADDR": "127.0.0.1:6060"},
 		"DebugLoopback6":     {"FLASHSALE_DEBUG_ADDR": "[::1]:6060"},
 		"DebugLocalhost":     {"FLASHSALE_DEBUG_ADDR": "localhost:0"},

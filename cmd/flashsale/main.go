@@ -422,7 +422,7 @@ func (m *Main) open(ctx context.Context) error {
 	})
 	// The pages (/, /sales/{id}, /console) sit in front of the API, whose
 	// routes keep priority.
-	pages, err := web.Handler(h.Handler(), web.Config{Demo: cfg.Demo})
+	pages, err := web.Handler(h.Handler(), web.Config{Demo: cfg.Demo, FrameOrigins: cfg.FrameOrigins})
 	if err != nil {
 		return err
 	}

@@ -230,6 +230,11 @@ var settings = withFiles([]setting{
 	{env: "FLASHSALE_LIMIT_PURCHASE_SALE", def: "off", help: "purchases per sale, all guests together", set: rate(func(c *Config) *flashsale.Rate { return &c.Limits.PerSale })},
 	{env: "FLASHSALE_LIMIT_READ_IP", def: "off", help: "sale views and order reads per client address", set: rate(func(c *Config) *flashsale.Rate { return &c.ReadPerIP })},
 	{env: "FLASHSALE_EVENTS_PER_CLIENT", def: "64", help: "guests' event streams one client address may hold open on an instance; beyond, a 429 and the page polls; 0: no cap", set: integer(func(c *Config) *int { return &c.StreamsPerClient })},
+	{env: "FLASHSALE_FRAME_ORIGINS", help: "origins whose pages may frame the sale page and hand it a guest's token, comma-separated, e.g. https://www.hotel.example (none: only this service's own)", set: func(c *Config, v string) error {
+		origins, err := parseOrigins(v)
+		c.FrameOrigins = origins
+		return err
+	}},
 	{env: "FLASHSALE_TRUSTED_PROXIES", help: "CIDRs of the proxies whose X-Forwarded-For names the client, comma-separated", set: func(c *Config, v string) error {
 		c.TrustedProxies = nil
 		for p := range strings.SplitSeq(v, ",") {

@@ -33,10 +33,13 @@ const store = {
 // Outside demo mode the embedding platform hands the page its user's JWT,
 // either in sessionStorage under flashsale.token (a host page on the same
 // origin) or by window.postMessage({type: 'flashsale.token', token}) from
-// the parent frame. Never in a URL, so never in a log.
+// the parent frame, when the parent's origin is this page's or one the
+// server was told to trust (FLASHSALE_FRAME_ORIGINS; its CSP lets only
+// those frame the page). Never in a URL, so never in a log.
+const frameOrigins = [location.origin, ...(document.body.dataset.frameOrigins || '').split(' ').filter(Boolean)];
 token = store.get(TOKEN_KEY);
 window.addEventListener('message', (e) => {
-  if (window.parent === window || e.source !== window.parent) return;
+  if (window.parent === window || e.source !== window.parent || !frameOrigins.includes(e.origin)) return;
   const d = e.data;
   if (d && d.type === 'flashsale.token' && typeof d.token === 'string' && d.token.length > 0 && d.token.length < 8192) {
     token = d.token;
@@ -45,7 +48,18 @@ window.addEventListener('message', (e) => {
     render();
   }
 });
-if (window.parent !== window) window.parent.postMessage({ type: 'flashsale.ready', sale_id: id }, '*');
+// tellParent posts msg to the framing page, if its origin is one the page
+// trusts (location.ancestorOrigins names it, or the referrer where the
+// browser has no ancestorOrigins; the CSP let only those frame the page,
+// this is for browsers without frame-ancestors): the state names an
+// order, which a stranger's page has no business reading.
+function tellParent(msg) {
+  if (window.parent === window) return;
+  let parent = location.ancestorOrigins ? location.ancestorOrigins[0] : '';
+  if (!parent && document.referrer) { try { parent = new URL(document.referrer).origin; } catch { /* none */ } }
+  if (parent && frameOrigins.includes(parent)) window.parent.postMessage(msg, parent);
+}
+tellParent({ type: 'flashsale.ready', sale_id: id });
 
 async function demoLogin() {
   let user = store.get('flashsale.demo_user');
@@ -381,6 +395,7 @@ function render() {
 
   const [st, v] = current(now);
   const el = $('state');
+  if (el.dataset.state !== st) tellParent({ type: 'flashsale.state', sale_id: id, state: st, order_id: order ? order.id : undefined });
   if (el.dataset.state !== st || el.dataset.text !== JSON.stringify(v) || el.dataset.lang !== lang) {
     el.textContent = st === 'loading' ? t('loading') : t('state.' + st, v);
     el.dataset.state = st;
