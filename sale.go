@@ -6,6 +6,8 @@ import (
 	"hash/fnv"
 	"slices"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"golang.org/x/text/currency"
 )
@@ -116,8 +118,8 @@ func (s *Sale) validatePriceTiers() error {
 		switch {
 		case t.Rooms <= rooms || t.Rooms > s.PerUserLimit:
 			return Errorf(EInvalid, "price_tiers[%d].rooms must be more than the tier before (at least 2) and at most per_user_limit (%d)", i, s.PerUserLimit)
-		case t.Price < 0 || t.Price >= price:
-			return Errorf(EInvalid, "price_tiers[%d].price must be a non-negative amount below the price before it (%d)", i, price)
+		case t.Price <= 0 || t.Price >= price:
+			return Errorf(EInvalid, "price_tiers[%d].price must be a positive amount below the price before it (%d)", i, price)
 		}
 		rooms, price = t.Rooms, t.Price
 	}
@@ -349,14 +351,16 @@ func (s *Sale) Validate() error {
 		return Errorf(EInvalid, "room_type is required (at most 200 characters)")
 	case len(s.Nights) == 0 || len(s.Nights) > MaxNights:
 		return Errorf(EInvalid, "nights must list 1 to %d nights", MaxNights)
-	case s.Price < 0 || s.Price > 1<<40:
-		return Errorf(EInvalid, "price must be a non-negative amount in minor units")
-	case s.OriginalPrice < 0 || s.OriginalPrice > 1<<40:
-		return Errorf(EInvalid, "original_price must be a non-negative amount in minor units")
+	case s.Price <= 0 || s.Price > 1<<40:
+		return Errorf(EInvalid, "price must be a positive amount in minor units")
+	case s.OriginalPrice < s.Price || s.OriginalPrice > 1<<40:
+		return Errorf(EInvalid, "original_price is required and must be at least price: it is the price before the discount, which the page shows struck through")
 	case len(s.Currency) != 3 || !isUpper(s.Currency) || !isoCurrency(s.Currency):
 		return Errorf(EInvalid, "currency must be an ISO 4217 code such as CNY, JPY or KWD")
 	case s.StartsAt.IsZero() || s.EndsAt.IsZero() || !s.EndsAt.After(s.StartsAt):
 		return Errorf(EInvalid, "starts_at and ends_at are required and ends_at must be after starts_at")
+	case !saneTime(s.StartsAt) || !saneTime(s.EndsAt):
+		return Errorf(EInvalid, "starts_at and ends_at must be in the years %d to %d", minYear, maxYear)
 	case s.PerUserLimit < 1 || s.PerUserLimit > 1000:
 		return Errorf(EInvalid, "per_user_limit must be between 1 and 1000")
 	case s.HoldSeconds < 1 || s.HoldSeconds > 86400:
@@ -365,6 +369,14 @@ func (s *Sale) Validate() error {
 		return Errorf(EInvalid, "challenge.difficulty must be between 0 and %d", MaxDifficulty)
 	case s.Challenge.Difficulty > 0 && !s.PurchaseToken:
 		return Errorf(EInvalid, "challenge needs purchase_token: the solved challenge is what the token endpoint asks for")
+	}
+	for _, f := range [...]struct {
+		name, value string
+		lines       bool
+	}{{"title", s.Title, false}, {"hotel", s.Hotel, false}, {"room_type", s.RoomType, false}, {"description", s.Description, true}} {
+		if err := checkText(f.name, f.value, f.lines); err != nil {
+			return err
+		}
 	}
 	if err := s.validatePriceTiers(); err != nil {
 		return err
@@ -380,6 +392,9 @@ func (s *Sale) Validate() error {
 		d, err := time.Parse(DateLayout, n.Date)
 		if err != nil {
 			return Errorf(EInvalid, "nights[%d].date must be a date like 2026-12-24", i)
+		}
+		if !saneTime(d) {
+			return Errorf(EInvalid, "nights[%d].date must be in the years %d to %d", i, minYear, maxYear)
 		}
 		if i > 0 && !d.After(prev) {
 			return Errorf(EInvalid, "nights must be in increasing date order without repeats")
@@ -425,6 +440,36 @@ func (s *Sale) Stay(checkIn string, nights int) (int, error) {
 		}
 	}
 	return first, nil
+}
+
+// The years a sale's dates may fall in: 0000-01-01, 9999-12-31 and a
+// start in 1970 were all accepted, and sold.
+const (
+	minYear = 2000
+	maxYear = 2099
+)
+
+func saneTime(t time.Time) bool { return t.Year() >= minYear && t.Year() <= maxYear }
+
+// checkText refuses what a guest's page or an operator's terminal would
+// render wrongly or deceptively: invalid UTF-8, control characters (NUL,
+// ESC, CR/LF outside a description's lines) and the bidirectional
+// overrides and isolates (U+202A-U+202E, U+2066-U+2069) that make
+// "txt.exe" read as "exe.txt".
+func checkText(field, v string, lines bool) error {
+	if !utf8.ValidString(v) {
+		return Errorf(EInvalid, "%s must be UTF-8 text", field)
+	}
+	for _, r := range v {
+		switch {
+		case lines && (r == '\n' || r == '\t'):
+		case unicode.IsControl(r):
+			return Errorf(EInvalid, "%s must not contain control characters (U+%04X)", field, r)
+		case r >= 0x202A && r <= 0x202E, r >= 0x2066 && r <= 0x2069:
+			return Errorf(EInvalid, "%s must not contain bidirectional override characters (U+%04X)", field, r)
+		}
+	}
+	return nil
 }
 
 // isoCurrency reports whether code is a currency of ISO 4217 (CLDR's

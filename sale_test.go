@@ -67,6 +67,75 @@ func TestValidateRules(t *testing.T) {
 	}
 }
 
+// TestValidateTerms (issue 23, item 2): impossible sale terms that were
+// accepted and sold, each refused with an error naming its field; and
+// what must stay accepted.
+func TestValidateTerms(t *testing.T) {
+	good := []func(*flashsale.Sale){
+		func(s *flashsale.Sale) { s.OriginalPrice = s.Price }, // no discount shown, but not a lie
+		func(s *flashsale.Sale) { s.Description = "Sea view.\nBreakfast for two.\tLate checkout." },
+		func(s *flashsale.Sale) { s.Title = "圣诞特惠 · Ünïcode ok ✓" },
+		func(s *flashsale.Sale) { s.Title = "عرض الفندق" }, // right-to-left text needs no override
+	}
+	for i, mod := range good {
+		s := validSale()
+		mod(s)
+		if err := s.Validate(); err != nil {
+			t.Errorf("good %d: %v", i, err)
+		}
+	}
+	bad := []struct {
+		field string
+		mod   func(*flashsale.Sale)
+	}{
+		{"price", func(s *flashsale.Sale) { s.Price = 0 }},
+		{"price", func(s *flashsale.Sale) { s.Price = -1 }},
+		{"original_price", func(s *flashsale.Sale) { s.OriginalPrice = 0 }}, // left out of the JSON
+		{"original_price", func(s *flashsale.Sale) { s.OriginalPrice = s.Price - 1 }},
+		{"title", func(s *flashsale.Sale) { s.Title = "Flash\x00sale" }},
+		{"title", func(s *flashsale.Sale) { s.Title = "Flash\r\nSet-Cookie: x" }},
+		{"title", func(s *flashsale.Sale) { s.Title = "Flash \x1b[31mred" }},
+		{"title", func(s *flashsale.Sale) { s.Title = "Deal \u202Egnp.exe" }},
+		{"title", func(s *flashsale.Sale) { s.Title = "Deal \u2066x\u2069" }},
+		{"title", func(s *flashsale.Sale) { s.Title = "bad \xff utf-8" }},
+		{"hotel", func(s *flashsale.Sale) { s.Hotel = "Harbour\nView" }},
+		{"room_type", func(s *flashsale.Sale) { s.RoomType = "King\u202D" }},
+		{"description", func(s *flashsale.Sale) { s.Description = "ok\x07" }},
+		{"nights[0].date", func(s *flashsale.Sale) { s.Nights[0].Date = "0000-01-01" }},
+		{"nights[0].date", func(s *flashsale.Sale) { s.Nights[0].Date = "9999-12-31" }},
+		{"starts_at", func(s *flashsale.Sale) { s.StartsAt = time.Unix(0, 0) }},
+		{"ends_at", func(s *flashsale.Sale) { s.EndsAt = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC) }},
+		{"price_tiers[0].price", func(s *flashsale.Sale) {
+			s.PerUserLimit = 2
+			s.PriceTiers = []flashsale.PriceTier{{Rooms: 2, Price: 0}}
+		}},
+	}
+	for _, tt := range bad {
+		s := validSale()
+		tt.mod(s)
+		err := s.Validate()
+		if flashsale.ErrorCode(err) != flashsale.EInvalid || !strings.Contains(flashsale.ErrorMessage(err), tt.field) {
+			t.Errorf("%s: err = %v, want invalid naming %s", tt.field, err, tt.field)
+		}
+	}
+}
+
+// TestValidateTermsOnEdit: an edit is held to the same terms (issue 23:
+// an edit raising the price above original_price was 200).
+func TestValidateTermsOnEdit(t *testing.T) {
+	sale := validSale()
+	before := sale.StartsAt.Add(-time.Hour) // not started: every field may change
+	price, title := int64(79900), "Flash \u202Eelas"
+	for name, p := range map[string]*flashsale.SalePatch{
+		"original_price": {Price: &price},
+		"title":          {Title: &title},
+	} {
+		if _, _, err := p.Apply(sale, before); flashsale.ErrorCode(err) != flashsale.EInvalid || !strings.Contains(flashsale.ErrorMessage(err), name) {
+			t.Errorf("edit breaking %s: %v", name, err)
+		}
+	}
+}
+
 func TestCheck(t *testing.T) {
 	e := flashsale.Eligibility{MinTier: flashsale.TierSilver, MinStays30d: 2, Channels: []string{"ota-x", "ota-y"}}
 	if got, want := e.Needs(), flashsale.FactTier|flashsale.FactStays30d|flashsale.FactChannel; got != want {

@@ -37,7 +37,7 @@ func TestDecodeSale(t *testing.T) {
 		}
 	})
 	t.Run("Defaults", func(t *testing.T) {
-		s, err := decodeSale(strings.NewReader(`{"title":"T","hotel":"H","room_type":"R","nights":[{"date":"2026-12-24","stock":1}],
+		s, err := decodeSale(strings.NewReader(`{"title":"T","hotel":"H","room_type":"R","nights":[{"date":"2026-12-24","stock":1}],"price":100,"original_price":200,
 			"currency":"CNY","starts_at":"2026-12-01T20:00:00Z","ends_at":"2026-12-01T21:00:00Z","per_user_limit":null}`))
 		if err != nil {
 			t.Fatal(err)
