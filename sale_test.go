@@ -20,6 +20,33 @@ func validSale() *flashsale.Sale {
 
 func rate(r flashsale.Rate) *flashsale.Rate { return &r }
 
+// badSale is a change to validSale that Validate must refuse, naming field.
+type badSale struct {
+	field string
+	mod   func(*flashsale.Sale)
+}
+
+// checkSales validates validSale after each change: good ones pass, bad
+// ones fail as invalid with their field named.
+func checkSales(t *testing.T, good []func(*flashsale.Sale), bad []badSale) {
+	t.Helper()
+	for i, mod := range good {
+		s := validSale()
+		mod(s)
+		if err := s.Validate(); err != nil {
+			t.Errorf("good %d: %v", i, err)
+		}
+	}
+	for _, tt := range bad {
+		s := validSale()
+		tt.mod(s)
+		err := s.Validate()
+		if flashsale.ErrorCode(err) != flashsale.EInvalid || !strings.Contains(flashsale.ErrorMessage(err), tt.field) {
+			t.Errorf("%s: err = %v, want invalid naming %s", tt.field, err, tt.field)
+		}
+	}
+}
+
 // TestValidateRules: the eligibility rules and limit overrides a sale may
 // carry, and the bad ones each named in the error.
 func TestValidateRules(t *testing.T) {
@@ -32,17 +59,7 @@ func TestValidateRules(t *testing.T) {
 			s.Limits = flashsale.SaleLimits{PerSale: rate(flashsale.PerSecond(300, 600)), PerUser: rate(flashsale.Rate{N: 5, Per: time.Minute, Burst: 1}), PerIP: rate(flashsale.Rate{})}
 		},
 	}
-	for i, mod := range good {
-		s := validSale()
-		mod(s)
-		if err := s.Validate(); err != nil {
-			t.Errorf("good %d: %v", i, err)
-		}
-	}
-	bad := []struct {
-		field string
-		mod   func(*flashsale.Sale)
-	}{
+	bad := []badSale{
 		{"min_tier", func(s *flashsale.Sale) { s.Eligibility.MinTier = "diamond" }},
 		{"min_stays_30d", func(s *flashsale.Sale) { s.Eligibility.MinStays30d = -1 }},
 		{"min_stays_30d", func(s *flashsale.Sale) { s.Eligibility.MinStays30d = 31 }},
@@ -57,14 +74,7 @@ func TestValidateRules(t *testing.T) {
 		{"limits.per_ip", func(s *flashsale.Sale) { s.Limits.PerIP = rate(flashsale.Rate{N: -1, Per: time.Second, Burst: 1}) }},
 		{"limits.per_ip", func(s *flashsale.Sale) { s.Limits.PerIP = rate(flashsale.PerSecond(flashsale.MaxRate+1, 1)) }},
 	}
-	for _, tt := range bad {
-		s := validSale()
-		tt.mod(s)
-		err := s.Validate()
-		if flashsale.ErrorCode(err) != flashsale.EInvalid || !strings.Contains(flashsale.ErrorMessage(err), tt.field) {
-			t.Errorf("%s: err = %v, want invalid naming %s", tt.field, err, tt.field)
-		}
-	}
+	checkSales(t, good, bad)
 }
 
 // TestValidateTerms (issue 23, item 2): impossible sale terms that were
@@ -77,17 +87,7 @@ func TestValidateTerms(t *testing.T) {
 		func(s *flashsale.Sale) { s.Title = "圣诞特惠 · Ünïcode ok ✓" },
 		func(s *flashsale.Sale) { s.Title = "عرض الفندق" }, // right-to-left text needs no override
 	}
-	for i, mod := range good {
-		s := validSale()
-		mod(s)
-		if err := s.Validate(); err != nil {
-			t.Errorf("good %d: %v", i, err)
-		}
-	}
-	bad := []struct {
-		field string
-		mod   func(*flashsale.Sale)
-	}{
+	bad := []badSale{
 		{"price", func(s *flashsale.Sale) { s.Price = 0 }},
 		{"price", func(s *flashsale.Sale) { s.Price = -1 }},
 		{"original_price", func(s *flashsale.Sale) { s.OriginalPrice = 0 }}, // left out of the JSON
@@ -110,14 +110,7 @@ func TestValidateTerms(t *testing.T) {
 			s.PriceTiers = []flashsale.PriceTier{{Rooms: 2, Price: 0}}
 		}},
 	}
-	for _, tt := range bad {
-		s := validSale()
-		tt.mod(s)
-		err := s.Validate()
-		if flashsale.ErrorCode(err) != flashsale.EInvalid || !strings.Contains(flashsale.ErrorMessage(err), tt.field) {
-			t.Errorf("%s: err = %v, want invalid naming %s", tt.field, err, tt.field)
-		}
-	}
+	checkSales(t, good, bad)
 }
 
 // TestValidateTermsOnEdit: an edit is held to the same terms (issue 23:
