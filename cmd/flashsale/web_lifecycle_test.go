@@ -178,7 +178,11 @@ func TestBrowserHoldExpires(t *testing.T) {
 	if jsBool(t, other, `document.getElementById('buy').disabled`) {
 		t.Fatal("the room came back but the other guest cannot buy it")
 	}
-	runSteps(t, other, chromedp.Click(chromedp.CSS("#buy")), visible(`#state[data-state="held"]`))
+	// The guest whose hold expired can buy again without a reload (issue
+	// 23: the button stayed disabled until one).
+	runSteps(t, ctx, visible(`#left[data-left="1"]`), chromedp.Poll[chromedp.Void](`!document.getElementById('buy').disabled`,
+		chromedp.WithPollingTimeout(5*time.Second)), chromedp.Click(chromedp.CSS("#buy")), visible(`#state[data-state="held"]`))
+	runSteps(t, other, visible(`#state[data-state="sold_out"]`))
 }
 
 // TestBrowserPayDemo: with the keyboard only, a guest buys a room and
@@ -220,4 +224,46 @@ func TestBrowserPayDemo(t *testing.T) {
 	if n := c.adminSale(t, id).Nights[0]; n.Sold != 1 || n.Held != 0 {
 		t.Fatalf("night %+v, want 1 sold, none held", n)
 	}
+}
+
+// TestBrowserCancelBuyAgain: a guest who cancels a hold can buy again
+// without a reload (issue 23: the button stayed disabled until one), and
+// the room they gave back is theirs to take.
+func TestBrowserCancelBuyAgain(t *testing.T) {
+	ctx := mustBrowser(t)
+	m, c := MustRunMain(t, func(c *Config) { c.Demo = true })
+	id := c.createSale(t, saleJSON([]int{1}, 1, true))
+	runSteps(t, ctx, chromedp.Navigate("http://"+m.Addr()+"/sales/"+id), visible(`#state[data-state="ready"]`),
+		chromedp.Click(chromedp.CSS("#buy")), visible(`#state[data-state="held"]`),
+		chromedp.Click(chromedp.CSS("#cancel")), visible(`#state[data-state="cancelled"]`),
+		visible(`#left[data-left="1"]`), chromedp.Poll[chromedp.Void](`!document.getElementById('buy').disabled`,
+			chromedp.WithPollingTimeout(5*time.Second)),
+		chromedp.Click(chromedp.CSS("#buy")), visible(`#state[data-state="held"]`))
+	var held int
+	for _, n := range c.adminSale(t, id).Nights {
+		held += n.Held
+	}
+	if held != 1 {
+		t.Fatalf("%d rooms held after cancel and buy again, want 1", held)
+	}
+}
+
+// TestBrowserTitleAndDays (issue 23, item 9): the tab names the sale (it
+// was always "Flash sale") and a countdown over a day reads in days (it
+// read "Ends in 167:56:15"), in both languages.
+func TestBrowserTitleAndDays(t *testing.T) {
+	ctx := mustBrowser(t)
+	m, c := MustRunMain(t, func(c *Config) { c.Demo = true })
+	sale := saleJSON([]int{2}, 1, true)
+	sale["ends_at"] = time.Now().Add(7*24*time.Hour - time.Minute).Format(time.RFC3339)
+	id := c.createSale(t, sale)
+	runSteps(t, ctx, chromedp.Navigate("http://"+m.Addr()+"/sales/"+id), visible(`#state[data-state="ready"]`))
+	if !jsBool(t, ctx, `document.title === 'Storm · Harbour View'`) {
+		t.Errorf("tab title is not the sale's title and hotel")
+	}
+	if cd := textOf(t, ctx, "#countdown"); !strings.HasPrefix(cd, "Ends in 6 d 23:5") {
+		t.Errorf("countdown %q, want it in days", cd)
+	}
+	runSteps(t, ctx, chromedp.Click(chromedp.CSS("#lang")), chromedp.Poll[chromedp.Void](`document.getElementById('countdown').textContent.startsWith('距结束 6 天 23:5')`,
+		chromedp.WithPollingTimeout(3*time.Second)))
 }

@@ -7,7 +7,7 @@ const dict = {
     checkin: 'Check-in', nights: 'Nights', rooms_left: 'Rooms left', buy: 'Buy', cancel: 'Cancel the hold',
     'list.title': 'Flash sales', 'list.none': 'No sale is open or coming up.', 'list.open': 'On sale now',
     'list.upcoming': 'Starts {when}', 'list.sold_out': 'Sold out', 'list.failed': 'Could not load the sales.',
-    starts_in: 'Starts in {t}', ends_in: 'Ends in {t}', ended: 'This sale has ended.',
+    starts_in: 'Starts in {t}', ends_in: 'Ends in {t}', ended: 'This sale has ended.', days: '{n} d {t}',
     night_left: '{date}: {n} left',
     rooms: 'Rooms', tiers: 'Buy more, pay less', tier: '{n}+ rooms: {price} per night',
     amount: 'Total {amount}: {rooms} × {nights} × {unit}',
@@ -124,7 +124,7 @@ const dict = {
     checkin: '入住日期', nights: '晚数', rooms_left: '剩余房间', buy: '立即抢购', cancel: '取消预留',
     'list.title': '限时特卖', 'list.none': '暂无进行中或即将开始的特卖。', 'list.open': '正在抢购',
     'list.upcoming': '{when} 开始', 'list.sold_out': '已售罄', 'list.failed': '无法加载特卖列表。',
-    starts_in: '距开始 {t}', ends_in: '距结束 {t}', ended: '本场特卖已结束。',
+    starts_in: '距开始 {t}', ends_in: '距结束 {t}', ended: '本场特卖已结束。', days: '{n} 天 {t}',
     night_left: '{date}：剩 {n} 间',
     rooms: '房间数', tiers: '多订更优惠', tier: '{n} 间起：每晚 {price}',
     amount: '合计 {amount}：{rooms} 间 × {nights} 晚 × {unit}',
@@ -290,7 +290,8 @@ export function money(minor, currency) {
 // clock formats a duration in ms as h:mm:ss or m:ss.
 export function clock(ms) {
   const s = Math.max(0, Math.ceil(ms / 1000));
-  const h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60), sec = s % 60;
+  const d = Math.floor(s / 86400), h = Math.floor((s % 86400) / 3600), m = Math.floor((s % 3600) / 60), sec = s % 60;
   const pad = (n) => String(n).padStart(2, '0');
+  if (d > 0) return t('days', { n: d, t: `${pad(h)}:${pad(m)}:${pad(sec)}` }); // not "167:56:15"
   return h > 0 ? `${h}:${pad(m)}:${pad(sec)}` : `${m}:${pad(sec)}`;
 }

@@ -257,6 +257,10 @@ async function buy() {
     }
     if (p.status !== 202) return await fail(p);
     order = p.body;
+    // The attempt is over; the order speaks from here. Left at 'buying'
+    // (sticky), the button stayed disabled after the hold expired or the
+    // guest cancelled, until a reload (issue 23).
+    phase = '';
     store.set(ORDER_KEY, order.order_id);
     follow();
   } catch (e) {
@@ -358,6 +362,8 @@ function render() {
   const now = clk.now();
   $('hotel').textContent = sale.hotel;
   $('title').textContent = sale.title;
+  const tabTitle = `${sale.title} · ${sale.hotel}`;
+  if (document.title !== tabTitle) document.title = tabTitle; // was always "Flash sale"
   $('room').textContent = sale.room_type;
   $('price').textContent = money(sale.price, sale.currency);
   $('original').textContent = sale.original_price > sale.price ? money(sale.original_price, sale.currency) : '';
