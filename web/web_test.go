@@ -2,6 +2,7 @@ package web
 
 import (
 	"bytes"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/flashsale/flashsale"
 )
 
 // apiStub stands for the JSON API: it answers every request it gets.
@@ -227,3 +230,20 @@ func FuzzPages(f *testing.F) {
 
 // pagesBody is the sale page as served for a plain ID.
 func pagesBody(h http.Handler) []byte { return get(h, "/sales/plain").Body.Bytes() }
+
+// TestPageDetails (issue 23, item 9): every page names an icon (the
+// browser's own request for /favicon.ico was a 404 and a log line per
+// page view), and the console's create form offers the API's default
+// payment window (it offered 300 s where the API's default is 30 s).
+func TestPageDetails(t *testing.T) {
+	h := mustHandler(t, Config{})
+	for _, path := range []string{"/", "/sales/s1", "/console"} {
+		if body := get(h, path).Body.String(); !strings.Contains(body, `<link rel="icon"`) {
+			t.Errorf("%s names no icon", path)
+		}
+	}
+	want := fmt.Sprintf(`id="f-hold_seconds" name="hold_seconds" type="number" min="1" max="86400" step="1" value="%d"`, flashsale.HoldSecondsDefault)
+	if body := get(h, "/console").Body.String(); !strings.Contains(body, want) {
+		t.Errorf("the create form's payment window is not the API's default, %d s", flashsale.HoldSecondsDefault)
+	}
+}

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/flashsale/flashsale"
 )
 
 // Browser tests of the operator console's create form and live dashboard.
@@ -169,7 +171,7 @@ func TestBrowserConsoleCreate(t *testing.T) {
 		t.Fatalf("the created sale %q: %d %v", id, st, err)
 	}
 	tomorrow := time.Now().UTC().Add(24 * time.Hour).Format("2006-01-02") // the form's first night
-	if got.Title != "Console sale" || got.PerUserLimit != 2 || got.HoldSeconds != 300 || got.Eligibility.MinTier != "silver" ||
+	if got.Title != "Console sale" || got.PerUserLimit != 2 || got.HoldSeconds != flashsale.HoldSecondsDefault || got.Eligibility.MinTier != "silver" ||
 		strings.Join(got.Eligibility.Channels, ",") != "ota-a" || got.Limits.PerUser != "5/s,10" || !got.StartsAt.Equal(start) ||
 		len(got.Nights) != 2 || got.Nights[0].Date != tomorrow || got.Nights[0].Stock != 5 || got.Nights[1].Stock != 5 {
 		t.Fatalf("created %+v", got)
@@ -276,4 +278,25 @@ func TestBrowserConsoleStorm(t *testing.T) {
 		t.Errorf("the page polled while the stream was up: %s", polled)
 	}
 	shoot(t, ctx, "console-storm")
+}
+
+// TestBrowserConsoleNoBreaker (issue 23, item 9): on the embedded shape,
+// which has no breaker, the console asks for one once, not every second
+// (each a 404 and a log line).
+func TestBrowserConsoleNoBreaker(t *testing.T) {
+	ctx := mustBrowser(t)
+	m, c := MustRunMain(t, func(c *Config) { c.Demo = true })
+	c.createSale(t, saleJSON([]int{2}, 1, true))
+	runSteps(t, ctx, chromedp.Navigate("http://"+m.Addr()+"/console"), visible(`#token`),
+		chromedp.SetValue(chromedp.CSS("#token"), testAdminToken), chromedp.Click(chromedp.CSS(`#signin button[type="submit"]`)),
+		visible(`#sales button[data-open]`))
+	time.Sleep(4 * time.Second) // four refreshes of the list
+	n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`performance.getEntriesByType("resource").filter(e => e.name.endsWith("/api/admin/breaker")).length`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Logf("breaker requests in 4 s: %d", n)
+		t.Error("the console kept asking the embedded shape for a breaker")
+	}
 }

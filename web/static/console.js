@@ -33,6 +33,9 @@ let timer = null;
 let tick = 0;
 let busy = false;
 const inst = { ready: null, breaker: null };
+// hasBreaker turns false at the first 404: the embedded shape has no
+// breaker, and asking every second was a 404 and a log line each time.
+let hasBreaker = true;
 const list = { sales: [], next: null, pages: 1, source: 'admin', filter: '', drawn: '' };
 // detail is the open sale's dashboard state.
 let detail = null;
@@ -55,6 +58,7 @@ function say(key, vars) { $('msg').textContent = t(key, vars); }
 async function signIn(tok) {
   const res = await call('GET', '/api/admin/breaker', { token: tok });
   if (res.status === 401 || res.status === 403) { say('console.bad_token'); return false; }
+  hasBreaker = res.status !== 404;
   admin = tok;
   try { sessionStorage.setItem(KEY, tok); } catch { /* this page only */ }
   // Drawn before it is shown: the instance line and the list, arriving
@@ -99,8 +103,9 @@ async function refresh() {
     // read with the list, every 5 s.
     const streaming = detail && detail.streaming;
     if (!streaming || n % 5 === 0) {
-      const [ready, brk] = await Promise.all([call('GET', '/readyz'), streaming ? null : call('GET', '/api/admin/breaker', { token: admin })]);
+      const [ready, brk] = await Promise.all([call('GET', '/readyz'), streaming || !hasBreaker ? null : call('GET', '/api/admin/breaker', { token: admin })]);
       if (brk && brk.status === 401) { signOut(); say('console.bad_token'); return; }
+      if (brk && brk.status === 404) hasBreaker = false;
       inst.ready = ready.body;
       if (brk) inst.breaker = brk.status === 200 ? brk.body : null;
       renderInstance();
