@@ -104,7 +104,7 @@ func TestBrowserConsoleActions(t *testing.T) {
 		chromedp.Click(chromedp.CSS("#d-remove")))
 	confirmDialog(t, ctx, true)
 	pollJS(t, ctx, `document.getElementById('d-msg').classList.contains('bad')`, 5*time.Second)
-	if msg := textOf(t, ctx, "#d-msg"); !strings.Contains(msg, "held or sold") {
+	if msg := textOf(t, ctx, "#d-msg"); !strings.Contains(msg, "only 2 rooms of 2026-12-24 are free to take back") {
 		t.Errorf("refused removal says %q", msg)
 	}
 	if stock, _ := c.nightStock(t, id, "2026-12-24"); stock != 3 {

@@ -525,14 +525,14 @@ function settle(ok) {
 
 // result shows an action's outcome on the dashboard: the API's message on
 // failure, in words for the codes an operator meets.
-function result(what, res) {
+function result(what, res, vars = {}) {
   const box = $('d-msg');
   if (!box) return;
   box.className = 'result ' + (res.status === 200 ? 'ok' : 'bad');
   if (res.status === 200) { box.textContent = t('console.done', { what }); return; }
   const code = errorCode(res);
   const known = { stock_in_use: 'console.stock_in_use', ended: 'console.err_ended', paused: 'console.err_paused' };
-  let msg = known[code] ? t(known[code]) : errorMessage(res);
+  let msg = known[code] ? t(known[code], vars) : errorMessage(res);
   if ((res.status === 404 && /no route/.test(errorMessage(res))) || res.status === 405) msg = t('console.not_on_server');
   box.textContent = t('console.error', { what, msg });
 }
@@ -566,7 +566,10 @@ async function stock(sign) {
   if (!(await ask(t(sign > 0 ? 'console.ask_add' : 'console.ask_remove', { n, date, title: v.title })))) return;
   const res = await call('POST', `/api/admin/sales/${enc(v.id)}/nights/${enc(date)}/stock`, { token: admin, body: { delta: sign * n } });
   if (res.status === 200 && res.body && res.body.id === v.id) setView(detail, res.body);
-  result(what, res);
+  // Refused, it says how many could be taken back: "take back 50" of a
+  // 5-room night only said those rooms were held or sold.
+  const night = (detail.view || v).nights.find((x) => x.date === date);
+  result(what, res, { n: night ? night.available : 0, date });
   renderDetail();
   loadChanges(detail);
 }
