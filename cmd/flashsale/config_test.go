@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -295,5 +296,32 @@ func TestRunCommands(t *testing.T) {
 	}
 	if fi.Mode().Perm() != 0o600 {
 		t.Fatalf("database mode %v, want 0600: it holds every guest's orders", fi.Mode().Perm())
+	}
+}
+
+// TestFirstStartBanner (issue 23, item 5): the first start generates the
+// admin token into the data dir and prints where, never the token itself
+// (stdout goes to journald and container logs).
+func TestFirstStartBanner(t *testing.T) {
+	cfg, err := parseConfig(nil, nil, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Addr, cfg.DataDir = "127.0.0.1:0", t.TempDir()
+	cfg.DatabaseURL = "sqlite://" + filepath.Join(cfg.DataDir, "flashsale.db")
+	var out strings.Builder
+	m := NewMain(cfg, slog.New(slog.DiscardHandler), &out)
+	if err := m.Open(t.Context()); err != nil {
+		m.Close()
+		t.Fatal(err)
+	}
+	defer m.Close()
+	path := filepath.Join(cfg.DataDir, "admin_token")
+	tok, err := os.ReadFile(path)
+	if err != nil || len(strings.TrimSpace(string(tok))) != 64 {
+		t.Fatalf("generated token: %q %v", tok, err)
+	}
+	if s := out.String(); strings.Contains(s, strings.TrimSpace(string(tok))) || !strings.Contains(s, "$(cat "+path+")") {
+		t.Fatalf("first start printed:\n%s\nwant the token's path, never the token", s)
 	}
 }

@@ -48,6 +48,17 @@ func TestHelp(t *testing.T) {
 	if out, _ := runOut("audit", "--help"); strings.Contains(out, "--order-rate") || !strings.Contains(out, "--sale") || strings.Contains(out, "--grace\n") {
 		t.Errorf("audit --help:\n%s", out)
 	}
+	// One flag style (--flag, as serve's table), each default said once:
+	// bench --help said "(default 32 and 256) (default 512)", token's and
+	// bench's listed -flag.
+	for _, cmd := range []string{"bench", "token", "audit"} {
+		out, _ := runOut(cmd, "--help")
+		for _, line := range strings.Split(out, "\n") {
+			if strings.Count(line, "(default") > 1 || strings.HasPrefix(strings.TrimLeft(line, " "), "-") && !strings.HasPrefix(strings.TrimLeft(line, " "), "--") {
+				t.Errorf("%s --help: %q", cmd, line)
+			}
+		}
+	}
 	out, _ := runOut("serve", "--help")
 	for _, s := range settings {
 		if !strings.Contains(out, "--"+s.flagName()) || !strings.Contains(out, s.env) {
