@@ -20,12 +20,24 @@ import (
 // buildBinary compiles the real flashsale binary once per test run.
 func buildBinary(tb testing.TB) string {
 	tb.Helper()
-	bin := filepath.Join(tb.TempDir(), "flashsale")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		tb.Fatalf("build: %v\n%s", err, out)
+	built.once.Do(func() {
+		built.bin = filepath.Join(binDir, "flashsale")
+		built.out, built.err = exec.Command("go", "build", "-o", built.bin, ".").CombinedOutput()
+	})
+	if built.err != nil {
+		tb.Fatalf("build: %v\n%s", built.err, built.out)
 	}
-	return bin
+	return built.bin
+}
+
+// built is the flashsale binary of this source tree, built once per test
+// process into binDir (TestMain's): every test that starts one used to
+// link its own, about 5 s each, several minutes of CI.
+var built struct {
+	once sync.Once
+	bin  string
+	out  []byte
+	err  error
 }
 
 func freeAddr(tb testing.TB) string {
