@@ -150,13 +150,24 @@ func (c *client) createSale(tb testing.TB, sale map[string]any) string {
 	return out.ID
 }
 
+// adminSale reads the operators' view of a sale, retrying a 503 for up to
+// 30 s as an operator's tool would: while the stock engine is rebuilt
+// (after a fault) the view cannot say what is available and says so
+// (CI: TestFaultRedisStalled read it at that moment).
 func (c *client) adminSale(tb testing.TB, id string) adminSaleJSON {
 	tb.Helper()
-	var out adminSaleJSON
-	if status, err := c.do(context.Background(), "GET", "/api/admin/sales/"+id, c.admin, nil, nil, &out); err != nil || status != 200 {
-		tb.Fatalf("admin sale: %d %v", status, err)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var out adminSaleJSON
+		status, err := c.do(context.Background(), "GET", "/api/admin/sales/"+id, c.admin, nil, nil, &out)
+		if err == nil && status == 200 {
+			return out
+		}
+		if err != nil || status != http.StatusServiceUnavailable || time.Now().After(deadline) {
+			tb.Fatalf("admin sale: %d %v", status, err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	return out
 }
 
 // purchase gets a token if needed and buys; it returns the status and answer.
