@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/url"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -23,7 +22,6 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/flashsale/flashsale"
-	"github.com/flashsale/flashsale/internal/faultproxy"
 	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/flashsale/flashsale/sqlite"
 )
@@ -883,13 +881,7 @@ func BenchmarkPublish(b *testing.B) {
 // failure sold those rooms twice (most 202s of a storm ended failed).
 func TestLostConfirm(t *testing.T) {
 	cfg := MustConfig(t)
-	u, err := url.Parse(cfg.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := faultproxy.Start(t, u.Host)
-	pcfg := cfg
-	pcfg.URL = proxy.URL(cfg.URL)
+	proxy, pcfg := proxied(t, cfg)
 	pcfg.ConfirmTimeout = 300 * time.Millisecond
 	queued := func() int { return queueLen(t, cfg, cfg.withDefaults().queue()) }
 	write := func(p *Publisher, i int) error {

@@ -79,6 +79,7 @@ type Consumer struct {
 	slice     int           // the smallest batch a capped consumer aims for
 	prefetch  int
 	retryMin  time.Duration // tests shorten it
+	idle      time.Duration // idleCheck; tests shorten it
 	retry     time.Duration // the current pause after failures; Run's goroutine only
 
 	stop     chan struct{}
@@ -119,6 +120,7 @@ func NewConsumer(ctx context.Context, cfg Config, store Handler, logger *slog.Lo
 		batchSize: cfg.BatchSize,
 		slice:     cfg.BatchSize,
 		retryMin:  retryMinDefault,
+		idle:      idleCheck,
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
 		changed:   make(chan struct{}),
@@ -242,6 +244,11 @@ func (c *Consumer) session(ctx context.Context) (connected bool, err error) {
 	for {
 		if c.pausing() {
 			// Paused: nothing is held, and nothing is taken until Resume.
+			// Say so here too: a Pause that came while an idle session
+			// was subscribing again (recycle) finds it back at this loop
+			// with consuming still set, and waited for ever (CI,
+			// TestStaleAOF; TestPauseWhileRecycling).
+			c.setConsuming(false)
 			select {
 			case <-c.kick:
 				continue
@@ -324,7 +331,7 @@ func (c *Consumer) recycle(conn *amqp091.Connection, ch *amqp091.Channel, tag st
 	if err := nch.Qos(c.prefetch, 0, false); err != nil {
 		return nil, fmt.Errorf("qos: %w", err)
 	}
-	c.log.Debug("idle: subscribed again on a fresh channel", "after", idleCheck)
+	c.log.Debug("idle: subscribed again on a fresh channel", "after", c.idle)
 	return nch, nil
 }
 
@@ -485,7 +492,7 @@ func (c *Consumer) gather(ctx context.Context, deliveries <-chan amqp091.Deliver
 			idleFrom = c.limiter.Tokens()
 		}
 		if idle == nil {
-			idle = time.NewTimer(idleCheck)
+			idle = time.NewTimer(c.idle)
 			defer idle.Stop()
 		}
 		select {
