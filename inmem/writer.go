@@ -113,11 +113,11 @@ func NewWriter(store flashsale.Store, cfg WriterConfig, logger *slog.Logger) *Wr
 //
 // Once r is queued, Write waits for the transaction even if ctx is
 // cancelled: the order may commit, and a caller that gave up early would
-// return units the database still counts as held. ctx.Err() is returned
-// only when ctx was already done and r was never queued.
+// return units the database still counts as held. A ctx already done when
+// Write is called fails it with ErrUnavailable: r is never queued.
 func (w *Writer) Write(ctx context.Context, r *flashsale.Reservation) (flashsale.OrderStatus, error) {
 	if err := ctx.Err(); err != nil {
-		return "", err
+		return "", fmt.Errorf("write order: %w: %w", flashsale.ErrUnavailable, err)
 	}
 	req := &writeRequest{r: *r, done: make(chan writeResult, 1)}
 	w.mu.RLock()

@@ -14,6 +14,7 @@ import (
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/inmem"
 	"github.com/flashsale/flashsale/sqlite"
+	"github.com/flashsale/flashsale/writertest"
 )
 
 // MustOpenStore opens a migrated SQLite store in a fresh file and closes
@@ -333,4 +334,13 @@ func BenchmarkWriter(b *testing.B) {
 	})
 	st := w.Stats()
 	b.ReportMetric(float64(st.Orders)/float64(max(st.Batches, 1)), "orders/batch")
+}
+
+// TestWriterConformance: the group-commit writer passes the suite every
+// order writer passes, over SQLite.
+func TestWriterConformance(t *testing.T) {
+	writertest.Run(t, func(tb testing.TB) writertest.Harness {
+		store := MustOpenStore(tb)
+		return writertest.Harness{Writer: MustNewWriter(tb, store, inmem.WriterConfig{}), Store: store}
+	})
 }

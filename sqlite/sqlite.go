@@ -134,7 +134,7 @@ func Open(ctx context.Context, path string, logger *slog.Logger) (*Store, error)
 	write.SetConnMaxIdleTime(0)
 	// Opening the writer first switches the file to WAL before any reader
 	// connects.
-	if err := write.PingContext(ctx); err != nil {
+	if err := pingBusy(ctx, write); err != nil {
 		write.Close()
 		return nil, fmt.Errorf("open sqlite: %s: %w", path, err)
 	}
@@ -153,6 +153,32 @@ func Open(ctx context.Context, path string, logger *slog.Logger) (*Store, error)
 		return nil, fmt.Errorf("open sqlite: %s: %w", path, err)
 	}
 	return &Store{write: write, read: read, logger: logger}, nil
+}
+
+// pingBusy opens db's first connection, waiting up to BusyTimeout while
+// another process holds the file. The switch to WAL takes a lock SQLite
+// does not wait for (busy_timeout does not cover it), so two handles
+// opening a new file at once, a `flashsale migrate` beside a starting
+// server, failed with SQLITE_BUSY (storetest.RunMigrate on SQLite).
+func pingBusy(ctx context.Context, db *sql.DB) error {
+	deadline := time.Now().Add(BusyTimeout)
+	for {
+		err := db.PingContext(ctx)
+		if !busy(err) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// busy reports whether err is SQLite's "database is locked".
+func busy(err error) bool {
+	e, ok := errors.AsType[*msqlite.Error](err)
+	return ok && e.Code()&0xff == sqlite3.SQLITE_BUSY
 }
 
 // Close closes both pools.

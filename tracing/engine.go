@@ -14,11 +14,12 @@ import (
 // Engine wraps a stock engine so each call made on behalf of a traced
 // request is a span, "<system> <operation>": system "redis" makes them
 // client spans with db.system.name redis (one Lua script or one pipeline
-// each), anything else ("inmem") internal ones. SoldOut and Ping pass
-// straight through: the first is the sold-out path's lock-free,
-// allocation-free answer, the second the readiness probe's. The engine is
-// embedded, so a method added to flashsale.StockEngine later passes
-// through too, and Outbox returns the engine's outbox wrapped the same
+// each), anything else ("inmem") internal ones. SoldOut, Shard and Ping
+// pass straight through: the sold-out path's lock-free, allocation-free
+// answer, a name computed without I/O, and the readiness probe. The engine
+// is embedded, so a method added to flashsale.StockEngine later would pass
+// through untraced too: TestWrapsEveryMethod fails until it is traced here
+// or named a pass-through. Outbox returns the engine's outbox wrapped the same
 // way (nil when it keeps none). Off, it returns e itself.
 func (t *Tracing) Engine(e flashsale.StockEngine, system string) flashsale.StockEngine {
 	if t == nil {
@@ -61,6 +62,12 @@ func (e *engine) ReserveSpending(ctx context.Context, r *flashsale.Reservation, 
 func (e *engine) Release(ctx context.Context, saleID, orderID string) error {
 	return run(&e.calls, ctx, "release", func(ctx context.Context) error { return e.StockEngine.Release(ctx, saleID, orderID) },
 		saleKey.String(saleID), orderKey.String(orderID))
+}
+
+func (e *engine) AdjustStock(ctx context.Context, saleID string, night, delta int) error {
+	return run(&e.calls, ctx, "adjust_stock", func(ctx context.Context) error {
+		return e.StockEngine.AdjustStock(ctx, saleID, night, delta)
+	}, saleKey.String(saleID))
 }
 
 func (e *engine) Retake(ctx context.Context, saleID, orderID string) error {

@@ -13,9 +13,11 @@ import (
 
 // Store wraps a store so each call made on behalf of a traced request or
 // order is a client span, "<system> <operation>" (system is the
-// db.system.name: mysql, postgresql, sqlite). It embeds the store, so a
-// method added to flashsale.Store later passes straight through, untraced,
-// until it is listed here. Off, it returns s itself.
+// db.system.name: mysql, postgresql, sqlite). PendingMigrations (start-up),
+// Ping (the readiness probe) and Close pass straight through. It embeds the
+// store, so a method added to flashsale.Store later would pass through
+// untraced too: TestWrapsEveryMethod fails until it is traced here or named
+// a pass-through. Off, it returns s itself.
 func (t *Tracing) Store(s flashsale.Store, system string) flashsale.Store {
 	if t == nil {
 		return s
@@ -107,6 +109,77 @@ func (s *store) FailOrder(ctx context.Context, r flashsale.Reservation, reason s
 		saleKey.String(r.SaleID), orderKey.String(r.OrderID))
 }
 
+// The operators' calls: the console and the admin API are traced requests
+// too.
+
+func (s *store) ListSales(ctx context.Context, q flashsale.SaleQuery) ([]*flashsale.Sale, error) {
+	return call(&s.calls, ctx, "list_sales", func(ctx context.Context) ([]*flashsale.Sale, error) { return s.Store.ListSales(ctx, q) })
+}
+
+func (s *store) UpdateSale(ctx context.Context, sale *flashsale.Sale, rev int64, c flashsale.SaleChange) error {
+	return run(&s.calls, ctx, "update_sale", func(ctx context.Context) error { return s.Store.UpdateSale(ctx, sale, rev, c) },
+		saleKey.String(sale.ID))
+}
+
+func (s *store) AdjustStock(ctx context.Context, saleID string, d flashsale.StockDelta, c flashsale.SaleChange) (*flashsale.NightStock, error) {
+	return call(&s.calls, ctx, "adjust_stock", func(ctx context.Context) (*flashsale.NightStock, error) {
+		return s.Store.AdjustStock(ctx, saleID, d, c)
+	}, saleKey.String(saleID))
+}
+
+func (s *store) SaleChanges(ctx context.Context, saleID string) ([]flashsale.SaleChange, error) {
+	return call(&s.calls, ctx, "sale_changes", func(ctx context.Context) ([]flashsale.SaleChange, error) {
+		return s.Store.SaleChanges(ctx, saleID)
+	}, saleKey.String(saleID))
+}
+
+func (s *store) DeleteSale(ctx context.Context, id string) error {
+	return run(&s.calls, ctx, "delete_sale", func(ctx context.Context) error { return s.Store.DeleteSale(ctx, id) }, saleKey.String(id))
+}
+
+func (s *store) SaleOrders(ctx context.Context, saleID string, q flashsale.OrderQuery) ([]*flashsale.Order, error) {
+	return call(&s.calls, ctx, "sale_orders", func(ctx context.Context) ([]*flashsale.Order, error) {
+		return s.Store.SaleOrders(ctx, saleID, q)
+	}, saleKey.String(saleID))
+}
+
+// The order events' outbox: traced when a caller's context carries a span
+// (the dispatchers' own loops carry none, and make none).
+
+func (s *store) ClaimNotices(ctx context.Context, transport, owner string, until time.Time, limit int) (ns []flashsale.Notice, ok bool, err error) {
+	ctx, span := s.span(ctx, "claim_notices", transportKey.String(transport))
+	ns, ok, err = s.Store.ClaimNotices(ctx, transport, owner, until, limit)
+	end(span, err)
+	return ns, ok, err
+}
+
+func (s *store) AckNotices(ctx context.Context, transport, owner string, seq int64) error {
+	return run(&s.calls, ctx, "ack_notices", func(ctx context.Context) error { return s.Store.AckNotices(ctx, transport, owner, seq) },
+		transportKey.String(transport))
+}
+
+func (s *store) NoticeCursor(ctx context.Context, transport string) (cursor, last int64, err error) {
+	ctx, span := s.span(ctx, "notice_cursor", transportKey.String(transport))
+	cursor, last, err = s.Store.NoticeCursor(ctx, transport)
+	end(span, err)
+	return cursor, last, err
+}
+
+func (s *store) RecordDelivery(ctx context.Context, d flashsale.Delivery) error {
+	return run(&s.calls, ctx, "record_delivery", func(ctx context.Context) error { return s.Store.RecordDelivery(ctx, d) })
+}
+
+func (s *store) Deliveries(ctx context.Context, q flashsale.DeliveryQuery) ([]flashsale.Delivery, error) {
+	return call(&s.calls, ctx, "deliveries", func(ctx context.Context) ([]flashsale.Delivery, error) { return s.Store.Deliveries(ctx, q) })
+}
+
+func (s *store) PruneOutbox(ctx context.Context, before time.Time, limit int) (notices, deliveries int, err error) {
+	ctx, span := s.span(ctx, "prune_outbox")
+	notices, deliveries, err = s.Store.PruneOutbox(ctx, before, limit)
+	end(span, err)
+	return notices, deliveries, err
+}
+
 // The attributes that name what a call is about.
 var (
 	saleKey  = attribute.Key("flashsale.sale.id")
@@ -114,6 +187,8 @@ var (
 	heldKey  = attribute.Key("flashsale.orders.held")
 	fromKey  = attribute.Key("flashsale.order.from")
 	toKey    = attribute.Key("flashsale.order.to")
+	// transportKey names an events transport (webhook, nats, ...).
+	transportKey = attribute.Key("flashsale.notice.transport")
 	// requestKey is the request id the order's log lines carry, on the
 	// spans where an order begins (the reserve), to go from a log line to
 	// its trace.

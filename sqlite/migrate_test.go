@@ -1,0 +1,28 @@
+package sqlite_test
+
+import (
+	"context"
+	"log/slog"
+	"path/filepath"
+	"testing"
+
+	"github.com/flashsale/flashsale/sqlite"
+	"github.com/flashsale/flashsale/storetest"
+)
+
+// TestMigrate runs the migration suite the server databases pass: several
+// handles migrating one new file at once (a `flashsale migrate` beside a
+// starting server) each apply every migration once.
+func TestMigrate(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "flashsale.db")
+	files, err := filepath.Glob("migrations/*.sql")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("migrations: %v", err)
+	}
+	storetest.RunMigrate(t, func(ctx context.Context) (storetest.Migrator, error) {
+		return sqlite.Open(ctx, path, slog.New(slog.DiscardHandler))
+	}, func(ctx context.Context, m storetest.Migrator) (int, error) {
+		pending, err := m.(*sqlite.Store).PendingMigrations(ctx)
+		return len(files) - len(pending), err
+	}, len(files))
+}
