@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/testenv"
 )
 
 var auditNow = time.Date(2026, 12, 1, 20, 30, 0, 0, time.UTC)
@@ -18,7 +19,7 @@ const auditGrace = time.Minute
 // auditSale has two nights of 5 rooms, a limit of 2 rooms a user and 30 s holds.
 func auditSale() *flashsale.Sale {
 	return &flashsale.Sale{
-		ID: "s1", Nights: []flashsale.Night{{Date: "2026-12-24", Stock: 5}, {Date: "2026-12-25", Stock: 5}},
+		ID: "s1", Nights: []flashsale.Night{{Date: testenv.Night(0), Stock: 5}, {Date: testenv.Night(1), Stock: 5}},
 		StartsAt: auditNow.Add(-time.Hour), EndsAt: auditNow.Add(time.Hour), PerUserLimit: 2, HoldSeconds: 30,
 	}
 }
@@ -52,8 +53,8 @@ func healthyBooks() flashsale.AuditInput {
 	}
 	return flashsale.AuditInput{
 		DB: &flashsale.StockSnapshot{Sale: sale, Nights: []flashsale.NightStock{
-			{Date: "2026-12-24", Stock: 5, Available: 1, Held: 2, Sold: 2},
-			{Date: "2026-12-25", Stock: 5, Available: 3, Held: 0, Sold: 2},
+			{Date: testenv.Night(0), Stock: 5, Available: 1, Held: 2, Sold: 2},
+			{Date: testenv.Night(1), Stock: 5, Available: 3, Held: 0, Sold: 2},
 		}, Reservations: db},
 		Engine: &flashsale.StockSnapshot{
 			Nights: []flashsale.NightStock{{Available: 1}, {Available: 3}},
@@ -115,7 +116,7 @@ func reserveOnly(in *flashsale.AuditInput, r flashsale.Reservation) {
 }
 
 func TestAuditSale(t *testing.T) {
-	const n0, n1 = "2026-12-24", "2026-12-25"
+	n0, n1 := testenv.Night(0), testenv.Night(1)
 	tests := []struct {
 		name   string
 		mutate func(in *flashsale.AuditInput)
@@ -287,8 +288,8 @@ func TestAuditSaleNights(t *testing.T) {
 		t.Fatalf("audit = %+v", a)
 	}
 	want := []flashsale.AuditNight{
-		{Date: "2026-12-24", Stock: 5, EngineAvailable: 0, Held: 2, Sold: 2, InFlight: 1},
-		{Date: "2026-12-25", Stock: 5, EngineAvailable: 2, Held: 0, Sold: 2, InFlight: 1},
+		{Date: testenv.Night(0), Stock: 5, EngineAvailable: 0, Held: 2, Sold: 2, InFlight: 1},
+		{Date: testenv.Night(1), Stock: 5, EngineAvailable: 2, Held: 0, Sold: 2, InFlight: 1},
 	}
 	if diff := cmp.Diff(want, a.Nights); diff != "" {
 		t.Errorf("nights (-want +got):\n%s", diff)

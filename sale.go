@@ -407,6 +407,51 @@ func (s *Sale) Validate() error {
 	return nil
 }
 
+// dateSlack is the time-zone slack of the date rules. A night's date is the
+// hotel's civil date and a sale knows no time zone, so a night counts as
+// passed (or as before the opening) only once it is so everywhere on
+// Earth, UTC-12 to UTC+14: a day's slack covers it.
+const dateSlack = 24 * time.Hour
+
+// EarliestNight is the first night date that can still be stayed at t:
+// t's UTC date, less a day of slack. ISO dates order as strings.
+func EarliestNight(t time.Time) string { return t.UTC().Add(-dateSlack).Format(DateLayout) }
+
+// CheckNights refuses nights no guest could ever stay: one that has passed
+// at now, or one before the sale opens at StartsAt (a console default or a
+// wrong year does that). Validate cannot, since it knows no clock; the
+// funnel checks this on create, and on an edit of the nights or starts_at.
+func (s *Sale) CheckNights(now time.Time) error {
+	passed, opens := EarliestNight(now), EarliestNight(s.StartsAt)
+	for i, n := range s.Nights {
+		switch {
+		case n.Date < passed:
+			return Errorf(EInvalid, "nights[%d].date %s has passed", i, n.Date)
+		case n.Date < opens:
+			return Errorf(EInvalid, "nights[%d].date %s is before the sale opens (starts_at %s): no guest could stay it",
+				i, n.Date, s.StartsAt.UTC().Format(time.RFC3339))
+		}
+	}
+	return nil
+}
+
+// Passed reports whether the night of date has passed at now, everywhere
+// on Earth. It is on every purchase's path, sold-out answers included, so
+// it allocates nothing.
+func Passed(date string, now time.Time) bool {
+	var buf [len(DateLayout)]byte
+	return date < string(now.UTC().Add(-dateSlack).AppendFormat(buf[:0], DateLayout))
+}
+
+// CheckCheckIn refuses a stay whose first night has passed at now. A sale
+// that runs for days keeps selling its later nights as the early ones pass.
+func CheckCheckIn(checkIn string, now time.Time) error {
+	if Passed(checkIn, now) {
+		return Errorf(EInvalid, "check_in %s has passed: choose a night from %s on", checkIn, EarliestNight(now))
+	}
+	return nil
+}
+
 // Stay resolves a requested stay to the index of its first night in
 // s.Nights. The stay is the half-open range [checkIn, checkIn+nights): every
 // night in it must be on sale, or the request is invalid.

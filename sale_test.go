@@ -7,13 +7,14 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/testenv"
 )
 
 func validSale() *flashsale.Sale {
-	t := time.Date(2026, 12, 24, 20, 0, 0, 0, time.UTC)
+	t := testenv.NightTime(0).Add(20 * time.Hour)
 	return &flashsale.Sale{
 		Title: "Flash", Hotel: "Harbour View", RoomType: "Deluxe King",
-		Nights: []flashsale.Night{{Date: "2026-12-24", Stock: 5}}, Price: 39900, OriginalPrice: 69900,
+		Nights: []flashsale.Night{{Date: testenv.Night(0), Stock: 5}}, Price: 39900, OriginalPrice: 69900,
 		Currency: "CNY", StartsAt: t, EndsAt: t.Add(time.Hour), PerUserLimit: 1, HoldSeconds: 30, PurchaseToken: true,
 	}
 }
@@ -247,24 +248,24 @@ func TestPriceTiers(t *testing.T) {
 // them; the index of its first night, or an invalid-request error.
 func TestStay(t *testing.T) {
 	s := validSale()
-	s.Nights = []flashsale.Night{{Date: "2026-12-24"}, {Date: "2026-12-25"}, {Date: "2026-12-27"}, {Date: "2026-12-28"}}
+	s.Nights = []flashsale.Night{{Date: testenv.Night(0)}, {Date: testenv.Night(1)}, {Date: testenv.Night(3)}, {Date: testenv.Night(4)}}
 	for _, c := range []struct {
 		checkIn string
 		nights  int
 		first   int // -1: refused
 	}{
-		{"2026-12-24", 1, 0},
-		{"2026-12-25", 1, 1},
-		{"2026-12-28", 1, 3},
-		{"2026-12-24", 2, 0},
-		{"2026-12-27", 2, 2},
-		{"2026-12-25", 2, -1}, // the 26th is not on sale
-		{"2026-12-24", 3, -1},
-		{"2026-12-28", 2, -1}, // past the last night
-		{"2026-12-26", 1, -1}, // not a night of the sale
-		{"2026-12-24", 0, -1},
-		{"2026-12-24", 5, -1},
-		{"24.12.2026", 1, -1},
+		{testenv.Night(0), 1, 0},
+		{testenv.Night(1), 1, 1},
+		{testenv.Night(4), 1, 3},
+		{testenv.Night(0), 2, 0},
+		{testenv.Night(3), 2, 2},
+		{testenv.Night(1), 2, -1}, // night 2 is not on sale
+		{testenv.Night(0), 3, -1},
+		{testenv.Night(4), 2, -1}, // past the last night
+		{testenv.Night(2), 1, -1}, // not a night of the sale
+		{testenv.Night(0), 0, -1},
+		{testenv.Night(0), 5, -1},
+		{testenv.NightTime(0).Format("02.01.2006"), 1, -1},
 		{"", 1, -1},
 	} {
 		first, err := s.Stay(c.checkIn, c.nights)

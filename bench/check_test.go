@@ -7,13 +7,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/flashsale/flashsale/internal/testenv"
 )
 
 // TestJudge: each way the books can be wrong breaks its invariant and
 // only that one (the mutation check of Verify's verdict).
 func TestJudge(t *testing.T) {
 	audit := func(stock, held, sold int, findings ...string) Audit {
-		a := Audit{Nights: []AuditNight{{Date: "2026-12-24", Stock: stock, Held: held, Sold: sold, InFlight: new(int)}}}
+		a := Audit{Nights: []AuditNight{{Date: testenv.Night(0), Stock: stock, Held: held, Sold: sold, InFlight: new(int)}}}
 		for _, f := range findings {
 			a.Findings = append(a.Findings, Finding{Kind: f})
 		}
@@ -109,7 +111,7 @@ func TestVerifyDrains(t *testing.T) {
 				}
 				w.Header().Set("Content-Type", "application/json")
 				if strings.HasSuffix(r.URL.Path, "/audit") {
-					fmt.Fprintf(w, `{"balanced":true,"nights":[{"date":"2026-12-24","stock":5,"held":%d,"sold":0,"in_flight":%d}],"findings":[]}`, held, inFlight)
+					fmt.Fprintf(w, `{"balanced":true,"nights":[{"date":%q,"stock":5,"held":%d,"sold":0,"in_flight":%d}],"findings":[]}`, testenv.Night(0), held, inFlight)
 					return
 				}
 				fmt.Fprintf(w, `{"order_id":%q,"status":%q,"rooms":1}`, strings.TrimPrefix(r.URL.Path, "/api/orders/"), status)

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/flashsale/flashsale/internal/testenv"
 )
 
 // runLoopAt runs l against h in a test server and returns the result and
@@ -80,7 +82,7 @@ func TestLoopSoldOutBroken(t *testing.T) {
 				fmt.Fprintf(w, `{"order_id":"o%d","error":{"code":"c"}}`, n.Add(1))
 			})
 			mux.HandleFunc("GET /api/admin/sales/x/audit", func(w http.ResponseWriter, r *http.Request) {
-				io.WriteString(w, `{"balanced":true,"nights":[{"date":"2026-12-24","stock":0,"held":0,"sold":0,"in_flight":0}]}`)
+				io.WriteString(w, `{"balanced":true,"nights":[{"date":"`+testenv.Night(0)+`","stock":0,"held":0,"sold":0,"in_flight":0}]}`)
 			})
 			res, _, c := runLoopAt(t, mux, Loop{Path: LoopSoldOut, Conns: 4, Duration: 100 * time.Millisecond})
 			if status == 202 && len(res.Accepted) != int(n.Load()) {

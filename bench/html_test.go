@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/flashsale/flashsale/internal/testenv"
 )
 
 // TestRecorderSeries: each second counts the requests due in it and the
@@ -166,7 +168,7 @@ func TestWriteHTML(t *testing.T) {
 		Endpoints: []EndpointStats{{Name: "purchase", Count: 4, Mean: 1, P50: 1, P99: 2, Max: 3}},
 		Outcomes:  []Outcome{{Endpoint: "purchase", Status: 202, Count: 1}}, Funnel: Funnel{Admission: 1, Stock: 2, Orders: 1}}
 	rep := &Report{Target: "http://x", Shape: "burst", Mix: DefaultMix.String(), Rounds: []*Result{res},
-		Checks: []*Check{{Invariants: []Invariant{{Name: InvOversold, Detail: "night 2026-12-24: held 3 + sold 0 > stock 2"}}}}}
+		Checks: []*Check{{Invariants: []Invariant{{Name: InvOversold, Detail: "night " + testenv.Night(0) + ": held 3 + sold 0 > stock 2"}}}}}
 	rep.Summarize()
 	var b strings.Builder
 	if err := rep.WriteHTML(&b); err != nil {
@@ -174,7 +176,7 @@ func TestWriteHTML(t *testing.T) {
 	}
 	page := b.String()
 	for _, want := range []string{`content="default-src 'none'; style-src 'unsafe-inline'"`, `data-ok="false"`, "INVARIANT BROKEN",
-		"night 2026-12-24: held 3 &#43; sold 0 &gt; stock 2", `data-series="answered" data-points="2"`, `<rect class="bar" data-value="4"`,
+		"night " + testenv.Night(0) + ": held 3 &#43; sold 0 &gt; stock 2", `data-series="answered" data-points="2"`, `<rect class="bar" data-value="4"`,
 		"No database figures"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q", want)

@@ -237,8 +237,8 @@ func TestRedisLost(t *testing.T) {
 	saleID := ulid.Make().String()
 	if err := b.Load(ctx, &flashsale.StockSnapshot{
 		Sale: &flashsale.Sale{ID: saleID, PerUserLimit: 1, EndsAt: time.Now().Add(time.Hour),
-			Nights: []flashsale.Night{{Date: "2026-12-24", Stock: 1000}}},
-		Nights: []flashsale.NightStock{{Date: "2026-12-24", Stock: 1000, Available: 1000}},
+			Nights: []flashsale.Night{{Date: testenv.Night(0), Stock: 1000}}},
+		Nights: []flashsale.NightStock{{Date: testenv.Night(0), Stock: 1000, Available: 1000}},
 	}, time.Time{}); err != nil {
 		t.Fatal(err)
 	}

@@ -169,7 +169,7 @@ func (e *env) exec(tb testing.TB, query string, args ...any) {
 	}
 }
 
-const night0, night1 = "2026-12-24", "2026-12-25"
+var night0, night1 = testenv.Night(0), testenv.Night(1)
 
 func TestAudit(t *testing.T) {
 	ctx := context.Background()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/funnel"
+	"github.com/flashsale/flashsale/internal/testenv"
 )
 
 // testDifficulty keeps the tests fast: 256 hashes on average.
@@ -27,7 +28,7 @@ func TestChallenge(t *testing.T) {
 			newSale := func(difficulty int) *flashsale.Sale {
 				s, err := a.CreateSale(ctx, &flashsale.Sale{
 					Title: "Flash", Hotel: "Harbour View", RoomType: "Deluxe King",
-					Nights: []flashsale.Night{{Date: "2026-12-24", Stock: 50}}, Price: 39900, OriginalPrice: 69900, Currency: "CNY",
+					Nights: []flashsale.Night{{Date: testenv.Night(0), Stock: 50}}, Price: 39900, OriginalPrice: 69900, Currency: "CNY",
 					StartsAt: d.clock.Now().Add(-time.Minute), EndsAt: d.clock.Now().Add(time.Hour),
 					PerUserLimit: 50, HoldSeconds: 30, PurchaseToken: true,
 					Challenge: flashsale.Challenge{Difficulty: difficulty},
@@ -200,7 +201,7 @@ func TestChallengeBeforeStart(t *testing.T) {
 	svc := d.instance(t)
 	s, err := svc.CreateSale(ctx, &flashsale.Sale{
 		Title: "Flash", Hotel: "Harbour View", RoomType: "Deluxe King",
-		Nights: []flashsale.Night{{Date: "2026-12-24", Stock: 5}}, Price: 39900, OriginalPrice: 69900, Currency: "CNY",
+		Nights: []flashsale.Night{{Date: testenv.Night(0), Stock: 5}}, Price: 39900, OriginalPrice: 69900, Currency: "CNY",
 		StartsAt: d.clock.Now().Add(10 * time.Second), EndsAt: d.clock.Now().Add(time.Hour),
 		PerUserLimit: 1, HoldSeconds: 30, PurchaseToken: true, Challenge: flashsale.Challenge{Difficulty: testDifficulty},
 	})

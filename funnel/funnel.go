@@ -399,6 +399,9 @@ func (s *Service) CreateSale(ctx context.Context, sale *flashsale.Sale) (*flashs
 	if err := sale.Validate(); err != nil {
 		return nil, err
 	}
+	if err := sale.CheckNights(s.now()); err != nil {
+		return nil, err
+	}
 	sale.ID = ulid.Make().String()
 	sale.CreatedAt = s.now().UTC().Truncate(time.Millisecond)
 	sale.StartsAt = sale.StartsAt.UTC().Truncate(time.Millisecond)
@@ -516,14 +519,22 @@ func (s *Service) publicView(ctx context.Context, sale *flashsale.Sale) (*flashs
 	if err != nil {
 		return nil, fmt.Errorf("public sale=%s: %w", sale.ID, err)
 	}
-	nights := make([]flashsale.NightStock, len(sale.Nights))
-	for i, n := range sale.Nights {
-		nights[i] = flashsale.NightStock{Date: n.Date, Stock: n.Stock}
-		if i < len(avail) {
-			nights[i].Available = avail[i]
-		}
-	}
+	// Nights that have passed are not offered: the page's check-in menu
+	// is this list, and a sale that runs for days sells on its later
+	// nights.
 	now := s.now()
+	earliest := flashsale.EarliestNight(now)
+	nights := make([]flashsale.NightStock, 0, len(sale.Nights))
+	for i, n := range sale.Nights {
+		if n.Date < earliest {
+			continue
+		}
+		ns := flashsale.NightStock{Date: n.Date, Stock: n.Stock}
+		if i < len(avail) {
+			ns.Available = avail[i]
+		}
+		nights = append(nights, ns)
+	}
 	return &flashsale.SaleView{Sale: sale, Status: sale.Status(now, availableOf(nights)), ServerTime: now, Nights: nights}, nil
 }
 

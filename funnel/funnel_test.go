@@ -105,7 +105,7 @@ func (e *env) sale(tb testing.TB, mod func(*flashsale.Sale), stock ...int) *flas
 		PerUserLimit: 1, HoldSeconds: 30, PurchaseToken: true,
 	}
 	for i, n := range stock {
-		s.Nights = append(s.Nights, flashsale.Night{Date: time.Date(2026, 12, 24+i, 0, 0, 0, 0, time.UTC).Format(flashsale.DateLayout), Stock: n})
+		s.Nights = append(s.Nights, flashsale.Night{Date: testenv.Night(i), Stock: n})
 	}
 	if mod != nil {
 		mod(s)
@@ -193,7 +193,7 @@ func TestPurchase(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if o.Status != flashsale.OrderHeld || o.Amount != 39900 || o.Currency != "CNY" || o.CheckIn != "2026-12-24" {
+		if o.Status != flashsale.OrderHeld || o.Amount != 39900 || o.Currency != "CNY" || o.CheckIn != testenv.Night(0) {
 			t.Fatalf("order = %+v", o)
 		}
 		if got, want := o.HoldExpiresAt, e.clock.Now().Add(30*time.Second); !got.Equal(want) {
@@ -213,14 +213,14 @@ func TestPurchase(t *testing.T) {
 	t.Run("MultiNightAllOrNothing", func(t *testing.T) {
 		e := mustOpen(t)
 		s := e.sale(t, func(s *flashsale.Sale) { s.PerUserLimit = 2 }, 2, 1, 2)
-		o, err := e.buy(t, alice, flashsale.PurchaseRequest{SaleID: s.ID, CheckIn: "2026-12-25", Nights: 2})
+		o, err := e.buy(t, alice, flashsale.PurchaseRequest{SaleID: s.ID, CheckIn: testenv.Night(1), Nights: 2})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if o.Amount != 2*39900 {
 			t.Fatalf("amount = %d", o.Amount)
 		}
-		_, err = e.buy(t, bob, flashsale.PurchaseRequest{SaleID: s.ID, CheckIn: "2026-12-24", Nights: 3})
+		_, err = e.buy(t, bob, flashsale.PurchaseRequest{SaleID: s.ID, CheckIn: testenv.Night(0), Nights: 3})
 		wantErr(t, err, flashsale.ErrSoldOut)
 		ns := e.nights(t, s.ID)
 		if got := []int{ns[0].Available, ns[1].Available, ns[2].Available}; got[0] != 2 || got[1] != 0 || got[2] != 1 {
@@ -230,7 +230,7 @@ func TestPurchase(t *testing.T) {
 		if _, err := e.buy(t, bob, flashsale.PurchaseRequest{SaleID: s.ID, Rooms: 2}); err != nil {
 			t.Fatal(err)
 		}
-		_, err = e.buy(t, carol, flashsale.PurchaseRequest{SaleID: s.ID, CheckIn: "2026-12-26", Nights: 2})
+		_, err = e.buy(t, carol, flashsale.PurchaseRequest{SaleID: s.ID, CheckIn: testenv.Night(2), Nights: 2})
 		if flashsale.ErrorCode(err) != flashsale.EInvalid {
 			t.Fatalf("stay past the sale: %v", err)
 		}

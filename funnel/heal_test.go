@@ -11,6 +11,7 @@ import (
 
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/inmem"
+	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/flashsale/flashsale/sqlite"
 )
 
@@ -175,7 +176,7 @@ func TestHealFence(t *testing.T) {
 	sale, err := svc.CreateSale(ctx, &flashsale.Sale{
 		Title: "t", Hotel: "h", RoomType: "r", Price: 100, OriginalPrice: 200, Currency: "CNY",
 		StartsAt: start, EndsAt: start.Add(time.Hour), PerUserLimit: 1, HoldSeconds: 60,
-		Nights: []flashsale.Night{{Date: "2026-12-24", Stock: 5}},
+		Nights: []flashsale.Night{{Date: testenv.Night(0), Stock: 5}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -247,7 +248,7 @@ func TestRebuildInProcess(t *testing.T) {
 	sale, err := svc.CreateSale(ctx, &flashsale.Sale{
 		Title: "t", Hotel: "h", RoomType: "r", Price: 100, OriginalPrice: 200, Currency: "CNY",
 		StartsAt: start, EndsAt: start.Add(time.Hour), PerUserLimit: 1, HoldSeconds: 60,
-		Nights: []flashsale.Night{{Date: "2026-12-24", Stock: stock}},
+		Nights: []flashsale.Night{{Date: testenv.Night(0), Stock: stock}},
 	})
 	if err != nil {
 		t.Fatal(err)

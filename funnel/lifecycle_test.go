@@ -11,6 +11,7 @@ import (
 
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/inmem"
+	"github.com/flashsale/flashsale/internal/testenv"
 )
 
 func TestPauseResume(t *testing.T) {
@@ -91,7 +92,7 @@ func TestUpdateSale(t *testing.T) {
 			s.StartsAt = e.clock.Now().Add(time.Hour)
 			s.EndsAt = s.StartsAt.Add(time.Hour)
 		}, 3)
-		nights := []flashsale.Night{{Date: s.Nights[0].Date, Stock: 7}, {Date: "2026-12-25", Stock: 2}}
+		nights := []flashsale.Night{{Date: s.Nights[0].Date, Stock: 7}, {Date: testenv.Night(1), Stock: 2}}
 		price := int64(29900)
 		v, err := e.svc.UpdateSale(ctx, s.ID, flashsale.SalePatch{Nights: nights, Price: &price, Description: str("Sea view")})
 		if err != nil {
@@ -182,7 +183,7 @@ func TestAdjustStock(t *testing.T) {
 	if _, err := e.buy(t, carol, flashsale.PurchaseRequest{SaleID: s.ID}); !errors.Is(err, flashsale.ErrSoldOut) {
 		t.Fatalf("purchase after the last free room was taken back = %v, want sold out", err)
 	}
-	if _, err := e.svc.AdjustStock(ctx, s.ID, flashsale.StockDelta{Date: "2027-01-01", Delta: 1}); flashsale.ErrorCode(err) != flashsale.EInvalid {
+	if _, err := e.svc.AdjustStock(ctx, s.ID, flashsale.StockDelta{Date: testenv.Night(8), Delta: 1}); flashsale.ErrorCode(err) != flashsale.EInvalid {
 		t.Fatalf("AdjustStock(a date not on sale) = %v, want invalid", err)
 	}
 	if pv, _ := e.svc.PublicSale(ctx, s.ID); pv.Nights[0].Stock != 2 {

@@ -231,7 +231,7 @@ func newModelMachine(t *rapid.T, path string, start time.Time) *modelMachine {
 // modelDate is the date of the sale's night i; i past the sale names a
 // night not on sale.
 func modelDate(i int) string {
-	return time.Date(2026, 12, 24+i, 0, 0, 0, 0, time.UTC).Format(flashsale.DateLayout)
+	return testenv.Night(i)
 }
 
 // open starts a service on the machine's SQLite file with a fresh engine,
@@ -304,7 +304,7 @@ func (mm *modelMachine) Purchase(t *rapid.T) {
 		case 2:
 			req.CheckIn = modelDate(len(m.stock)) // the day after the last night
 		case 3:
-			req.CheckIn = "24/12/2026"
+			req.CheckIn = testenv.NightTime(0).Format("02/01/2006")
 		case 4:
 			req.CheckIn, req.Nights = modelDate(len(m.stock)-1), 2 // runs past the sale
 		}

@@ -47,7 +47,7 @@ func (s *Service) purchase(ctx context.Context, u flashsale.User, req flashsale.
 		return nil, err
 	}
 	if req.CheckIn == "" {
-		req.CheckIn = sale.Nights[0].Date
+		req.CheckIn = firstNight(sale, s.now())
 	}
 	if req.Nights == 0 {
 		req.Nights = 1
@@ -60,6 +60,9 @@ func (s *Service) purchase(ctx context.Context, u flashsale.User, req flashsale.
 	}
 	first, err := sale.Stay(req.CheckIn, req.Nights)
 	if err != nil {
+		return nil, err
+	}
+	if err := flashsale.CheckCheckIn(req.CheckIn, s.now()); err != nil {
 		return nil, err
 	}
 	// The breaker's db mode sells from the database (mode.go).
@@ -174,6 +177,17 @@ func (s *Service) reserve(ctx context.Context, r *flashsale.Reservation, token *
 		return s.engine.Reserve(ctx, r)
 	}
 	return s.engine.ReserveSpending(ctx, r, token.Nonce, token.Expires)
+}
+
+// firstNight is the check-in of a purchase that names none: the sale's
+// first night that has not passed (its first, if all have).
+func firstNight(sale *flashsale.Sale, now time.Time) string {
+	for _, n := range sale.Nights {
+		if !flashsale.Passed(n.Date, now) {
+			return n.Date
+		}
+	}
+	return sale.Nights[0].Date
 }
 
 // releaseTimeout bounds giving back the units of a write the order path

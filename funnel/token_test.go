@@ -109,7 +109,7 @@ func TestPurchaseTokenRefused(t *testing.T) {
 			sale := func() *flashsale.Sale {
 				s := &flashsale.Sale{
 					Title: "Flash", Hotel: "Harbour View", RoomType: "Deluxe King",
-					Nights: []flashsale.Night{{Date: "2026-12-24", Stock: 50}}, Price: 39900, OriginalPrice: 69900, Currency: "CNY",
+					Nights: []flashsale.Night{{Date: testenv.Night(0), Stock: 50}}, Price: 39900, OriginalPrice: 69900, Currency: "CNY",
 					StartsAt: d.clock.Now().Add(-time.Minute), EndsAt: d.clock.Now().Add(time.Hour),
 					PerUserLimit: 50, HoldSeconds: 30, PurchaseToken: true,
 				}

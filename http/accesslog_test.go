@@ -14,6 +14,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/testenv"
 )
 
 // lockedBuffer is a log sink the summary's goroutine and the test share.
@@ -69,7 +70,7 @@ func TestAccessLog(t *testing.T) {
 	}
 	sold.err = flashsale.ErrSoldOut
 	for range 30 {
-		if w := do(t, s, "POST", "/api/sales/01JSALE/purchase", "alice", `{"rooms":1,"check_in":"2026-12-24"}`); w.Code != http.StatusConflict {
+		if w := do(t, s, "POST", "/api/sales/01JSALE/purchase", "alice", `{"rooms":1,"check_in":"`+testenv.Night(0)+`"}`); w.Code != http.StatusConflict {
 			t.Fatalf("purchase: %d %s", w.Code, w.Body)
 		}
 	}
@@ -199,7 +200,7 @@ func BenchmarkHandlerPurchaseSoldOutAccessLog(b *testing.B) {
 func benchmarkSoldOut(b *testing.B, s *Server) {
 	tok := "Bearer " + sign(b, jwt.SigningMethodHS256, testSecret, jwt.MapClaims{"sub": "alice", "exp": t0.Add(time.Hour).Unix()})
 	h := s.Handler()
-	body := []byte(`{"rooms":1,"check_in":"2026-12-24"}`)
+	body := []byte(`{"rooms":1,"check_in":"` + testenv.Night(0) + `"}`)
 	r := httptest.NewRequest("POST", "/api/sales/01JSALE/purchase", nil)
 	r.Header.Set("Authorization", tok)
 	b.ReportAllocs()

@@ -8,12 +8,13 @@ import (
 	"unicode/utf8"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/google/go-cmp/cmp"
 )
 
 // validSale is a complete, valid sale body.
-const validSale = `{"title":"Flash","hotel":"Harbour View","room_type":"Deluxe King",
-	"nights":[{"date":"2026-12-24","stock":5},{"date":"2026-12-25","stock":3}],
+var validSale = `{"title":"Flash","hotel":"Harbour View","room_type":"Deluxe King",
+	"nights":[{"date":"` + testenv.Night(0) + `","stock":5},{"date":"` + testenv.Night(1) + `","stock":3}],
 	"price":39900,"original_price":69900,"currency":"CNY",
 	"starts_at":"2026-12-01T20:00:00+08:00","ends_at":"2026-12-01T21:00:00+08:00",
 	"per_user_limit":2,"hold_seconds":60,"purchase_token":false,"eligibility":{"min_tier":"gold"}}`
@@ -27,7 +28,7 @@ func TestDecodeSale(t *testing.T) {
 		cst := time.FixedZone("", 8*3600)
 		want := &flashsale.Sale{
 			Title: "Flash", Hotel: "Harbour View", RoomType: "Deluxe King",
-			Nights: []flashsale.Night{{Date: "2026-12-24", Stock: 5}, {Date: "2026-12-25", Stock: 3}},
+			Nights: []flashsale.Night{{Date: testenv.Night(0), Stock: 5}, {Date: testenv.Night(1), Stock: 3}},
 			Price:  39900, OriginalPrice: 69900, Currency: "CNY",
 			StartsAt: time.Date(2026, 12, 1, 20, 0, 0, 0, cst), EndsAt: time.Date(2026, 12, 1, 21, 0, 0, 0, cst),
 			PerUserLimit: 2, HoldSeconds: 60, PurchaseToken: false, Eligibility: flashsale.Eligibility{MinTier: flashsale.TierGold},
@@ -37,7 +38,7 @@ func TestDecodeSale(t *testing.T) {
 		}
 	})
 	t.Run("Defaults", func(t *testing.T) {
-		s, err := decodeSale(strings.NewReader(`{"title":"T","hotel":"H","room_type":"R","nights":[{"date":"2026-12-24","stock":1}],"price":100,"original_price":200,
+		s, err := decodeSale(strings.NewReader(`{"title":"T","hotel":"H","room_type":"R","nights":[{"date":"` + testenv.Night(0) + `","stock":1}],"price":100,"original_price":200,
 			"currency":"CNY","starts_at":"2026-12-01T20:00:00Z","ends_at":"2026-12-01T21:00:00Z","per_user_limit":null}`))
 		if err != nil {
 			t.Fatal(err)
@@ -82,9 +83,9 @@ func TestDecodeSale(t *testing.T) {
 		{"NoEnd", replace(`"ends_at":"2026-12-01T21:00:00+08:00",`, ``), flashsale.EInvalid, "ends_at is required"},
 		{"EndBeforeStart", replace(`2026-12-01T21:00:00+08:00`, `2026-12-01T19:00:00+08:00`), flashsale.EInvalid, "ends_at must be after"},
 		{"NoTitle", replace(`"title":"Flash",`, ``), flashsale.EInvalid, "title"},
-		{"NoNights", replace(`[{"date":"2026-12-24","stock":5},{"date":"2026-12-25","stock":3}]`, `[]`), flashsale.EInvalid, "nights"},
-		{"NightsOutOfOrder", replace(`2026-12-25`, `2026-12-23`), flashsale.EInvalid, "increasing"},
-		{"BadNightDate", replace(`2026-12-25`, `Dec 25`), flashsale.EInvalid, "nights[1].date"},
+		{"NoNights", replace(`[{"date":"`+testenv.Night(0)+`","stock":5},{"date":"`+testenv.Night(1)+`","stock":3}]`, `[]`), flashsale.EInvalid, "nights"},
+		{"NightsOutOfOrder", replace(testenv.Night(1), testenv.Night(-1)), flashsale.EInvalid, "increasing"},
+		{"BadNightDate", replace(testenv.Night(1), `Dec 25`), flashsale.EInvalid, "nights[1].date"},
 		{"NegativeStock", replace(`"stock":3`, `"stock":-3`), flashsale.EInvalid, "stock"},
 		{"NegativePrice", replace(`39900`, `-1`), flashsale.EInvalid, "price"},
 		{"Currency", replace(`CNY`, `yuan`), flashsale.EInvalid, "currency"},
@@ -116,7 +117,7 @@ func TestDecodePurchase(t *testing.T) {
 		{"EmptyObject", `{}`, purchaseBody{}},
 		{"Whitespace", " \r\n", purchaseBody{}},
 		{"Nulls", `{"token":null,"check_in":null,"nights":null,"rooms":null}`, purchaseBody{}},
-		{"All", `{"token":"abc","check_in":"2026-12-24","nights":2,"rooms":3}`, purchaseBody{Token: "abc", CheckIn: "2026-12-24", Nights: 2, Rooms: 3}},
+		{"All", `{"token":"abc","check_in":"` + testenv.Night(0) + `","nights":2,"rooms":3}`, purchaseBody{Token: "abc", CheckIn: testenv.Night(0), Nights: 2, Rooms: 3}},
 		{"Max", `{"nights":366,"rooms":1000}`, purchaseBody{Nights: 366, Rooms: 1000}},
 		{"TrailingWhitespace", "{\"rooms\":1}\n\n", purchaseBody{Rooms: 1}},
 	}
@@ -220,7 +221,7 @@ func wantDecodeError(tb testing.TB, err error, code, msg string) {
 func FuzzDecodePurchase(f *testing.F) {
 	for _, s := range []string{
 		``, `{}`, `null`, `[]`, `{"rooms":1}`, `{"rooms":0}`, `{"rooms":-1}`, `{"nights":366,"rooms":1000}`,
-		`{"token":"abc","check_in":"2026-12-24","nights":2,"rooms":3}`, `{"rooms":"1"}`, `{"rooms":1e3}`,
+		`{"token":"abc","check_in":"` + testenv.Night(0) + `","nights":2,"rooms":3}`, `{"rooms":"1"}`, `{"rooms":1e3}`,
 		`{"check_in":"2026-02-30"}`, `{"room":1}`, `{"rooms":1}{}`, `{"rooms":`, "\xff", `{"token":"\u0000"}`,
 		`{"ROOMS":5}`, `{"rooms":5,"rooms":1}`, `{"rooms":1,"r\u006foms":2}`, `{"token":"\xff"}`,
 	} {
@@ -253,10 +254,10 @@ func FuzzDecodeSale(f *testing.F) {
 	for _, s := range []string{
 		validSale, ``, `{}`, `null`, `{"title":"x"}`, validSale + `{}`,
 		strings.Replace(validSale, `"per_user_limit":2`, `"per_user_limit":0`, 1),
-		strings.Replace(validSale, `2026-12-25`, `2026-12-23`, 1),
+		strings.Replace(validSale, testenv.Night(1), testenv.Night(-1), 1),
 		strings.Replace(validSale, `39900`, `1e300`, 1),
 		strings.Replace(validSale, `"gold"`, `"diamond"`, 1),
-		`{"nights":[{"date":"2026-12-24","stock":-1}]}`,
+		`{"nights":[{"date":"` + testenv.Night(0) + `","stock":-1}]}`,
 	} {
 		f.Add([]byte(s))
 	}

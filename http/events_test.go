@@ -15,6 +15,7 @@ import (
 
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/inmem"
+	"github.com/flashsale/flashsale/internal/testenv"
 )
 
 // eventService answers PublicSale for the sales it knows, counting calls
@@ -52,7 +53,7 @@ func (s *eventService) PublicSale(ctx context.Context, id string) (*flashsale.Sa
 	sale := *stubSale
 	sale.ID = id
 	return &flashsale.SaleView{Sale: &sale, Status: flashsale.SaleActive, ServerTime: t0,
-		Nights: []flashsale.NightStock{{Date: "2026-12-24", Stock: 1000, Available: int(n)}}}, nil
+		Nights: []flashsale.NightStock{{Date: testenv.Night(0), Stock: 1000, Available: int(n)}}}, nil
 }
 
 func (s *eventService) count(id string) int {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/api"
+	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/go-cmp/cmp"
 )
@@ -65,7 +66,7 @@ func (s *stubService) calls() int { s.mu.Lock(); defer s.mu.Unlock(); return s.n
 
 var stubSale = &flashsale.Sale{
 	ID: "s1", Title: "Flash", Hotel: "Harbour View", RoomType: "Deluxe King",
-	Nights: []flashsale.Night{{Date: "2026-12-24", Stock: 5}}, Price: 39900, OriginalPrice: 69900,
+	Nights: []flashsale.Night{{Date: testenv.Night(0), Stock: 5}}, Price: 39900, OriginalPrice: 69900,
 	Currency: "CNY", StartsAt: t0, EndsAt: t0.Add(time.Hour), PerUserLimit: 1, HoldSeconds: 30,
 	PurchaseToken: true, CreatedAt: t0,
 }
@@ -81,7 +82,7 @@ func (s *stubService) CreateSale(ctx context.Context, sale *flashsale.Sale) (*fl
 
 func (s *stubService) view() *flashsale.SaleView {
 	return &flashsale.SaleView{Sale: stubSale, Status: flashsale.SaleActive, ServerTime: t0,
-		Nights: []flashsale.NightStock{{Date: "2026-12-24", Stock: 5, Available: 4, Held: 1}}}
+		Nights: []flashsale.NightStock{{Date: testenv.Night(0), Stock: 5, Available: 4, Held: 1}}}
 }
 
 func (s *stubService) AdminSale(ctx context.Context, id string) (*flashsale.SaleView, error) {
@@ -127,7 +128,7 @@ func (s *stubService) Challenge(ctx context.Context, u flashsale.User, saleID st
 }
 
 func (s *stubService) order(u flashsale.User, id string) *flashsale.Order {
-	return &flashsale.Order{ID: id, SaleID: "s1", UserID: u.ID, Status: flashsale.OrderHeld, CheckIn: "2026-12-24",
+	return &flashsale.Order{ID: id, SaleID: "s1", UserID: u.ID, Status: flashsale.OrderHeld, CheckIn: testenv.Night(0),
 		Nights: 1, Rooms: 1, Amount: 39900, Currency: "CNY", HoldExpiresAt: t0.Add(30 * time.Second)}
 }
 
@@ -189,8 +190,8 @@ func (s *stubService) MarkPaid(ctx context.Context, id, paymentRef string) (*fla
 // stubAudit is an unbalanced audit with one repair step of each outcome.
 var stubAudit = &flashsale.Audit{
 	SaleID: "s1", At: t0, Engine: true,
-	Nights: []flashsale.AuditNight{{Date: "2026-12-24", Stock: 5, EngineAvailable: 4, Held: 1}},
-	Findings: []flashsale.Finding{{Kind: flashsale.FindingUnitsDrift, Night: "2026-12-24", Detail: "the engine has 4 rooms left"},
+	Nights: []flashsale.AuditNight{{Date: testenv.Night(0), Stock: 5, EngineAvailable: 4, Held: 1}},
+	Findings: []flashsale.Finding{{Kind: flashsale.FindingUnitsDrift, Night: testenv.Night(0), Detail: "the engine has 4 rooms left"},
 		{Kind: flashsale.FindingStranded, OrderID: "o1", UserID: "alice", Detail: "stranded"}},
 }
 
@@ -292,7 +293,7 @@ func TestRoutes(t *testing.T) {
 		method, path, auth, body string
 		status                   int
 	}{
-		{"POST", "/api/admin/sales", "admin", `{"title":"T","hotel":"H","room_type":"R","nights":[{"date":"2026-12-24","stock":5}],
+		{"POST", "/api/admin/sales", "admin", `{"title":"T","hotel":"H","room_type":"R","nights":[{"date":"` + testenv.Night(0) + `","stock":5}],
 			"price":100,"original_price":200,"currency":"CNY","starts_at":"2026-12-01T20:00:00Z","ends_at":"2026-12-01T21:00:00Z"}`, http.StatusCreated},
 		{"GET", "/api/admin/sales/s1", "admin", "", http.StatusOK},
 		{"POST", "/api/admin/sales/s1/preheat", "admin", "", http.StatusOK},
@@ -387,7 +388,7 @@ func TestPublicSaleJSON(t *testing.T) {
 		t.Fatalf("public sale fields (-want +got):\n%s", diff)
 	}
 	nights := got["nights"].([]any)
-	if diff := cmp.Diff(map[string]any{"date": "2026-12-24", "available": float64(4)}, nights[0]); diff != "" {
+	if diff := cmp.Diff(map[string]any{"date": testenv.Night(0), "available": float64(4)}, nights[0]); diff != "" {
 		t.Fatalf("night (-want +got):\n%s", diff)
 	}
 }
@@ -406,7 +407,7 @@ func TestAdminSaleJSON(t *testing.T) {
 	if got.ID != "s1" || got.Status != "active" || !got.ServerTime.Equal(t0) {
 		t.Fatalf("admin sale = %+v", got)
 	}
-	if diff := cmp.Diff([]flashsale.NightStock{{Date: "2026-12-24", Stock: 5, Available: 4, Held: 1}}, got.Nights); diff != "" {
+	if diff := cmp.Diff([]flashsale.NightStock{{Date: testenv.Night(0), Stock: 5, Available: 4, Held: 1}}, got.Nights); diff != "" {
 		t.Fatalf("nights (-want +got):\n%s", diff)
 	}
 }
@@ -433,8 +434,8 @@ func TestPurchasePassesThrough(t *testing.T) {
 		{"EmptyBody", "", nil, flashsale.PurchaseRequest{SaleID: "s1"}},
 		{"EmptyObject", "{}", nil, flashsale.PurchaseRequest{SaleID: "s1"}},
 		{"NullFields", `{"nights":null,"rooms":null}`, nil, flashsale.PurchaseRequest{SaleID: "s1"}},
-		{"All", `{"token":"t","check_in":"2026-12-25","nights":2,"rooms":3}`, []string{"Idempotency-Key", "k-1 x"},
-			flashsale.PurchaseRequest{SaleID: "s1", IdempotencyKey: "k-1 x", Token: "t", CheckIn: "2026-12-25", Nights: 2, Rooms: 3}},
+		{"All", `{"token":"t","check_in":"` + testenv.Night(1) + `","nights":2,"rooms":3}`, []string{"Idempotency-Key", "k-1 x"},
+			flashsale.PurchaseRequest{SaleID: "s1", IdempotencyKey: "k-1 x", Token: "t", CheckIn: testenv.Night(1), Nights: 2, Rooms: 3}},
 		{"Key128", "{}", []string{"Idempotency-Key", strings.Repeat("k", 128)},
 			flashsale.PurchaseRequest{SaleID: "s1", IdempotencyKey: strings.Repeat("k", 128)}},
 	}
@@ -834,7 +835,7 @@ func TestAuditJSON(t *testing.T) {
 	}
 	want := map[string]any{
 		"sale_id": "s1", "at": "2026-12-01T20:00:00Z", "balanced": true, "engine_compared": true,
-		"nights": []any{map[string]any{"date": "2026-12-24", "stock": 5.0, "held": 1.0, "sold": 0.0,
+		"nights": []any{map[string]any{"date": testenv.Night(0), "stock": 5.0, "held": 1.0, "sold": 0.0,
 			"engine_available": 4.0, "in_flight": 0.0, "drift": 0.0}},
 		"findings": []any{},
 		"repairs": []any{map[string]any{"action": "republish", "order_id": "o1", "ok": true},

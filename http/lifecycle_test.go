@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -111,7 +112,7 @@ func (s *stubService) SaleOrders(ctx context.Context, id string, q flashsale.Ord
 	var out []*flashsale.Order
 	for i := n - 1; i >= 1 && len(out) < per; i-- {
 		o := &flashsale.Order{ID: "o" + string(rune('0'+i)), SaleID: id, UserID: "u,\"q\"", Status: flashsale.OrderHeld,
-			CheckIn: "2026-12-24", Nights: 1, Rooms: 1, Amount: 39900, Currency: "CNY", HoldExpiresAt: t0, CreatedAt: t0, UpdatedAt: t0}
+			CheckIn: testenv.Night(0), Nights: 1, Rooms: 1, Amount: 39900, Currency: "CNY", HoldExpiresAt: t0, CreatedAt: t0, UpdatedAt: t0}
 		if i == 5 { // what a guest and a payment platform may choose
 			o.UserID, o.PaymentRef = "=cmd|' /C calc'!A0", "@SUM(1+1)"
 		}
@@ -153,7 +154,7 @@ func TestLifecycleRoutes(t *testing.T) {
 		}
 	})
 	t.Run("Patch", func(t *testing.T) {
-		w := admin("PATCH", "/api/admin/sales/s1", `{"title":"New","ends_at":"2026-12-25T20:00:00+08:00","limits":{"per_user":"5/s,10"},"nights":[{"date":"2026-12-24","stock":9}]}`)
+		w := admin("PATCH", "/api/admin/sales/s1", `{"title":"New","ends_at":"2026-12-25T20:00:00+08:00","limits":{"per_user":"5/s,10"},"nights":[{"date":"`+testenv.Night(0)+`","stock":9}]}`)
 		if w.Code != 200 {
 			t.Fatalf("status %d: %s", w.Code, w.Body)
 		}
@@ -182,8 +183,8 @@ func TestLifecycleRoutes(t *testing.T) {
 		}
 	})
 	t.Run("Stock", func(t *testing.T) {
-		w := admin("POST", "/api/admin/sales/s1/nights/2026-12-24/stock", `{"delta":-2}`)
-		if w.Code != 200 || svc.life.delta != (flashsale.StockDelta{Date: "2026-12-24", Delta: -2}) {
+		w := admin("POST", "/api/admin/sales/s1/nights/"+testenv.Night(0)+"/stock", `{"delta":-2}`)
+		if w.Code != 200 || svc.life.delta != (flashsale.StockDelta{Date: testenv.Night(0), Delta: -2}) {
 			t.Fatalf("status %d delta %+v: %s", w.Code, svc.life.delta, w.Body)
 		}
 	})
@@ -247,12 +248,12 @@ func TestLifecycleBadInput(t *testing.T) {
 		{"PatchBadLimit", "PATCH", "/api/admin/sales/s1", `{"limits":{"per_ip":"fast"}}`, 400, "limits.per_ip"},
 		{"PatchWrongType", "PATCH", "/api/admin/sales/s1", `{"price":"cheap"}`, 400, "price"},
 		{"PatchTooLarge", "PATCH", "/api/admin/sales/s1", `{"title":"` + strings.Repeat("x", MaxBodyBytes) + `"}`, 413, "larger"},
-		{"StockNoDelta", "POST", "/api/admin/sales/s1/nights/2026-12-24/stock", `{}`, 400, "delta is required"},
-		{"StockZero", "POST", "/api/admin/sales/s1/nights/2026-12-24/stock", `{"delta":0}`, 400, "non-zero"},
-		{"StockHuge", "POST", "/api/admin/sales/s1/nights/2026-12-24/stock", `{"delta":1000001}`, 400, "between"},
-		{"StockFloat", "POST", "/api/admin/sales/s1/nights/2026-12-24/stock", `{"delta":1.5}`, 400, "delta"},
+		{"StockNoDelta", "POST", "/api/admin/sales/s1/nights/" + testenv.Night(0) + "/stock", `{}`, 400, "delta is required"},
+		{"StockZero", "POST", "/api/admin/sales/s1/nights/" + testenv.Night(0) + "/stock", `{"delta":0}`, 400, "non-zero"},
+		{"StockHuge", "POST", "/api/admin/sales/s1/nights/" + testenv.Night(0) + "/stock", `{"delta":1000001}`, 400, "between"},
+		{"StockFloat", "POST", "/api/admin/sales/s1/nights/" + testenv.Night(0) + "/stock", `{"delta":1.5}`, 400, "delta"},
 		{"StockBadDate", "POST", "/api/admin/sales/s1/nights/Dec24/stock", `{"delta":1}`, 400, "date"},
-		{"StockExtra", "POST", "/api/admin/sales/s1/nights/2026-12-24/stock", `{"delta":1,"why":"x"}`, 400, "why"},
+		{"StockExtra", "POST", "/api/admin/sales/s1/nights/" + testenv.Night(0) + "/stock", `{"delta":1,"why":"x"}`, 400, "why"},
 		{"PauseBody", "POST", "/api/admin/sales/s1/pause", `{"now":true}`, 400, "now"},
 		{"OrdersBadStatus", "GET", "/api/admin/sales/s1/orders?status=pending", "", 400, "status must be one of"},
 		{"OrdersBadLimit", "GET", "/api/admin/sales/s1/orders?limit=-1", "", 400, "limit"},
@@ -309,7 +310,7 @@ func FuzzDecodeSalePatch(f *testing.F) {
 // FuzzDecodeStock: a decoded delta is always within bounds and non-zero.
 func FuzzDecodeStock(f *testing.F) {
 	for _, s := range []string{`{"delta":1}`, `{"delta":-5}`, `{"delta":0}`, `{"delta":1e9}`, `{"delta":null}`} {
-		f.Add(s, "2026-12-24")
+		f.Add(s, testenv.Night(0))
 	}
 	f.Fuzz(func(t *testing.T, body, date string) {
 		d, err := decodeStock(strings.NewReader(body), date)

@@ -1,6 +1,10 @@
 package http
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/flashsale/flashsale/internal/testenv"
+)
 
 // TestScanPurchase: the bodies clients send take the fast path, and what
 // it gives up on is exactly what needs the strict decoder.
@@ -12,7 +16,7 @@ func TestScanPurchase(t *testing.T) {
 		{`{}`, purchaseFields{}},
 		{`{"token":"t"}`, purchaseFields{Token: "t"}},
 		{" {\n\t\"token\" : \"01JTOKEN.abc-_\" ,\r\n \"rooms\": 2 }\n", purchaseFields{Token: "01JTOKEN.abc-_", Rooms: 2, HasRooms: true}},
-		{`{"token":"abc","check_in":"2026-12-24","nights":2,"rooms":3}`, purchaseFields{Token: "abc", CheckIn: "2026-12-24", Nights: 2, HasNights: true, Rooms: 3, HasRooms: true}},
+		{`{"token":"abc","check_in":"` + testenv.Night(0) + `","nights":2,"rooms":3}`, purchaseFields{Token: "abc", CheckIn: testenv.Night(0), Nights: 2, HasNights: true, Rooms: 3, HasRooms: true}},
 		{`{"rooms":0,"nights":-1}`, purchaseFields{Rooms: 0, HasRooms: true, Nights: -1, HasNights: true}}, // in range or not is check's to say
 		{`{"rooms":-0}`, purchaseFields{HasRooms: true}},
 	} {
@@ -38,7 +42,7 @@ func TestScanPurchase(t *testing.T) {
 // accepts, the strict decoder accepts with the same fields.
 func FuzzScanPurchase(f *testing.F) {
 	for _, s := range []string{
-		`{}`, `{"token":"t"}`, `{"token":"abc","check_in":"2026-12-24","nights":2,"rooms":3}`, ` { "rooms" : -0 } `,
+		`{}`, `{"token":"t"}`, `{"token":"abc","check_in":"` + testenv.Night(0) + `","nights":2,"rooms":3}`, ` { "rooms" : -0 } `,
 		`{"rooms":1,"rooms":2}`, `{"rooms":01}`, `{"rooms":1e1}`, `{"token":"\u0041"}`, `{"token":"a"}}`, `{"nights":999999999}`,
 	} {
 		f.Add([]byte(s))

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/testenv"
 )
 
 // ridService remembers the request id the purchase's context carried.
@@ -50,7 +51,7 @@ func TestRequestID(t *testing.T) {
 			if tt.header != "-" {
 				h = []string{requestIDHeader, tt.header}
 			}
-			w := do(t, s, "POST", "/api/sales/s1/purchase", "alice", `{"check_in":"2026-12-24","nights":1,"rooms":1}`,
+			w := do(t, s, "POST", "/api/sales/s1/purchase", "alice", `{"check_in":"`+testenv.Night(0)+`","nights":1,"rooms":1}`,
 				append(h, "Idempotency-Key", "k-"+tt.name)...)
 			got := w.Header().Get(requestIDHeader)
 			if svc.got != got {

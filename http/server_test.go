@@ -19,6 +19,7 @@ import (
 	"github.com/flashsale/flashsale/funnel"
 	fshttp "github.com/flashsale/flashsale/http"
 	"github.com/flashsale/flashsale/inmem"
+	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/flashsale/flashsale/sqlite"
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/go-cmp/cmp"
@@ -169,14 +170,14 @@ type orderResp struct {
 	Amount  int64  `json:"amount"`
 }
 
-// CreateSale creates a sale through the admin API: two nights (Dec 24 with
-// stock[0], Dec 25 with stock[1]), started a minute ago unless extra sets
+// CreateSale creates a sale through the admin API: a night per stock
+// (testenv.Night(i) with stock[i]), started a minute ago unless extra sets
 // starts_at. extra is spliced into the JSON body.
 func (s *Server) CreateSale(tb testing.TB, extra string, stock ...int) string {
 	tb.Helper()
 	var nights []string
 	for i, n := range stock {
-		nights = append(nights, fmt.Sprintf(`{"date":"2026-12-%d","stock":%d}`, 24+i, n))
+		nights = append(nights, fmt.Sprintf(`{"date":%q,"stock":%d}`, testenv.Night(i), n))
 	}
 	body := fmt.Sprintf(`{"title":"Flash","hotel":"Harbour View","room_type":"Deluxe King","nights":[%s],
 		"price":39900,"original_price":69900,"currency":"CNY",%s
@@ -236,7 +237,7 @@ func TestServer_PurchaseFlow(t *testing.T) {
 	s.MustDo(t, http.StatusCreated, "POST", "/api/sales/"+saleID+"/token", alice, "", &tok)
 
 	var accepted orderResp
-	body := fmt.Sprintf(`{"token":%q,"check_in":"2026-12-24","nights":2,"rooms":1}`, tok.Token)
+	body := fmt.Sprintf(`{"token":%q,"check_in":%q,"nights":2,"rooms":1}`, tok.Token, testenv.Night(0))
 	s.MustDo(t, http.StatusAccepted, "POST", "/api/sales/"+saleID+"/purchase", alice, body, &accepted, "Idempotency-Key", "k1")
 	if accepted.Status != "held" || accepted.Amount != 2*39900 {
 		t.Fatalf("accepted = %+v", accepted)
@@ -256,7 +257,7 @@ func TestServer_PurchaseFlow(t *testing.T) {
 	var o orderResp
 	s.MustDo(t, http.StatusOK, "GET", "/api/orders/"+accepted.OrderID, alice, "", &o)
 	if diff := cmp.Diff(orderResp{OrderID: accepted.OrderID, Status: "held", UserID: "alice", Rooms: 1, Nights: 2,
-		CheckIn: "2026-12-24", Amount: 2 * 39900}, o); diff != "" {
+		CheckIn: testenv.Night(0), Amount: 2 * 39900}, o); diff != "" {
 		t.Fatalf("order (-want +got):\n%s", diff)
 	}
 	// Someone else's order does not exist for bob.
@@ -270,8 +271,8 @@ func TestServer_PurchaseFlow(t *testing.T) {
 	}
 	st := s.State(t, saleID)
 	want := []flashsale.NightStock{
-		{Date: "2026-12-24", Stock: 5, Available: 4, Sold: 1},
-		{Date: "2026-12-25", Stock: 3, Available: 2, Sold: 1},
+		{Date: testenv.Night(0), Stock: 5, Available: 4, Sold: 1},
+		{Date: testenv.Night(1), Stock: 3, Available: 2, Sold: 1},
 	}
 	if diff := cmp.Diff(want, st.Nights); diff != "" {
 		t.Fatalf("nights (-want +got):\n%s", diff)
@@ -321,8 +322,8 @@ func TestServer_BadInput(t *testing.T) {
 		return strings.Join(p, ".")
 	}()
 	big := `{"token":"` + strings.Repeat("a", fshttp.MaxBodyBytes) + `"}`
-	validSale := fmt.Sprintf(`{"title":"T","hotel":"H","room_type":"R","nights":[{"date":"2026-12-24","stock":1}],
-		"currency":"CNY","starts_at":%q,"ends_at":%q}`, now.Format(time.RFC3339), now.Add(time.Hour).Format(time.RFC3339))
+	validSale := fmt.Sprintf(`{"title":"T","hotel":"H","room_type":"R","nights":[{"date":%q,"stock":1}],
+		"currency":"CNY","starts_at":%q,"ends_at":%q}`, testenv.Night(0), now.Format(time.RFC3339), now.Add(time.Hour).Format(time.RFC3339))
 	purchase := "/api/sales/" + saleID + "/purchase"
 
 	tests := []struct {
@@ -340,9 +341,9 @@ func TestServer_BadInput(t *testing.T) {
 		{"PurchaseRooms0", "POST", purchase, alice, `{"rooms":0}`, nil, 400, flashsale.EInvalid},
 		{"PurchaseRoomsNegative", "POST", purchase, alice, `{"rooms":-1}`, nil, 400, flashsale.EInvalid},
 		{"PurchaseNights0", "POST", purchase, alice, `{"nights":0}`, nil, 400, flashsale.EInvalid},
-		{"PurchaseNightsOutsideSale", "POST", purchase, alice, `{"check_in":"2026-12-24","nights":3}`, nil, 400, flashsale.EInvalid},
-		{"PurchaseStayPastLastNight", "POST", purchase, alice, `{"check_in":"2026-12-25","nights":2}`, nil, 400, flashsale.EInvalid},
-		{"PurchaseCheckInNotSaleNight", "POST", purchase, alice, `{"check_in":"2026-12-26"}`, nil, 400, flashsale.EInvalid},
+		{"PurchaseNightsOutsideSale", "POST", purchase, alice, `{"check_in":"` + testenv.Night(0) + `","nights":3}`, nil, 400, flashsale.EInvalid},
+		{"PurchaseStayPastLastNight", "POST", purchase, alice, `{"check_in":"` + testenv.Night(1) + `","nights":2}`, nil, 400, flashsale.EInvalid},
+		{"PurchaseCheckInNotSaleNight", "POST", purchase, alice, `{"check_in":"` + testenv.Night(2) + `"}`, nil, 400, flashsale.EInvalid},
 		{"PurchaseCheckInNotDate", "POST", purchase, alice, `{"check_in":"tomorrow"}`, nil, 400, flashsale.EInvalid},
 		{"PurchaseTooLarge", "POST", purchase, alice, big, nil, 413, flashsale.ETooLarge},
 		{"PurchaseBadIdempotencyKey", "POST", purchase, alice, `{}`, []string{"Idempotency-Key", strings.Repeat("k", 129)}, 400, flashsale.EInvalid},

@@ -140,7 +140,7 @@ func TestPlaceOrdersDeadlock(t *testing.T) {
 	}
 	sale := &flashsale.Sale{ID: "s1", Title: "t", Hotel: "h", RoomType: "r", Price: 1, OriginalPrice: 2, Currency: "CNY",
 		StartsAt: time.Now().Add(-time.Hour), EndsAt: time.Now().Add(time.Hour), PerUserLimit: 5, HoldSeconds: 30,
-		Nights: []flashsale.Night{{Date: "2026-12-24", Stock: 10}}}
+		Nights: []flashsale.Night{{Date: testenv.Night(0), Stock: 10}}}
 	if err := s.CreateSale(ctx, sale); err != nil {
 		t.Fatal(err)
 	}

@@ -116,7 +116,7 @@ func newSale(limit int, stocks ...int) *flashsale.StockSnapshot {
 		StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour), PerUserLimit: limit, HoldSeconds: 30,
 	}
 	snap := &flashsale.StockSnapshot{Sale: s}
-	d := time.Date(2026, 12, 24, 0, 0, 0, 0, time.UTC)
+	d := testenv.NightTime(0)
 	for i, n := range stocks {
 		date := d.AddDate(0, 0, i).Format(flashsale.DateLayout)
 		s.Nights = append(s.Nights, flashsale.Night{Date: date, Stock: n})

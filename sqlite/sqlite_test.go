@@ -54,7 +54,7 @@ func testSale(id string) *flashsale.Sale {
 	return &flashsale.Sale{
 		ID: id, Title: "Winter", Hotel: "Grand", RoomType: "King", Price: 100, OriginalPrice: 200, Currency: "CNY",
 		StartsAt: now.Add(-time.Hour), EndsAt: now.Add(time.Hour), PerUserLimit: 1, HoldSeconds: 30, CreatedAt: now,
-		Nights: []flashsale.Night{{Date: "2026-12-24", Stock: 1_000_000}},
+		Nights: []flashsale.Night{{Date: testenv.Night(0), Stock: 1_000_000}},
 	}
 }
 

@@ -65,7 +65,7 @@ func newSale(stock int) *flashsale.Sale {
 	now := time.Now()
 	return &flashsale.Sale{
 		ID: "sale-" + strings.ToLower(rand.Text()[:8]), Title: "Winter flash", Hotel: "Grand Hotel", RoomType: "Deluxe King",
-		Nights: []flashsale.Night{{Date: "2026-12-24", Stock: stock}}, Price: 100, OriginalPrice: 200, Currency: "CNY",
+		Nights: []flashsale.Night{{Date: testenv.Night(0), Stock: stock}}, Price: 100, OriginalPrice: 200, Currency: "CNY",
 		StartsAt: now.Add(-time.Hour), EndsAt: now.Add(time.Hour), PerUserLimit: 1, HoldSeconds: 60, CreatedAt: now,
 	}
 }

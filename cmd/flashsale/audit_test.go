@@ -115,7 +115,7 @@ func testAudit(t *testing.T, dbURL string) {
 	}
 	cl := c.clients[0]
 	id := cl.createSale(t, saleJSON([]int{10, 10, 10}, 2, false))
-	const d0, d1, d2 = "2026-12-24", "2026-12-25", "2026-12-26"
+	d0, d1, d2 := testenv.Night(0), testenv.Night(1), testenv.Night(2)
 	orders := map[string]string{}
 	for user, body := range map[string]map[string]any{
 		"audit-0": {}, "audit-2": {}, // night 0
@@ -281,7 +281,7 @@ func TestAuditEmbedded(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantLines(t, out, []string{"embedded shape", "only the database's own invariants"},
-		[]string{"sale " + id + ": balanced"}, []string{"night 2026-12-24: stock 5, held 1, sold 0"})
+		[]string{"sale " + id + ": balanced"}, []string{"night " + testenv.Night(0) + ": stock 5, held 1, sold 0"})
 	if strings.Contains(out, "engine available") {
 		t.Errorf("the embedded audit shows engine figures:\n%s", out)
 	}
@@ -304,5 +304,5 @@ func TestAuditEmbedded(t *testing.T) {
 	if err == nil {
 		t.Fatal("audit passed a database whose counters disagree with its orders")
 	}
-	wantLines(t, out, []string{"sale " + id + ": 1 finding"}, []string{"db_counters_drift night 2026-12-24", "held 1"})
+	wantLines(t, out, []string{"sale " + id + ": 1 finding"}, []string{"db_counters_drift night " + testenv.Night(0), "held 1"})
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale/bench"
+	"github.com/flashsale/flashsale/internal/testenv"
 )
 
 // startCeiling serves bench.CeilingHandler, the same handler as
@@ -197,8 +198,8 @@ func brokenServer(t *testing.T, mode string, stock int) string {
 				held++
 			}
 		}
-		answer(w, 200, fmt.Sprintf(`{"balanced":true,"nights":[{"date":"2026-12-24","stock":%d,"held":%d,"sold":0,"in_flight":0}],"findings":[]}`,
-			stock, min(held, stock)))
+		answer(w, 200, fmt.Sprintf(`{"balanced":true,"nights":[{"date":%q,"stock":%d,"held":%d,"sold":0,"in_flight":0}],"findings":[]}`,
+			testenv.Night(0), stock, min(held, stock)))
 	})
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)

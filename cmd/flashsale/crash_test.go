@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/flashsale/flashsale/internal/testenv"
 )
 
 // buildBinary compiles the real flashsale binary once per test run.
@@ -127,7 +129,7 @@ func TestCrash(t *testing.T) {
 					if first+nights > 3 {
 						nights = 3 - first
 					}
-					body := map[string]any{"check_in": fmt.Sprintf("2026-12-%d", 24+first), "nights": nights, "rooms": rooms}
+					body := map[string]any{"check_in": testenv.Night(first), "nights": nights, "rooms": rooms}
 					status, o, err := c.purchase(ctx, id, user, false, body, "")
 					if err != nil {
 						time.Sleep(5 * time.Millisecond) // the server is down: keep knocking

@@ -33,7 +33,7 @@ func TestDistributedLifecycle(t *testing.T) {
 	ctx := t.Context()
 	t.Run("Propagation", func(t *testing.T) {
 		id := c.clients[0].createSale(t, saleJSON([]int{2}, 1, true))
-		date := "2026-12-24"
+		date := testenv.Night(0)
 		act := func(i int, method, path string, body any) {
 			t.Helper()
 			var out apiError
@@ -92,7 +92,7 @@ func TestDistributedLifecycle(t *testing.T) {
 	t.Run("Storm", func(t *testing.T) {
 		const stock = 300
 		id := c.clients[0].createSale(t, saleJSON([]int{stock}, 1, true))
-		date := "2026-12-24"
+		date := testenv.Night(0)
 		stop := make(chan struct{})
 		var ops sync.WaitGroup
 		var added, removed, pauses atomic.Int64

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale/bench"
+	"github.com/flashsale/flashsale/internal/testenv"
 )
 
 const (
@@ -214,7 +215,7 @@ func buy(ctx context.Context, from, at *client, saleID, user string, body map[st
 func saleJSON(stock []int, limit int, token bool) map[string]any {
 	nights := make([]map[string]any, len(stock))
 	for i, n := range stock {
-		nights[i] = map[string]any{"date": time.Date(2026, 12, 24+i, 0, 0, 0, 0, time.UTC).Format("2006-01-02"), "stock": n}
+		nights[i] = map[string]any{"date": testenv.Night(i), "stock": n}
 	}
 	return map[string]any{
 		"title": "Storm", "hotel": "Harbour View", "room_type": "Deluxe King", "nights": nights,

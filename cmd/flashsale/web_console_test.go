@@ -16,6 +16,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/testenv"
 )
 
 // Browser tests of the operator console's create form and live dashboard.
@@ -94,7 +95,8 @@ func TestBrowserConsoleCreate(t *testing.T) {
 		set("f-hotel", "Harbour View"), set("f-room_type", "Deluxe King"),
 		set("f-price", "39900"), set("f-original_price", "69900"),
 		set("f-per_user_limit", "0"), set("f-per_user", "5/x"), set("f-channels", "ota-a, BAD!"),
-		set("f-starts_at", "2026-12-20T20:00:00"), set("f-ends_at", "2026-12-20T19:00:00"),
+		set("f-starts_at", testenv.NightTime(-4).Add(20*time.Hour).Format("2006-01-02T15:04:05")),
+		set("f-ends_at", testenv.NightTime(-4).Add(19*time.Hour).Format("2006-01-02T15:04:05")),
 		chromedp.Click(chromedp.CSS(`#create button[type="submit"]`)), visible("#create-errors"))
 	for _, tt := range []struct{ input, line, want string }{
 		{"f-title", "e-title", "Required"},

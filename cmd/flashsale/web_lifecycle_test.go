@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/flashsale/flashsale/internal/testenv"
 )
 
 // Browser tests of the console's actions on the sale lifecycle API and of
@@ -89,32 +91,32 @@ func TestBrowserConsoleActions(t *testing.T) {
 	status("active")
 	runSteps(t, guest, visible(`#state[data-state="ready"]`))
 
-	// Rooms: 4 more on the 25th; then 3 back from the 24th, where bob holds
+	// Rooms: 4 more on night 1; then 3 back from night 0, where bob holds
 	// one of the 3, is refused; 2 back is not.
-	runSteps(t, ctx, chromedp.SetValue(chromedp.CSS("#d-night"), "2026-12-25"), setInput("d-delta", "4"),
+	runSteps(t, ctx, chromedp.SetValue(chromedp.CSS("#d-night"), testenv.Night(1)), setInput("d-delta", "4"),
 		chromedp.Click(chromedp.CSS("#d-add")))
 	confirmDialog(t, ctx, true)
 	pollJS(t, ctx, `document.getElementById('d-msg').textContent === 'Add rooms: done.'`, 5*time.Second)
-	if stock, avail := c.nightStock(t, id, "2026-12-25"); stock != 6 || avail != 6 {
-		t.Fatalf("the 25th after adding 4: stock %d available %d, want 6 and 6", stock, avail)
+	if stock, avail := c.nightStock(t, id, testenv.Night(1)); stock != 6 || avail != 6 {
+		t.Fatalf("night 1 after adding 4: stock %d available %d, want 6 and 6", stock, avail)
 	}
 	pollJS(t, ctx, `[...document.querySelectorAll('#d-nights tr.total td')].map(td => td.textContent).join() === '9,8,1,0'`, 5*time.Second)
 
-	runSteps(t, ctx, chromedp.SetValue(chromedp.CSS("#d-night"), "2026-12-24"), setInput("d-delta", "3"),
+	runSteps(t, ctx, chromedp.SetValue(chromedp.CSS("#d-night"), testenv.Night(0)), setInput("d-delta", "3"),
 		chromedp.Click(chromedp.CSS("#d-remove")))
 	confirmDialog(t, ctx, true)
 	pollJS(t, ctx, `document.getElementById('d-msg').classList.contains('bad')`, 5*time.Second)
-	if msg := textOf(t, ctx, "#d-msg"); !strings.Contains(msg, "only 2 rooms of 2026-12-24 are free to take back") {
+	if msg := textOf(t, ctx, "#d-msg"); !strings.Contains(msg, "only 2 rooms of "+testenv.Night(0)+" are free to take back") {
 		t.Errorf("refused removal says %q", msg)
 	}
-	if stock, _ := c.nightStock(t, id, "2026-12-24"); stock != 3 {
-		t.Fatalf("the 24th after a refused removal: stock %d, want 3", stock)
+	if stock, _ := c.nightStock(t, id, testenv.Night(0)); stock != 3 {
+		t.Fatalf("night 0 after a refused removal: stock %d, want 3", stock)
 	}
 	runSteps(t, ctx, setInput("d-delta", "2"), chromedp.Click(chromedp.CSS("#d-remove")))
 	confirmDialog(t, ctx, true)
 	pollJS(t, ctx, `document.getElementById('d-msg').classList.contains('ok')`, 5*time.Second)
-	if stock, avail := c.nightStock(t, id, "2026-12-24"); stock != 1 || avail != 0 {
-		t.Fatalf("the 24th after taking 2 back: stock %d available %d, want 1 and 0", stock, avail)
+	if stock, avail := c.nightStock(t, id, testenv.Night(0)); stock != 1 || avail != 0 {
+		t.Fatalf("night 0 after taking 2 back: stock %d available %d, want 1 and 0", stock, avail)
 	}
 
 	runSteps(t, ctx, chromedp.Click(chromedp.CSS("#d-close")))

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -15,7 +16,7 @@ func TestStockTake(t *testing.T) {
 	nights := func(avail ...int) []Night {
 		ns := make([]Night, len(avail))
 		for i, a := range avail {
-			ns[i] = Night{Idx: i, Date: "2026-12-2" + string(rune('4'+i)), Available: a}
+			ns[i] = Night{Idx: i, Date: testenv.Night(i), Available: a}
 		}
 		return ns
 	}
@@ -42,7 +43,7 @@ func TestStockTake(t *testing.T) {
 			}
 		})
 	}
-	if got := NewStock("CNY", nights(1, 1)).CheckIn(1); got != "2026-12-25" {
+	if got := NewStock("CNY", nights(1, 1)).CheckIn(1); got != testenv.Night(1) {
 		t.Errorf("CheckIn(1) = %q", got)
 	}
 	if got := NewStock("CNY", nights(1)).CheckIn(3); got != "" {
@@ -64,7 +65,7 @@ func TestPlaceNotices(t *testing.T) {
 		r("e", 0, 1, 1), r("f", 0, 1, 1), r("g", 0, 1, 1), r("h", 5, 1, 1)}
 	results := []error{nil, flashsale.ErrSoldOut, flashsale.ErrDuplicate, nil, flashsale.ErrLimitExceeded,
 		flashsale.ErrKeyConflict, flashsale.ErrNotFound, flashsale.ErrInvalid}
-	stocks := map[string]*Stock{"s": NewStock("EUR", []Night{{0, "2026-12-24", 1}, {1, "2026-12-25", 1}})}
+	stocks := map[string]*Stock{"s": NewStock("EUR", []Night{{0, testenv.Night(0), 1}, {1, testenv.Night(1), 1}})}
 	var got []string
 	for _, n := range PlaceNotices(rs, results, stocks, atMS) {
 		got = append(got, n.ID)
@@ -80,8 +81,8 @@ func TestPlaceNotices(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("PlaceNotices mismatch (-want +got):\n%s", diff)
 	}
-	o := PlacedOrder(&rs[5], flashsale.OrderFailed, flashsale.ErrorCode(flashsale.ErrKeyConflict), "EUR", "2026-12-24", atMS)
-	if o.IdempotencyKey != "" || o.FailureReason != flashsale.ErrorCode(flashsale.ErrKeyConflict) || o.CheckIn != "2026-12-24" {
+	o := PlacedOrder(&rs[5], flashsale.OrderFailed, flashsale.ErrorCode(flashsale.ErrKeyConflict), "EUR", testenv.Night(0), atMS)
+	if o.IdempotencyKey != "" || o.FailureReason != flashsale.ErrorCode(flashsale.ErrKeyConflict) || o.CheckIn != testenv.Night(0) {
 		t.Errorf("key-conflict order = %+v, want no key, its reason and check-in", o)
 	}
 }

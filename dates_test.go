@@ -1,0 +1,62 @@
+package flashsale_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flashsale/flashsale"
+)
+
+// TestCheckNights: the nights of a sale are refused when no guest could
+// stay them: passed at creation, or before the sale opens. The clock is an
+// argument, so these cases hold whatever day the test runs.
+func TestCheckNights(t *testing.T) {
+	now := time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC)
+	sale := func(startsAt time.Time, dates ...string) *flashsale.Sale {
+		s := &flashsale.Sale{StartsAt: startsAt, EndsAt: startsAt.Add(time.Hour)}
+		for _, d := range dates {
+			s.Nights = append(s.Nights, flashsale.Night{Date: d, Stock: 1})
+		}
+		return s
+	}
+	for _, c := range []struct {
+		name string
+		sale *flashsale.Sale
+		want string // "" when accepted
+	}{
+		{"Future", sale(now.Add(time.Hour), "2026-12-24", "2026-12-25"), ""},
+		{"Tonight", sale(now.Add(-time.Hour), "2026-12-04"), ""},
+		// A hotel west of UTC: its "tonight" is yesterday's date in UTC.
+		{"TonightWestOfUTC", sale(now.Add(-time.Hour), "2026-12-03"), ""},
+		{"Passed", sale(now.Add(-time.Hour), "2026-12-02", "2026-12-24"), "nights[0].date 2026-12-02 has passed"},
+		{"Year2020", sale(now.Add(-time.Hour), "2020-12-24"), "has passed"},
+		// The console's default dates, with the sale set to open later.
+		{"BeforeOpening", sale(time.Date(2026, 12, 20, 12, 0, 0, 0, time.UTC), "2026-12-04", "2026-12-21"),
+			"nights[0].date 2026-12-04 is before the sale opens (starts_at 2026-12-20T12:00:00Z)"},
+		{"OpeningNight", sale(time.Date(2026, 12, 20, 12, 0, 0, 0, time.UTC), "2026-12-20"), ""},
+		{"LaterNightBeforeOpening", sale(time.Date(2026, 12, 20, 12, 0, 0, 0, time.UTC), "2026-12-20", "2026-12-21"), ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := c.sale.CheckNights(now)
+			switch {
+			case c.want == "" && err != nil:
+				t.Fatalf("CheckNights = %v, want it accepted", err)
+			case c.want != "" && (flashsale.ErrorCode(err) != flashsale.EInvalid || !strings.Contains(err.Error(), c.want)):
+				t.Fatalf("CheckNights = %v, want invalid: %q", err, c.want)
+			}
+		})
+	}
+}
+
+// TestCheckCheckIn: a stay whose first night has passed is refused; one
+// from tonight (in any time zone) is not.
+func TestCheckCheckIn(t *testing.T) {
+	now := time.Date(2026, 12, 24, 9, 0, 0, 0, time.UTC)
+	for in, ok := range map[string]bool{"2026-12-24": true, "2026-12-23": true, "2026-12-25": true, "2026-12-22": false, "2020-01-01": false} {
+		err := flashsale.CheckCheckIn(in, now)
+		if ok != (err == nil) || (err != nil && flashsale.ErrorCode(err) != flashsale.EInvalid) {
+			t.Errorf("CheckCheckIn(%s) = %v, want accepted %v", in, err, ok)
+		}
+	}
+}

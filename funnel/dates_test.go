@@ -1,0 +1,109 @@
+package funnel_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flashsale/flashsale"
+)
+
+// day is the date d days from the test clock's today (UTC).
+func day(e *env, d int) string {
+	return e.clock.Now().UTC().AddDate(0, 0, d).Format(flashsale.DateLayout)
+}
+
+// wantInvalid fails the test unless err is EInvalid and says want.
+func wantInvalid(tb testing.TB, what string, err error, want string) {
+	tb.Helper()
+	if flashsale.ErrorCode(err) != flashsale.EInvalid || !strings.Contains(err.Error(), want) {
+		tb.Fatalf("%s = %v, want invalid: %q", what, err, want)
+	}
+}
+
+// TestCreatePassedNights: a sale selling a night that has passed, or a
+// night before it opens, is refused and nothing is stored. Before, both
+// were created (201) and sold: a purchase of a night in 2020 was held.
+func TestCreatePassedNights(t *testing.T) {
+	e := mustOpen(t)
+	ctx := context.Background()
+	for _, c := range []struct {
+		name string
+		mod  func(*flashsale.Sale)
+		want string
+	}{
+		{"Passed", func(s *flashsale.Sale) { s.Nights = []flashsale.Night{{Date: day(e, -3), Stock: 5}} }, "has passed"},
+		{"Year2020", func(s *flashsale.Sale) { s.Nights = []flashsale.Night{{Date: "2020-12-24", Stock: 5}} }, "has passed"},
+		{"BeforeOpening", func(s *flashsale.Sale) {
+			s.StartsAt, s.EndsAt = e.clock.Now().AddDate(0, 0, 16), e.clock.Now().AddDate(0, 0, 17)
+			s.Nights = []flashsale.Night{{Date: day(e, 1), Stock: 5}, {Date: day(e, 2), Stock: 5}}
+		}, "is before the sale opens"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := &flashsale.Sale{Title: "Flash", Hotel: "Harbour View", RoomType: "Deluxe King",
+				Price: 39900, OriginalPrice: 69900, Currency: "CNY",
+				StartsAt: e.clock.Now().Add(-time.Minute), EndsAt: e.clock.Now().Add(time.Hour), PerUserLimit: 1, HoldSeconds: 30}
+			c.mod(s)
+			_, err := e.svc.CreateSale(ctx, s)
+			wantInvalid(t, "CreateSale", err, c.want)
+		})
+	}
+	if sales, err := e.store.ListSales(ctx, flashsale.SaleQuery{Limit: 10}); err != nil || len(sales) != 0 {
+		t.Fatalf("stored %d sales (%v) from refused creations", len(sales), err)
+	}
+}
+
+// TestEditPassedNights: an upcoming sale's nights cannot be edited into the
+// past or before its opening, and the sale is left as it was.
+func TestEditPassedNights(t *testing.T) {
+	e := mustOpen(t)
+	ctx := context.Background()
+	s := e.sale(t, func(s *flashsale.Sale) {
+		s.StartsAt, s.EndsAt = e.clock.Now().Add(time.Hour), e.clock.Now().Add(2*time.Hour)
+		s.Nights = []flashsale.Night{{Date: day(e, 21), Stock: 5}}
+	})
+	_, err := e.svc.UpdateSale(ctx, s.ID, flashsale.SalePatch{Nights: []flashsale.Night{{Date: day(e, -2), Stock: 5}}})
+	wantInvalid(t, "UpdateSale(nights in the past)", err, "has passed")
+	later := e.clock.Now().AddDate(0, 0, 30)
+	_, err = e.svc.UpdateSale(ctx, s.ID, flashsale.SalePatch{StartsAt: &later, EndsAt: new(later.Add(time.Hour))})
+	wantInvalid(t, "UpdateSale(starts_at after the nights)", err, "is before the sale opens")
+	got, err := e.store.Sale(ctx, s.ID)
+	if err != nil || got.Nights[0].Date != day(e, 21) || !got.StartsAt.Equal(s.StartsAt) || got.Revision != s.Revision {
+		t.Fatalf("after refused edits: %+v, %v", got, err)
+	}
+}
+
+// TestCheckInPassed: a sale that runs for days keeps selling its later
+// nights as the first ones pass. A stay from a night that has passed is
+// refused, a purchase naming no check-in gets the first night not passed,
+// and the public view no longer offers the passed nights.
+func TestCheckInPassed(t *testing.T) {
+	e := mustOpen(t)
+	ctx := context.Background()
+	s := e.sale(t, func(s *flashsale.Sale) {
+		s.EndsAt = e.clock.Now().AddDate(0, 0, 10)
+		s.PerUserLimit = 5
+		s.Nights = nil
+		for d := range 6 {
+			s.Nights = append(s.Nights, flashsale.Night{Date: day(e, d), Stock: 5})
+		}
+	}, 0)
+	first := s.Nights[0].Date
+	e.clock.Advance(3 * 24 * time.Hour) // nights 0 and 1 have passed, everywhere on Earth
+	alice := flashsale.User{ID: "alice"}
+	_, err := e.buy(t, alice, flashsale.PurchaseRequest{SaleID: s.ID, CheckIn: first, Nights: 1})
+	wantInvalid(t, "Purchase from a passed night", err, "check_in "+first+" has passed")
+	o, err := e.buy(t, alice, flashsale.PurchaseRequest{SaleID: s.ID})
+	if err != nil || o.CheckIn != s.Nights[2].Date {
+		t.Fatalf("Purchase with no check_in = %+v, %v; want the first night not passed, %s", o, err, s.Nights[2].Date)
+	}
+	v, err := e.svc.PublicSale(ctx, s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(v.Nights) != 4 || v.Nights[0].Date != s.Nights[2].Date || v.Nights[0].Available != 4 {
+		t.Fatalf("public nights = %+v, want the 4 not passed, the first with 4 left", v.Nights)
+	}
+	e.nights(t, s.ID) // the books still balance
+}
