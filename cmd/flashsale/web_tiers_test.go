@@ -40,7 +40,7 @@ func TestBrowserPriceTiers(t *testing.T) {
 		chromedp.SetValue(chromedp.CSS("#nights"), "2"), chromedp.Evaluate[chromedp.Void](`document.getElementById('nights').dispatchEvent(new Event('change'))`),
 		chromedp.SetValue(chromedp.CSS("#rooms"), "2"), chromedp.Evaluate[chromedp.Void](`document.getElementById('rooms').dispatchEvent(new Event('change'))`))
 	pollJS(t, ctx, `document.getElementById('amount').dataset.amount === '139600'`, 2*time.Second)
-	if got := textOf(t, ctx, "#amount"); !strings.Contains(got, "CN¥1,396.00") || !strings.Contains(got, "2 × 2 × CN¥349.00") {
+	if got := textOf(t, ctx, "#amount"); !strings.Contains(got, "CN¥1,396.00") || !strings.Contains(got, "2 rooms × 2 nights × CN¥349.00") {
 		t.Errorf("amount line %q", got)
 	}
 	if got := attrOf(t, ctx, "#amount", "aria-live"); got != "polite" {

@@ -56,9 +56,10 @@ export function lineChart(series, { label, unit = '', width = 320, height = 90 }
 
 // stackBars draws one horizontal bar per row, split into parts
 // [{cls, value}] (each part's share of the row's total), with the row's
-// label on the left: the stock of each night as sold, held, available.
+// label on the left and its total on the right: the stock of each night
+// as sold, held, available.
 export function stackBars(rows, { label, width = 320, rowHeight = 18 } = {}) {
-  const padL = 84, gap = 6, w = width - padL;
+  const padL = 84, padR = 52, gap = 6, w = width - padL - padR;
   const height = Math.max(1, rows.length) * (rowHeight + gap);
   const total = Math.max(1, ...rows.map((r) => r.parts.reduce((a, p) => a + p.value, 0)));
   const root = svg('svg', { viewBox: `0 0 ${width} ${height}`, class: 'chart bars', role: 'img',
@@ -72,6 +73,10 @@ export function stackBars(rows, { label, width = 320, rowHeight = 18 } = {}) {
       if (pw > 0) root.append(svg('rect', { x: at.toFixed(1), y: top, width: pw.toFixed(1), height: rowHeight, class: 'bar ' + p.cls, 'data-part': p.name, 'data-value': p.value }));
       at += pw;
     }
+    // The row's figure after its bar: bars alone showed the proportions
+    // but not the numbers an operator acts on.
+    const sum = r.parts.reduce((a, p) => a + p.value, 0);
+    root.append(svg('text', { x: (at + 4).toFixed(1), y: top + rowHeight - 5, class: 'tick value', 'data-row': r.label }, String(sum)));
   });
   return root;
 }

@@ -192,8 +192,10 @@ function renderList() {
   const box = $('sales');
   if (!list.sales.length) { box.replaceChildren(el('p', { textContent: t('console.no_sales') })); return; }
   const focused = document.activeElement && document.activeElement.dataset.open;
+  // Each header sits over its column: text left, figures right (the
+  // headers were all right-aligned over left-aligned text).
   const head = el('tr', {}, ...['console.sale', 'console.status', 'console.left_sold', 'console.actions']
-    .map((k) => el('th', { scope: 'col', textContent: t(k) })));
+    .map((k) => el('th', { scope: 'col', className: k === 'console.left_sold' ? 'num' : '', textContent: t(k) })));
   const rows = list.sales.map((s) => {
     const st = statusOf(s);
     const btn = el('button', { type: 'button', textContent: t('console.open'), data: { open: s.id },
@@ -203,7 +205,7 @@ function renderList() {
       el('th', { scope: 'row' }, el('span', { textContent: s.title }), s.test ? testBadge() : '', el('br'),
         el('small', { textContent: `${s.hotel} · ${s.room_type} · ${when(s.starts_at)} – ${when(s.ends_at)}` })),
       el('td', {}, el('span', { className: 'pill ' + st, textContent: t('status.' + st) })),
-      el('td', { textContent: total(s, 'available') + ' / ' + (s.nights && s.nights[0] && 'sold' in s.nights[0] ? total(s, 'sold') : '–') }),
+      el('td', { className: 'num', textContent: total(s, 'available') + ' / ' + (s.nights && s.nights[0] && 'sold' in s.nights[0] ? total(s, 'sold') : '–') }),
       el('td', {}, btn));
   });
   box.replaceChildren(el('table', { className: 'list' }, el('thead', {}, head), el('tbody', {}, ...rows)));
@@ -461,12 +463,12 @@ function renderDetail() {
   const sum = { stock: 0, available: 0, held: 0, sold: 0 };
   const rows = v.nights.map((n) => {
     for (const k in sum) sum[k] += n[k];
-    return el('tr', {}, el('th', { scope: 'row', textContent: n.date }), ...['stock', 'available', 'held', 'sold'].map((k) => el('td', { textContent: String(n[k]) })));
+    return el('tr', {}, el('th', { scope: 'row', textContent: n.date }), ...['stock', 'available', 'held', 'sold'].map((k) => el('td', { className: 'num', textContent: String(n[k]) })));
   });
-  rows.push(el('tr', { className: 'total' }, el('th', { scope: 'row', textContent: 'Σ' }), ...['stock', 'available', 'held', 'sold'].map((k) => el('td', { textContent: String(sum[k]) }))));
+  rows.push(el('tr', { className: 'total' }, el('th', { scope: 'row', textContent: 'Σ' }), ...['stock', 'available', 'held', 'sold'].map((k) => el('td', { className: 'num', textContent: String(sum[k]) }))));
   $('d-nights').replaceChildren(
     el('caption', { textContent: t('console.nights_caption') }),
-    el('thead', {}, el('tr', {}, ...['console.date', 'console.stock', 'console.available', 'console.held', 'console.sold'].map((k) => el('th', { scope: 'col', textContent: t(k) })))),
+    el('thead', {}, el('tr', {}, ...['console.date', 'console.stock', 'console.available', 'console.held', 'console.sold'].map((k, i) => el('th', { scope: 'col', className: i ? 'num' : '', textContent: t(k) })))),
     el('tbody', {}, ...rows));
 
   $('c-stock').replaceChildren(stackBars(v.nights.map((n) => ({ label: n.date, parts: [
@@ -602,12 +604,12 @@ function renderChanges() {
   const d = detail;
   if (!d || !$('d-changes')) return;
   const head = el('thead', {}, el('tr', {}, ...['console.when', 'console.kind', 'console.revision_col', 'console.detail']
-    .map((k) => el('th', { scope: 'col', textContent: t(k) }))));
+    .map((k) => el('th', { scope: 'col', className: k === 'console.revision_col' ? 'num' : '', textContent: t(k) }))));
   const cs = d.changes || [];
   const rows = cs.map((c) => el('tr', { data: { kind: c.kind, revision: String(c.revision) } },
     el('td', {}, el('time', { dateTime: c.at, textContent: when(c.at) })),
     el('td', { textContent: t('change.' + c.kind) }),
-    el('td', { textContent: String(c.revision) }),
+    el('td', { className: 'num', textContent: String(c.revision) }),
     el('td', { textContent: c.detail })));
   if (!rows.length) rows.push(el('tr', {}, el('td', { colSpan: 4, textContent: d.changes ? t('console.no_changes') : (d.changesError || t('loading')) })));
   $('d-changes').replaceChildren(el('caption', { textContent: t('console.changes_caption') }), head, el('tbody', {}, ...rows));
@@ -646,14 +648,18 @@ function renderOrders() {
   const o = d.orders;
   $('o-more').hidden = !o.next;
   const head = el('thead', {}, el('tr', {}, ...['console.order', 'console.guest', 'console.status', 'console.stay', 'console.amount', 'console.hold_until']
-    .map((k) => el('th', { scope: 'col', textContent: t(k) }))));
+    .map((k) => el('th', { scope: 'col', className: k === 'console.amount' ? 'num' : '', textContent: t(k) }))));
+  // Each cell carries its column's name: on a phone the rows stack into
+  // cards that label their fields (style.css), instead of a table wider
+  // than the screen.
+  const label = (k) => ({ label: t(k) });
   const rows = o.list.map((x) => el('tr', { data: { order: x.order_id, status: x.status } },
-    el('td', {}, el('code', { textContent: x.order_id })),
-    el('td', { textContent: x.user_id }),
-    el('td', { textContent: t('order.' + x.status) + (x.failure_reason ? ` (${x.failure_reason})` : '') }),
-    el('td', { textContent: t('console.stay_of', { date: x.check_in, nights: x.nights, rooms: x.rooms }) }),
-    el('td', { textContent: money(x.amount, x.currency) }),
-    el('td', { textContent: x.status === 'paid' ? (x.payment_ref || '') : (x.status === 'held' ? when(x.hold_expires_at) : '–') })));
+    el('td', { data: label('console.order') }, el('code', { textContent: x.order_id })),
+    el('td', { data: label('console.guest'), textContent: x.user_id }),
+    el('td', { data: label('console.status'), textContent: t('order.' + x.status) + (x.failure_reason ? ` (${x.failure_reason})` : '') }),
+    el('td', { data: label('console.stay'), textContent: t('console.stay_of', { date: x.check_in, nights: x.nights, rooms: x.rooms }) }),
+    el('td', { data: label('console.amount'), className: 'num', textContent: money(x.amount, x.currency) }),
+    el('td', { data: label('console.hold_until'), textContent: x.status === 'paid' ? (x.payment_ref || '') : (x.status === 'held' ? when(x.hold_expires_at) : '–') })));
   if (!rows.length) rows.push(el('tr', {}, el('td', { colSpan: 6, textContent: o.loaded ? t('console.no_orders') : t('loading') })));
   $('d-orders').replaceChildren(el('caption', { textContent: t('console.orders_caption') }), head, el('tbody', {}, ...rows));
 }

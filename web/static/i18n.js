@@ -7,10 +7,13 @@ const dict = {
     checkin: 'Check-in', nights: 'Nights', rooms_left: 'Rooms left', buy: 'Buy', cancel: 'Cancel the hold',
     'list.title': 'Flash sales', 'list.none': 'No sale is open or coming up.', 'list.open': 'On sale now',
     'list.upcoming': 'Starts {when}', 'list.sold_out': 'Sold out', 'list.failed': 'Could not load the sales.',
+    'list.stay': 'Stays {from} – {to}',
     starts_in: 'Starts in {t}', ends_in: 'Ends in {t}', ended: 'This sale has ended.', days: '{n} d {t}',
     night_left: '{date}: {n} left',
     rooms: 'Rooms', tiers: 'Buy more, pay less', tier: '{n}+ rooms: {price} per night',
-    amount: 'Total {amount}: {rooms} × {nights} × {unit}',
+    amount: 'Total {amount}: {rooms} × {nights} × {unit} a night',
+    'rooms_n.one': '{n} room', 'rooms_n.other': '{n} rooms', 'nights_n.one': '{n} night', 'nights_n.other': '{n} nights',
+    'state.order': 'Order {id} · {date}, {nights}, {rooms} · {amount}',
     'state.waiting': 'The sale has not started yet.',
     'state.ready': 'On sale now.',
     'state.signing_in': 'Signing in…',
@@ -124,10 +127,13 @@ const dict = {
     checkin: '入住日期', nights: '晚数', rooms_left: '剩余房间', buy: '立即抢购', cancel: '取消预留',
     'list.title': '限时特卖', 'list.none': '暂无进行中或即将开始的特卖。', 'list.open': '正在抢购',
     'list.upcoming': '{when} 开始', 'list.sold_out': '已售罄', 'list.failed': '无法加载特卖列表。',
+    'list.stay': '入住 {from} – 离店 {to}',
     starts_in: '距开始 {t}', ends_in: '距结束 {t}', ended: '本场特卖已结束。', days: '{n} 天 {t}',
     night_left: '{date}：剩 {n} 间',
     rooms: '房间数', tiers: '多订更优惠', tier: '{n} 间起：每晚 {price}',
-    amount: '合计 {amount}：{rooms} 间 × {nights} 晚 × {unit}',
+    amount: '合计 {amount}：{rooms} × {nights} × 每晚 {unit}',
+    'rooms_n.one': '{n} 间', 'rooms_n.other': '{n} 间', 'nights_n.one': '{n} 晚', 'nights_n.other': '{n} 晚',
+    'state.order': '订单 {id} · {date}，{nights}，{rooms} · {amount}',
     'state.waiting': '特卖尚未开始。',
     'state.ready': '正在抢购。',
     'state.signing_in': '登录中…',
@@ -250,6 +256,13 @@ export let lang = dict[stored()] ? stored() : (dict[document.documentElement.lan
 export function t(key, vars = {}) {
   const s = (dict[lang] && dict[lang][key]) || dict.en[key] || key;
   return s.replace(/\{(\w+)\}/g, (_, k) => (k in vars ? String(vars[k]) : ''));
+}
+
+// count is n with its noun, in the plural form the language takes for n
+// (key.one, key.other, as Intl.PluralRules names them).
+export function count(key, n) {
+  const form = `${key}.${new Intl.PluralRules(lang).select(n)}`;
+  return t((dict[lang] && dict[lang][form]) || dict.en[form] ? form : `${key}.other`, { n });
 }
 
 // apply fills every [data-i18n] element and labels the switch.

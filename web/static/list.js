@@ -30,7 +30,19 @@ function render() {
     when.className = 'when';
     when.textContent = s.status === 'upcoming' ? t('list.upcoming', { when: fmt.format(Date.parse(s.starts_at)) })
       : s.status === 'sold_out' ? t('list.sold_out') : s.status === 'paused' ? t('status.paused') : t('list.open');
-    a.append(h, p, price, when);
+    // The stay on sale, first night to check-out day: a card without it
+    // made a guest open every sale to learn its dates.
+    const stay = document.createElement('p');
+    stay.className = 'stay-dates';
+    const nights = s.nights || [];
+    if (nights.length) {
+      const day = new Intl.DateTimeFormat(lang, { weekday: 'short', month: 'short', day: 'numeric', timeZone: 'UTC' });
+      const first = Date.parse(nights[0].date + 'T00:00:00Z');
+      const out = Date.parse(nights[nights.length - 1].date + 'T00:00:00Z') + 86400000;
+      stay.textContent = t('list.stay', { from: day.format(first), to: day.format(out) });
+      stay.dataset.from = nights[0].date;
+    }
+    a.append(h, p, stay, price, when);
     li.append(a);
     return li;
   }));

@@ -2,7 +2,7 @@
 // rooms left over Server-Sent Events (polling with backoff when those
 // fail), counts down by the server's clock, and buys: challenge (solved in
 // a Web Worker) -> token -> purchase -> the order until it is final.
-import { t, setupSwitch, money, clock, lang } from './i18n.js';
+import { t, count, setupSwitch, money, clock, lang } from './i18n.js';
 import { call, errorCode, errorMessage, ServerClock, sleep } from './api.js';
 
 const id = decodeURIComponent(location.pathname.split('/')[2] || '');
@@ -119,11 +119,22 @@ function stayLeft() {
   return left === Infinity ? 0 : left;
 }
 
+// day formats a night's date ("Thu, Dec 24"), one way for the check-in
+// menu, the rooms left and the order: the list once spoke ISO dates while
+// the menu beside it said "Thu, Dec 24".
+let dayFmt = null, dayLang = '';
+function day(date) {
+  if (dayLang !== lang) {
+    dayFmt = new Intl.DateTimeFormat(lang, { weekday: 'short', month: 'short', day: 'numeric', timeZone: 'UTC' });
+    dayLang = lang;
+  }
+  return dayFmt.format(dayOf(date));
+}
+
 function fillStay() {
   const ci = $('checkin'), nn = $('nights');
-  const fmt = new Intl.DateTimeFormat(lang, { weekday: 'short', month: 'short', day: 'numeric', timeZone: 'UTC' });
   const keep = ci.value;
-  ci.replaceChildren(...rooms.map((r) => new Option(fmt.format(dayOf(r.date)), r.date)));
+  ci.replaceChildren(...rooms.map((r) => new Option(day(r.date), r.date)));
   if (keep && rooms.some((r) => r.date === keep)) ci.value = keep;
   const start = rooms.findIndex((r) => r.date === ci.value);
   let max = 0;
@@ -381,7 +392,8 @@ function render() {
   const s = stay();
   const unit = unitPrice(s.rooms);
   const total = unit * s.rooms * s.nights;
-  const amount = t('amount', { amount: money(total, sale.currency), rooms: s.rooms, nights: s.nights, unit: money(unit, sale.currency) });
+  const amount = t('amount', { amount: money(total, sale.currency), rooms: count('rooms_n', s.rooms),
+    nights: count('nights_n', s.nights), unit: money(unit, sale.currency) });
   if ($('amount').textContent !== amount) $('amount').textContent = amount; // aria-live: only a change is read out
   $('amount').dataset.amount = String(total);
   const left = stayLeft();
@@ -389,9 +401,16 @@ function render() {
   $('left').dataset.left = String(left);
   $('per-night').replaceChildren(...rooms.map((r) => {
     const li = document.createElement('li');
-    li.textContent = t('night_left', { date: r.date, n: r.available });
+    li.dataset.date = r.date;
+    li.textContent = t('night_left', { date: day(r.date), n: r.available });
     return li;
   }));
+  // Nothing left to choose once the whole sale is sold out or over: the
+  // menus and the total step back (a stay sold out while other nights
+  // have rooms keeps them, to pick another night).
+  const closed = saleStatus === 'sold_out' || saleStatus === 'ended' || now >= Date.parse(sale.ends_at);
+  for (const k of ['checkin', 'nights', 'rooms']) $(k).disabled = closed;
+  $('amount').classList.toggle('inactive', closed);
   const starts = Date.parse(sale.starts_at), ends = Date.parse(sale.ends_at);
   const cd = $('countdown');
   if (now < starts) cd.textContent = t('starts_in', { t: clock(starts - now) });
@@ -401,7 +420,7 @@ function render() {
 
   const [st, v] = current(now);
   const el = $('state');
-  if (el.dataset.state !== st) tellParent({ type: 'flashsale.state', sale_id: id, state: st, order_id: order ? order.id : undefined });
+  if (el.dataset.state !== st) tellParent({ type: 'flashsale.state', sale_id: id, state: st, order_id: order ? order.order_id : undefined });
   if (el.dataset.state !== st || el.dataset.text !== JSON.stringify(v) || el.dataset.lang !== lang) {
     el.textContent = st === 'loading' ? t('loading') : t('state.' + st, v);
     el.dataset.state = st;
@@ -417,7 +436,10 @@ function render() {
     $('pay').hidden = !demo;
     $('pay').disabled = paying;
   } else {
-    hold.textContent = '';
+    // A paid order says which one and what it bought: the guest's receipt
+    // until the platform's arrives.
+    hold.textContent = order && order.status === 'paid' ? t('state.order', { id: order.order_id, date: day(order.check_in),
+      nights: count('nights_n', order.nights), rooms: count('rooms_n', order.rooms), amount: money(order.amount, order.currency) }) : '';
     $('cancel').hidden = true;
     $('pay').hidden = true;
   }
