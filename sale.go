@@ -422,12 +422,11 @@ func EarliestNight(t time.Time) string { return t.UTC().Add(-dateSlack).Format(D
 // wrong year does that). Validate cannot, since it knows no clock; the
 // funnel checks this on create, and on an edit of the nights or starts_at.
 func (s *Sale) CheckNights(now time.Time) error {
-	passed, opens := EarliestNight(now), EarliestNight(s.StartsAt)
 	for i, n := range s.Nights {
 		switch {
-		case n.Date < passed:
+		case Passed(n.Date, now):
 			return Errorf(EInvalid, "nights[%d].date %s has passed", i, n.Date)
-		case n.Date < opens:
+		case Passed(n.Date, s.StartsAt):
 			return Errorf(EInvalid, "nights[%d].date %s is before the sale opens (starts_at %s): no guest could stay it",
 				i, n.Date, s.StartsAt.UTC().Format(time.RFC3339))
 		}

@@ -523,10 +523,9 @@ func (s *Service) publicView(ctx context.Context, sale *flashsale.Sale) (*flashs
 	// is this list, and a sale that runs for days sells on its later
 	// nights.
 	now := s.now()
-	earliest := flashsale.EarliestNight(now)
 	nights := make([]flashsale.NightStock, 0, len(sale.Nights))
 	for i, n := range sale.Nights {
-		if n.Date < earliest {
+		if flashsale.Passed(n.Date, now) {
 			continue
 		}
 		ns := flashsale.NightStock{Date: n.Date, Stock: n.Stock}

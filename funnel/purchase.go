@@ -46,8 +46,9 @@ func (s *Service) purchase(ctx context.Context, u flashsale.User, req flashsale.
 	if err != nil {
 		return nil, err
 	}
+	now := s.now()
 	if req.CheckIn == "" {
-		req.CheckIn = firstNight(sale, s.now())
+		req.CheckIn = firstNight(sale, now)
 	}
 	if req.Nights == 0 {
 		req.Nights = 1
@@ -62,7 +63,7 @@ func (s *Service) purchase(ctx context.Context, u flashsale.User, req flashsale.
 	if err != nil {
 		return nil, err
 	}
-	if err := flashsale.CheckCheckIn(req.CheckIn, s.now()); err != nil {
+	if err := flashsale.CheckCheckIn(req.CheckIn, now); err != nil {
 		return nil, err
 	}
 	// The breaker's db mode sells from the database (mode.go).
@@ -101,7 +102,7 @@ func (s *Service) purchase(ctx context.Context, u flashsale.User, req flashsale.
 			return o, err
 		}
 	}
-	now := s.now()
+	now = s.now() // after the replay's I/O
 	if err := sale.Open(now); err != nil {
 		return nil, err
 	}
