@@ -150,19 +150,3 @@ func TestBenchCompareTargets(t *testing.T) {
 		t.Errorf("want the oversold row to say 30 (40 held for 10 rooms) and skipped twice:\n%s", out.String())
 	}
 }
-
-// TestBenchComparePaths: without the services' URLs the distributed
-// paths are skipped, and said to be, before anything starts. (The flags
-// --compare refuses are in TestBenchFlags' table.)
-func TestBenchComparePaths(t *testing.T) {
-	f := benchFlags{self: true, compare: true, paths: "embedded,distributed,dbmode", databaseURL: "sqlite://x.db", redisURL: "redis://r"}
-	specs, err := f.comparePaths()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, sp := range specs {
-		if (sp.skip == "") != (sp.name == bench.PathEmbedded) || sp.skip != "" && !strings.Contains(sp.skip, "--database-url (MySQL or PostgreSQL)") {
-			t.Errorf("%s: skip %q", sp.name, sp.skip)
-		}
-	}
-}

@@ -23,6 +23,7 @@ import (
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/amqp"
 	"github.com/flashsale/flashsale/bench"
+	"github.com/flashsale/flashsale/internal/app"
 	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/flashsale/flashsale/redis"
 )
@@ -106,7 +107,7 @@ func BenchmarkDistributed(b *testing.B) {
 	b.Run("engine_accepted", func(b *testing.B) {
 		e, sale, _ := distEngine(b, redisURL)
 		b.ResetTimer()
-		rps, lat := distClosedLoop(b, b.N*distScriptRound, 202, distPart(reservePart(e, sale, "a")))
+		rps, lat := distClosedLoop(b, b.N*distScriptRound, 202, distPart(bench.ReservePart(e, sale, "a")))
 		b.StopTimer()
 		distReportLoop(b, rps, lat, scriptRPS)
 	})
@@ -136,7 +137,7 @@ func BenchmarkDistributed(b *testing.B) {
 	b.Run("broker_confirm", func(b *testing.B) {
 		ps := distPublishers(b, distInstances)
 		b.ResetTimer()
-		rps, lat := distClosedLoop(b, b.N*distAcceptedRound, 202, distPart(publishPart("a", ps...)))
+		rps, lat := distClosedLoop(b, b.N*distAcceptedRound, 202, distPart(bench.PublishPart("a", ps...)))
 		b.StopTimer()
 		distReportLoop(b, rps, lat, scriptRPS)
 	})
@@ -218,7 +219,7 @@ func BenchmarkDistributed(b *testing.B) {
 	bc.stop(b)
 	wc := startDistCluster(b, bin, distInstances, testenv.MySQLDatabase(b), rate)
 	b.Run("write_rate", func(b *testing.B) {
-		store, err := openStore(ctx, Config{DatabaseURL: wc.dbURL}, slog.New(slog.DiscardHandler))
+		store, err := app.OpenStore(ctx, app.Config{DatabaseURL: wc.dbURL}, slog.New(slog.DiscardHandler))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -460,7 +461,7 @@ func distEngine(b *testing.B, redisURL string) (*redis.Engine, *flashsale.Sale, 
 	b.Helper()
 	prefix := testenv.Name("fs-bs-") + ":"
 	b.Cleanup(func() { testenv.DeleteKeys(redisURL, prefix) })
-	e, sale, err := openPartEngine(context.Background(), redisURL, prefix)
+	e, sale, err := bench.OpenPartEngine(context.Background(), redisURL, prefix)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -5,11 +5,9 @@ import (
 	"errors"
 	"io"
 	"math"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
@@ -78,7 +76,7 @@ func TestBenchParts(t *testing.T) {
 		}
 	}
 
-	name := "flashsale-bench-" + runID() + "-parts-r0"
+	name := "flashsale-bench-" + bench.RunID() + "-parts-r0"
 	if n := countKeys(t, redisURL, name+":"); n != 0 {
 		t.Errorf("%d Redis keys %s:* left behind", n, name)
 	}
@@ -116,24 +114,5 @@ func TestBenchPartsFlags(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("bench %q: %v, want an error saying %q", tt.args, err, tt.want)
 		}
-	}
-}
-
-// TestWaitHTTPExited: a child that exits before it answers is reported at
-// once as errExited, not after waitHTTP's 30 s.
-func TestWaitHTTPExited(t *testing.T) {
-	c, err := startChild(exec.Command("sh", "-c", "exit 3"), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.stop()
-	addr, err := freePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	err = waitHTTP(t.Context(), "http://"+addr+"/", 409, c.done)
-	if !errors.Is(err, errExited) || time.Since(start) > 10*time.Second {
-		t.Fatalf("waitHTTP on an exited child: %v after %v, want errExited at once", err, time.Since(start))
 	}
 }

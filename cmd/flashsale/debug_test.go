@@ -3,13 +3,15 @@ package main
 import (
 	"net/http"
 	"testing"
+
+	"github.com/flashsale/flashsale/internal/app"
 )
 
 // TestDebugListener: pprof answers on its own listener when asked for, and
 // never on the public port.
 func TestDebugListener(t *testing.T) {
-	m, cl := MustRunMain(t, func(c *Config) { c.DebugAddr = "127.0.0.1:0" })
-	resp, err := http.Get("http://" + m.debugAddr + "/debug/pprof/goroutine?debug=1")
+	m, cl := MustRunMain(t, func(c *app.Config) { c.DebugAddr = "127.0.0.1:0" })
+	resp, err := http.Get("http://" + m.DebugAddr() + "/debug/pprof/goroutine?debug=1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -21,7 +23,7 @@ func TestDebugListener(t *testing.T) {
 		t.Fatalf("pprof on the public port: %d, want 404", status)
 	}
 	m2, _ := MustRunMain(t, nil)
-	if m2.debugAddr != "" {
-		t.Fatalf("debug listener on without FLASHSALE_DEBUG_ADDR: %s", m2.debugAddr)
+	if m2.DebugAddr() != "" {
+		t.Fatalf("debug listener on without FLASHSALE_DEBUG_ADDR: %s", m2.DebugAddr())
 	}
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/bench"
+	"github.com/flashsale/flashsale/internal/app"
 	"github.com/flashsale/flashsale/internal/testenv"
 )
 
@@ -324,7 +325,7 @@ func checkBooks(t *testing.T, c *cluster, saleID string, stock int, accepted map
 func checkBooksDead(t *testing.T, c *cluster, saleID string, stock int, accepted map[string]string, exact bool, dead int) {
 	t.Helper()
 	ctx := context.Background()
-	store, err := openStore(ctx, Config{DatabaseURL: c.dbURL}, slog.New(slog.DiscardHandler))
+	store, err := app.OpenStore(ctx, app.Config{DatabaseURL: c.dbURL}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/amqp"
+	"github.com/flashsale/flashsale/internal/app"
 	"github.com/flashsale/flashsale/internal/faultproxy"
 	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/flashsale/flashsale/mysql"
@@ -465,7 +466,7 @@ func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool
 // never through a proxy, closed when the test ends.
 func ownStore(t *testing.T, c *cluster) flashsale.Store {
 	t.Helper()
-	store, err := openStore(context.Background(), Config{DatabaseURL: c.dbURL, StartTimeout: time.Minute}, slog.New(slog.DiscardHandler))
+	store, err := app.OpenStore(context.Background(), app.Config{DatabaseURL: c.dbURL, StartTimeout: time.Minute}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

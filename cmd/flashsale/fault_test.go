@@ -15,6 +15,7 @@ import (
 
 	xrate "golang.org/x/time/rate"
 
+	"github.com/flashsale/flashsale/internal/app"
 	"github.com/flashsale/flashsale/internal/faultproxy"
 	"github.com/flashsale/flashsale/internal/testenv"
 )
@@ -290,14 +291,14 @@ func TestFaultSilentStart(t *testing.T) {
 	redisURL := testenv.URL(t, testenv.Redis)
 	for _, tc := range []struct {
 		name, want string
-		silence    func(cfg *Config)
+		silence    func(cfg *app.Config)
 	}{
-		{"Database", "open database", func(cfg *Config) {
+		{"Database", "open database", func(cfg *app.Config) {
 			p, u := proxied(t, dbURL)
 			p.Blackhole(true)
 			cfg.DatabaseURL = u
 		}},
-		{"Redis", "open redis", func(cfg *Config) {
+		{"Redis", "open redis", func(cfg *app.Config) {
 			p, u := proxied(t, redisURL)
 			p.Blackhole(true)
 			cfg.DatabaseURL, cfg.RedisURL = dbURL, u
@@ -305,7 +306,7 @@ func TestFaultSilentStart(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := parseConfig(nil, nil, func(string) string { return "" })
+			cfg, err := app.ParseConfig(nil, nil, func(string) string { return "" })
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -313,7 +314,7 @@ func TestFaultSilentStart(t *testing.T) {
 			cfg.AdminToken, cfg.JWTSecret = testAdminToken, testJWTSecret
 			cfg.StartTimeout = 2 * time.Second
 			tc.silence(&cfg)
-			m := NewMain(cfg, slog.New(slog.DiscardHandler), io.Discard)
+			m := app.NewMain(cfg, slog.New(slog.DiscardHandler), io.Discard)
 			done := make(chan error, 1)
 			go func() { done <- m.Open(context.Background()) }()
 			select {
@@ -468,7 +469,7 @@ func (p *probe) check(t *testing.T, res *faultResult) {
 // countOrders is the number of order rows of a sale in the database.
 func countOrders(t *testing.T, c *cluster, saleID string) int {
 	t.Helper()
-	store, err := openStore(context.Background(), Config{DatabaseURL: c.dbURL, StartTimeout: time.Minute}, slog.New(slog.DiscardHandler))
+	store, err := app.OpenStore(context.Background(), app.Config{DatabaseURL: c.dbURL, StartTimeout: time.Minute}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

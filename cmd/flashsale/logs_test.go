@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -55,28 +53,5 @@ func TestLogsRequestID(t *testing.T) {
 			t.Fatalf("order %s: lines with request_id %s found: %v", o.OrderID, reqID, want)
 		}
 		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// TestLogFormat checks FLASHSALE_LOG_FORMAT takes text or json and names
-// itself when given anything else.
-func TestLogFormat(t *testing.T) {
-	env := func(kv map[string]string) func(string) string { return func(k string) string { return kv[k] } }
-	for _, v := range []string{"text", "json"} {
-		c, err := parseConfig(nil, nil, env(map[string]string{"FLASHSALE_LOG_FORMAT": v}))
-		if err != nil || c.LogFormat != v {
-			t.Fatalf("%s: format %q, err %v", v, c.LogFormat, err)
-		}
-	}
-	for _, v := range []string{"xml", "JSON", " json"} {
-		_, err := parseConfig(nil, nil, env(map[string]string{"FLASHSALE_LOG_FORMAT": v}))
-		if err == nil || !strings.Contains(err.Error(), "FLASHSALE_LOG_FORMAT") {
-			t.Fatalf("%q: err %v, want one naming FLASHSALE_LOG_FORMAT", v, err)
-		}
-	}
-	var buf bytes.Buffer
-	newLogger(Config{LogFormat: "json"}, &buf).Info("x", "k", 1)
-	if !json.Valid(buf.Bytes()) {
-		t.Fatalf("json logger wrote %q", buf.String())
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale/bench"
+	"github.com/flashsale/flashsale/internal/app"
 	"github.com/flashsale/flashsale/internal/testenv"
 )
 
@@ -23,9 +24,9 @@ const (
 
 // MustRunMain runs the real program in-process on a free port with a fresh
 // data dir, closing it when the test ends.
-func MustRunMain(tb testing.TB, mod func(*Config)) (*Main, *client) {
+func MustRunMain(tb testing.TB, mod func(*app.Config)) (*app.Main, *client) {
 	tb.Helper()
-	cfg, err := parseConfig(nil, nil, func(string) string { return "" })
+	cfg, err := app.ParseConfig(nil, nil, func(string) string { return "" })
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -37,7 +38,7 @@ func MustRunMain(tb testing.TB, mod func(*Config)) (*Main, *client) {
 		mod(&cfg)
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	m := NewMain(cfg, logger, io.Discard)
+	m := app.NewMain(cfg, logger, io.Discard)
 	if err := m.Open(tb.Context()); err != nil {
 		m.Close()
 		tb.Fatal(err)
@@ -227,7 +228,7 @@ func saleJSON(stock []int, limit int, token bool) map[string]any {
 
 func TestDemo(t *testing.T) {
 	ctx := t.Context()
-	_, c := MustRunMain(t, func(c *Config) { c.Demo = true })
+	_, c := MustRunMain(t, func(c *app.Config) { c.Demo = true })
 	var list struct {
 		Sales []struct {
 			ID     string `json:"id"`
@@ -323,7 +324,7 @@ func TestStorm(t *testing.T) {
 	if n.Held != 100 || n.Sold != 0 || n.Available != 0 {
 		t.Fatalf("night = %+v, want held 100, available 0", n)
 	}
-	snap, err := m.store.Snapshot(ctx, id)
+	snap, err := m.Store().Snapshot(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}

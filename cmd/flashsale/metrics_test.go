@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashsale/flashsale/internal/app"
 	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/flashsale/flashsale/metrics/metricstest"
 )
@@ -114,11 +115,11 @@ func checkFunnel(t *testing.T, f metricstest.Families, saleID string, seen map[s
 // TestMetricsAddr: with FLASHSALE_METRICS_ADDR, /metrics is served there
 // and not on the public port.
 func TestMetricsAddr(t *testing.T) {
-	m, c := MustRunMain(t, func(cfg *Config) { cfg.MetricsAddr = "127.0.0.1:0" })
-	if m.metricsAddr == "" {
+	m, c := MustRunMain(t, func(cfg *app.Config) { cfg.MetricsAddr = "127.0.0.1:0" })
+	if m.MetricsAddr() == "" {
 		t.Fatal("no metrics listener")
 	}
-	f := metricstest.Scrape(t, "http://"+m.metricsAddr+"/metrics")
+	f := metricstest.Scrape(t, "http://"+m.MetricsAddr()+"/metrics")
 	if _, ok := f["flashsale_purchases_total"]; !ok {
 		t.Error("flashsale_purchases_total missing on the metrics listener")
 	}
@@ -137,7 +138,7 @@ func TestMetricsDistributed(t *testing.T) {
 		t.Skip("storm skipped in -short")
 	}
 	prefix, queue := testenv.Name("fs-m-")+":", testenv.Name("fs-mq-")
-	m, c := MustRunMain(t, func(cfg *Config) {
+	m, c := MustRunMain(t, func(cfg *app.Config) {
 		cfg.DatabaseURL = testenv.MySQLDatabase(t)
 		cfg.RedisURL, cfg.RedisPrefix = testenv.URL(t, testenv.Redis), prefix
 		cfg.AMQPURL, cfg.QueueName = testenv.URL(t, testenv.AMQP), queue

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashsale/flashsale/internal/app"
 	"github.com/flashsale/flashsale/internal/faultproxy"
 	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/oklog/ulid/v2"
@@ -22,7 +23,7 @@ import (
 func TestUnknownSalesAtTheDatabase(t *testing.T) {
 	proxy := faultproxy.Start(t, "127.0.0.1:3306")
 	dbURL := proxy.URL(testenv.MySQLDatabase(t))
-	_, cl := MustRunMain(t, func(c *Config) { c.DatabaseURL = dbURL })
+	_, cl := MustRunMain(t, func(c *app.Config) { c.DatabaseURL = dbURL })
 	ids := make([][]byte, 10)
 	for i := range ids {
 		ids[i] = []byte(ulid.Make().String())

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashsale/flashsale/internal/app"
 	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/flashsale/flashsale/mysql"
 	"github.com/flashsale/flashsale/postgres"
@@ -41,11 +42,11 @@ func (c *client) waitReadyz(t *testing.T, what string, ok func(int, readiness) b
 func TestReadyStates(t *testing.T) {
 	type shape struct {
 		name string
-		mod  func(t *testing.T, cfg *Config)
+		mod  func(t *testing.T, cfg *app.Config)
 		// exec runs a statement on the instance's database.
-		exec func(t *testing.T, cfg Config, stmt string)
+		exec func(t *testing.T, cfg app.Config, stmt string)
 	}
-	sqliteExec := func(t *testing.T, cfg Config, stmt string) {
+	sqliteExec := func(t *testing.T, cfg app.Config, stmt string) {
 		db, err := sql.Open("sqlite", filepath.Join(cfg.DataDir, "flashsale.db")+"?_pragma=busy_timeout(5000)")
 		if err != nil {
 			t.Fatal(err)
@@ -55,8 +56,8 @@ func TestReadyStates(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	distributed := func(db func(testing.TB) string) func(t *testing.T, cfg *Config) {
-		return func(t *testing.T, cfg *Config) {
+	distributed := func(db func(testing.TB) string) func(t *testing.T, cfg *app.Config) {
+		return func(t *testing.T, cfg *app.Config) {
 			cfg.DatabaseURL = db(t)
 			cfg.RedisURL = testenv.URL(t, testenv.Redis)
 			cfg.RedisPrefix = testenv.Name("fs-ready-") + ":"
@@ -70,7 +71,7 @@ func TestReadyStates(t *testing.T) {
 	}
 	shapes := []shape{
 		{"embedded", nil, sqliteExec},
-		{"mysql", distributed(testenv.MySQLDatabase), func(t *testing.T, cfg Config, stmt string) {
+		{"mysql", distributed(testenv.MySQLDatabase), func(t *testing.T, cfg app.Config, stmt string) {
 			s, err := mysql.Open(context.Background(), cfg.DatabaseURL, slog.New(slog.DiscardHandler))
 			if err != nil {
 				t.Fatal(err)
@@ -80,7 +81,7 @@ func TestReadyStates(t *testing.T) {
 				t.Fatal(err)
 			}
 		}},
-		{"postgres", distributed(testenv.PostgresDatabase), func(t *testing.T, cfg Config, stmt string) {
+		{"postgres", distributed(testenv.PostgresDatabase), func(t *testing.T, cfg app.Config, stmt string) {
 			s, err := postgres.Open(context.Background(), cfg.DatabaseURL, slog.New(slog.DiscardHandler))
 			if err != nil {
 				t.Fatal(err)
@@ -93,7 +94,7 @@ func TestReadyStates(t *testing.T) {
 	}
 	for _, sh := range shapes {
 		t.Run(sh.name, func(t *testing.T) {
-			m, cl := MustRunMain(t, func(cfg *Config) {
+			m, cl := MustRunMain(t, func(cfg *app.Config) {
 				if sh.mod != nil {
 					sh.mod(t, cfg)
 				}

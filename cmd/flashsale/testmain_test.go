@@ -5,6 +5,8 @@ import (
 	"io"
 	"os"
 	"testing"
+
+	"github.com/flashsale/flashsale/bench"
 )
 
 // TestMain lets this test binary stand in for flashsale where bench starts
@@ -13,8 +15,8 @@ import (
 // executable is this binary, which would otherwise run every test again
 // instead of serving the ceiling.
 func TestMain(m *testing.M) {
-	if len(os.Args) == 4 && os.Args[1] == "bench" && os.Args[2] == benchServeCeiling {
-		if err := runBench(context.Background(), os.Args[2:], os.Getenv, io.Discard, os.Stderr); err != nil {
+	if len(os.Args) == 4 && os.Args[1] == "bench" && os.Args[2] == bench.ServeCeilingFlag {
+		if err := bench.Command(context.Background(), os.Args[2:], os.Getenv, io.Discard, os.Stderr); err != nil {
 			os.Stderr.WriteString(err.Error() + "\n")
 			os.Exit(1)
 		}

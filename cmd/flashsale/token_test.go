@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/flashsale/flashsale/internal/app"
 	"github.com/golang-jwt/jwt/v5"
 )
 
@@ -52,7 +53,7 @@ func TestTokenCommand(t *testing.T) {
 	// A server that requires iss and aud (issue 23: HS256 tokens skipped
 	// them) refuses the plain token, and takes one that token made with
 	// FLASHSALE_JWT_ISSUER and FLASHSALE_JWT_AUDIENCE, the settings serve reads.
-	_, strict := MustRunMain(t, func(c *Config) { c.JWTIssuer, c.JWTAudience = "https://login.example", "flashsale" })
+	_, strict := MustRunMain(t, func(c *app.Config) { c.JWTIssuer, c.JWTAudience = "https://login.example", "flashsale" })
 	plain := strings.TrimSpace(out.String())
 	if status, _ := strict.do(t.Context(), "GET", "/api/orders/01ARZ3NDEKTSV4RRFFQ69G5FAV", plain, nil, nil, nil); status != 401 {
 		t.Fatalf("a token without iss and aud: %d, want 401", status)

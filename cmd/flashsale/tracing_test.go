@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/flashsale/flashsale/internal/app"
 	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/flashsale/flashsale/tracing"
 )
@@ -23,10 +24,10 @@ import (
 // runDistributed runs the distributed shape in-process (Redis on a prefix
 // of its own, RabbitMQ on a queue name of its own, dbURL) with mod applied
 // last.
-func runDistributed(t *testing.T, dbURL string, mod func(*Config)) (*Main, *client, string) {
+func runDistributed(t *testing.T, dbURL string, mod func(*app.Config)) (*app.Main, *client, string) {
 	t.Helper()
 	prefix, queue := testenv.Name("fs-tr-")+":", testenv.Name("fs-trq-")
-	m, c := MustRunMain(t, func(cfg *Config) {
+	m, c := MustRunMain(t, func(cfg *app.Config) {
 		cfg.DatabaseURL = dbURL
 		cfg.RedisURL, cfg.RedisPrefix = testenv.URL(t, testenv.Redis), prefix
 		cfg.AMQPURL, cfg.QueueName = testenv.URL(t, testenv.AMQP), queue
@@ -52,7 +53,7 @@ func TestTracingAcrossQueue(t *testing.T) {
 	for name, db := range distributedDatabases(t) {
 		t.Run(name, func(t *testing.T) {
 			exp := tracetest.NewInMemoryExporter()
-			_, c, queue := runDistributed(t, db(t), func(cfg *Config) {
+			_, c, queue := runDistributed(t, db(t), func(cfg *app.Config) {
 				cfg.Tracing = tracing.Config{Exporter: exp, ServiceName: "flashsale-test"}
 			})
 			id := c.createSale(t, saleJSON([]int{5}, 1, false))
@@ -147,14 +148,14 @@ func TestTracingOff(t *testing.T) {
 		}
 		return ty.PkgPath() == pkg
 	}
-	installed := func(m *Main) map[string]bool {
+	installed := func(m *app.Main) map[string]bool {
 		return map[string]bool{
-			"tracing": m.tracing != nil, "handler": fromTracing(m.gate.next), "store": fromTracing(m.store),
-			"engine": fromTracing(m.engine), "outbox": fromTracing(m.engine.Outbox()), "queue": m.tracing.Provider() != nil,
+			"tracing": m.Tracing() != nil, "handler": fromTracing(m.Routes()), "store": fromTracing(m.Store()),
+			"engine": fromTracing(m.Engine()), "outbox": fromTracing(m.Engine().Outbox()), "queue": m.Tracing().Provider() != nil,
 		}
 	}
 
-	cfg, err := parseConfig(nil, nil, func(string) string { return "" })
+	cfg, err := app.ParseConfig(nil, nil, func(string) string { return "" })
 	if err != nil || cfg.Tracing.Enabled() {
 		t.Fatalf("no OTEL_* variables: tracing enabled %v, err %v", cfg.Tracing.Enabled(), err)
 	}
@@ -164,46 +165,13 @@ func TestTracingOff(t *testing.T) {
 			t.Errorf("tracing off, yet the %s is traced", what)
 		}
 	}
-	on, _, _ := runDistributed(t, dbURL, func(cfg *Config) {
+	on, _, _ := runDistributed(t, dbURL, func(cfg *app.Config) {
 		cfg.Tracing = tracing.Config{Exporter: tracetest.NewInMemoryExporter()}
 	})
 	for what, ok := range installed(on) {
 		if !ok {
 			t.Errorf("tracing on, yet the %s is not traced", what)
 		}
-	}
-}
-
-// TestTracingSettings: the standard variables turn tracing on, the
-// standard off switches win, and the start-up line names the endpoint.
-func TestTracingSettings(t *testing.T) {
-	for _, tc := range []struct {
-		env  map[string]string
-		want string // the endpoint; "" is off
-	}{
-		{map[string]string{}, ""},
-		{map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"}, "http://collector:4318/v1/traces"},
-		{map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "https://collector:4318/"}, "https://collector:4318/v1/traces"},
-		{map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://c:4318/v1/traces", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://x:4318"}, "http://c:4318/v1/traces"},
-		{map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318", "OTEL_SDK_DISABLED": "true"}, ""},
-		{map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318", "OTEL_TRACES_EXPORTER": "none"}, ""},
-		{map[string]string{"OTEL_SERVICE_NAME": "fs-eu"}, ""},
-	} {
-		cfg, err := parseConfig(nil, nil, func(k string) string { return tc.env[k] })
-		if err != nil {
-			t.Fatal(err)
-		}
-		if cfg.Tracing.Endpoint != tc.want || cfg.Tracing.Enabled() != (tc.want != "") {
-			t.Errorf("%v: endpoint %q enabled %v, want %q", tc.env, cfg.Tracing.Endpoint, cfg.Tracing.Enabled(), tc.want)
-		}
-	}
-	cfg, _ := parseConfig(nil, nil, func(k string) string {
-		return map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318", "OTEL_EXPORTER_OTLP_HEADERS": "authorization=Bearer s3cret"}[k]
-	})
-	var out strings.Builder
-	printConfig(&out, cfg)
-	if !strings.Contains(out.String(), "tracing.endpoint=http://collector:4318/v1/traces") || strings.Contains(out.String(), "s3cret") {
-		t.Errorf("--print-config shows:\n%s\nwant tracing.endpoint and no header value", out.String())
 	}
 }
 
@@ -222,7 +190,7 @@ func TestTracingOTLP(t *testing.T) {
 	defer collector.Close()
 	env := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": collector.URL, "OTEL_SERVICE_NAME": "flashsale-test"}
 	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
-	_, c := MustRunMain(t, func(cfg *Config) { cfg.Tracing = tracing.FromEnv(func(k string) string { return env[k] }) })
+	_, c := MustRunMain(t, func(cfg *app.Config) { cfg.Tracing = tracing.FromEnv(func(k string) string { return env[k] }) })
 	id := c.createSale(t, saleJSON([]int{1}, 1, false))
 	if status, _, err := c.purchase(context.Background(), id, "guest-1", false, nil, "k1"); err != nil || status != http.StatusAccepted {
 		t.Fatalf("purchase: %d %v", status, err)
@@ -260,7 +228,7 @@ func BenchmarkSoldOutTracing(b *testing.B) {
 				b.Setenv("OTEL_TRACES_SAMPLER", tc.sampler)
 				b.Setenv("OTEL_TRACES_SAMPLER_ARG", "0.01")
 			}
-			m, c := MustRunMain(b, func(cfg *Config) {
+			m, c := MustRunMain(b, func(cfg *app.Config) {
 				if tc.name != "off" {
 					cfg.Tracing = tracing.Config{Exporter: discard{}}
 				}
@@ -271,7 +239,7 @@ func BenchmarkSoldOutTracing(b *testing.B) {
 			}
 			body := `{}`
 			auth := "Bearer " + c.jwt("late")
-			h := m.server.Handler
+			h := m.Handler()
 			b.ReportAllocs()
 			for b.Loop() {
 				req := httptest.NewRequest("POST", "/api/sales/"+id+"/purchase", strings.NewReader(body))

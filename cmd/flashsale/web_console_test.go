@@ -16,6 +16,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/app"
 	"github.com/flashsale/flashsale/internal/testenv"
 )
 
@@ -82,7 +83,7 @@ func jsString(t *testing.T, ctx context.Context, expr string) string {
 // typed and opens its dashboard.
 func TestBrowserConsoleCreate(t *testing.T) {
 	ctx := mustBrowser(t)
-	m, c := MustRunMain(t, func(c *Config) { c.Demo = true })
+	m, c := MustRunMain(t, func(c *app.Config) { c.Demo = true })
 	base := "http://" + m.Addr()
 	before := len(c.adminSales(t))
 	consoleSignIn(t, ctx, base, "")
@@ -205,7 +206,7 @@ func (c *client) adminSales(t *testing.T) []struct{ ID string } {
 // audit, /metrics) nor the breaker while the stream is up.
 func TestBrowserConsoleStorm(t *testing.T) {
 	ctx := mustBrowser(t)
-	m, c := MustRunMain(t, func(c *Config) { c.Demo = true })
+	m, c := MustRunMain(t, func(c *app.Config) { c.Demo = true })
 	sale := saleJSON([]int{30, 30}, 1, true)
 	sale["limits"] = map[string]any{"per_user": "1/m,1"} // a guest's second try is a 429
 	id := c.createSale(t, sale)
@@ -287,7 +288,7 @@ func TestBrowserConsoleStorm(t *testing.T) {
 // (each a 404 and a log line).
 func TestBrowserConsoleNoBreaker(t *testing.T) {
 	ctx := mustBrowser(t)
-	m, c := MustRunMain(t, func(c *Config) { c.Demo = true })
+	m, c := MustRunMain(t, func(c *app.Config) { c.Demo = true })
 	c.createSale(t, saleJSON([]int{2}, 1, true))
 	runSteps(t, ctx, chromedp.Navigate("http://"+m.Addr()+"/console"), visible(`#token`),
 		chromedp.SetValue(chromedp.CSS("#token"), testAdminToken), chromedp.Click(chromedp.CSS(`#signin button[type="submit"]`)),

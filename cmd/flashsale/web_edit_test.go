@@ -11,6 +11,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
+	"github.com/flashsale/flashsale/internal/app"
 )
 
 // Browser tests of the console's edit form, change log, orders (and their
@@ -54,7 +55,7 @@ func openSale(t *testing.T, ctx context.Context, id string) {
 // sentence saying why), keeping the title typed meanwhile, which then saves.
 func TestBrowserConsoleEdit(t *testing.T) {
 	ctx := mustBrowser(t)
-	m, c := MustRunMain(t, func(c *Config) { c.Demo = true })
+	m, c := MustRunMain(t, func(c *app.Config) { c.Demo = true })
 	later := saleJSON([]int{5, 5}, 2, true)
 	later["title"] = "Later"
 	later["starts_at"] = time.Now().Add(time.Hour).Format(time.RFC3339)
@@ -156,7 +157,7 @@ func TestBrowserConsoleEdit(t *testing.T) {
 // moves, and the log speaks Chinese after the switch.
 func TestBrowserConsoleChanges(t *testing.T) {
 	ctx := mustBrowser(t)
-	m, c := MustRunMain(t, func(c *Config) { c.Demo = true })
+	m, c := MustRunMain(t, func(c *app.Config) { c.Demo = true })
 	id := c.createSale(t, saleJSON([]int{3, 3}, 1, true))
 	consoleSignIn(t, ctx, "http://"+m.Addr(), "#sale="+id)
 	pollJS(t, ctx, `!!document.querySelector('#d-changes caption')`, 5*time.Second)
@@ -196,7 +197,7 @@ func TestBrowserConsoleChanges(t *testing.T) {
 // Blob) has a row for every order with its status.
 func TestBrowserConsoleOrders(t *testing.T) {
 	ctx := mustBrowser(t)
-	m, c := MustRunMain(t, func(c *Config) { c.Demo = true })
+	m, c := MustRunMain(t, func(c *app.Config) { c.Demo = true })
 	id := c.createSale(t, saleJSON([]int{30}, 1, false))
 	var ids []string
 	for i := range 25 {
@@ -292,7 +293,7 @@ func sameSet(a, b []string) bool {
 // it leaves the list and the admin API.
 func TestBrowserConsoleTestSale(t *testing.T) {
 	ctx := mustBrowser(t)
-	m, c := MustRunMain(t, func(c *Config) { c.Demo = true })
+	m, c := MustRunMain(t, func(c *app.Config) { c.Demo = true })
 	real := saleJSON([]int{3}, 1, true)
 	real["title"] = "Real"
 	rid := c.createSale(t, real)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/flashsale/flashsale/internal/app"
 )
 
 // framingHost is a platform's page that frames the sale page at src and,
@@ -48,7 +49,7 @@ func TestBrowserFrameOrigins(t *testing.T) {
 	defer stranger.Close()
 	onLocalhost := func(s *httptest.Server) string { return strings.Replace(s.URL, "127.0.0.1", "localhost", 1) }
 
-	m, c := MustRunMain(t, func(cfg *Config) { cfg.FrameOrigins = []string{onLocalhost(host)} })
+	m, c := MustRunMain(t, func(cfg *app.Config) { cfg.FrameOrigins = []string{onLocalhost(host)} })
 	id := c.createSale(t, saleJSON([]int{3}, 1, false))
 	saleURL, tok = "http://"+m.Addr()+"/sales/"+id, c.jwt("framed-guest")
 

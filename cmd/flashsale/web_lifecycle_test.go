@@ -9,6 +9,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/flashsale/flashsale/internal/app"
 	"github.com/flashsale/flashsale/internal/testenv"
 )
 
@@ -45,7 +46,7 @@ func (c *client) nightStock(t *testing.T, id, date string) (stock, available int
 // the guest page says it ended. The list's status filter finds it.
 func TestBrowserConsoleActions(t *testing.T) {
 	ctx := mustBrowser(t)
-	m, c := MustRunMain(t, func(c *Config) { c.Demo = true })
+	m, c := MustRunMain(t, func(c *app.Config) { c.Demo = true })
 	base := "http://" + m.Addr()
 	id := c.createSale(t, saleJSON([]int{3, 2}, 1, true))
 	if st, _, err := c.purchase(ctx, id, "bob", true, nil, ""); err != nil || st != 202 {
@@ -153,7 +154,7 @@ func tabTo(t *testing.T, ctx context.Context, id string) {
 // out, sees the room come back and can buy it, without a reload.
 func TestBrowserHoldExpires(t *testing.T) {
 	ctx := mustBrowser(t)
-	m, c := MustRunMain(t, func(c *Config) { c.Demo = true })
+	m, c := MustRunMain(t, func(c *app.Config) { c.Demo = true })
 	sale := saleJSON([]int{1}, 1, true)
 	sale["hold_seconds"] = 4
 	id := c.createSale(t, sale)
@@ -192,7 +193,7 @@ func TestBrowserHoldExpires(t *testing.T) {
 // demo's payment_ref and the room counts as sold.
 func TestBrowserPayDemo(t *testing.T) {
 	ctx := mustBrowser(t)
-	m, c := MustRunMain(t, func(c *Config) { c.Demo = true })
+	m, c := MustRunMain(t, func(c *app.Config) { c.Demo = true })
 	id := c.createSale(t, saleJSON([]int{2}, 1, true))
 	runSteps(t, ctx, chromedp.Navigate("http://"+m.Addr()+"/sales/"+id), visible(`#state[data-state="ready"]`))
 	tabTo(t, ctx, "buy")
@@ -233,7 +234,7 @@ func TestBrowserPayDemo(t *testing.T) {
 // the room they gave back is theirs to take.
 func TestBrowserCancelBuyAgain(t *testing.T) {
 	ctx := mustBrowser(t)
-	m, c := MustRunMain(t, func(c *Config) { c.Demo = true })
+	m, c := MustRunMain(t, func(c *app.Config) { c.Demo = true })
 	id := c.createSale(t, saleJSON([]int{1}, 1, true))
 	runSteps(t, ctx, chromedp.Navigate("http://"+m.Addr()+"/sales/"+id), visible(`#state[data-state="ready"]`),
 		chromedp.Click(chromedp.CSS("#buy")), visible(`#state[data-state="held"]`),
@@ -255,7 +256,7 @@ func TestBrowserCancelBuyAgain(t *testing.T) {
 // read "Ends in 167:56:15"), in both languages.
 func TestBrowserTitleAndDays(t *testing.T) {
 	ctx := mustBrowser(t)
-	m, c := MustRunMain(t, func(c *Config) { c.Demo = true })
+	m, c := MustRunMain(t, func(c *app.Config) { c.Demo = true })
 	sale := saleJSON([]int{2}, 1, true)
 	sale["ends_at"] = time.Now().Add(7*24*time.Hour - time.Minute).Format(time.RFC3339)
 	id := c.createSale(t, sale)

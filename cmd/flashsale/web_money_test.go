@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/chromedp/chromedp"
+	"github.com/flashsale/flashsale/internal/app"
 )
 
 // TestBrowserMoney: amounts are ISO 4217 minor units in the currency's own
@@ -14,7 +15,7 @@ import (
 // amount the API charged.
 func TestBrowserMoney(t *testing.T) {
 	ctx := mustBrowser(t)
-	m, c := MustRunMain(t, func(c *Config) { c.Demo = true })
+	m, c := MustRunMain(t, func(c *app.Config) { c.Demo = true })
 	for _, tt := range []struct {
 		currency        string
 		price, original int

@@ -9,6 +9,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/flashsale/flashsale/internal/app"
 	"github.com/flashsale/flashsale/internal/testenv"
 )
 
@@ -22,7 +23,7 @@ func day(i int) string { return testenv.NightTime(i).Format("Mon, Jan 2") }
 // sold-out sale's menus and total step back (they stayed active).
 func TestBrowserSalePageDetails(t *testing.T) {
 	ctx := mustBrowser(t)
-	m, c := MustRunMain(t, func(c *Config) { c.Demo = true })
+	m, c := MustRunMain(t, func(c *app.Config) { c.Demo = true })
 	base := "http://" + m.Addr()
 	id := c.createSale(t, saleJSON([]int{3, 3}, 2, true))
 	runSteps(t, ctx, chromedp.Navigate(base+"/sales/"+id), visible(`#state[data-state="ready"]`))
@@ -66,7 +67,7 @@ func TestBrowserSalePageDetails(t *testing.T) {
 // which stay is on sale, first night to check-out (it did not).
 func TestBrowserHomeStayDates(t *testing.T) {
 	ctx := mustBrowser(t)
-	m, c := MustRunMain(t, func(c *Config) { c.Demo = false })
+	m, c := MustRunMain(t, func(c *app.Config) { c.Demo = false })
 	id := c.createSale(t, saleJSON([]int{2, 2}, 1, true))
 	card := fmt.Sprintf(`#sales a[href="/sales/%s"] .stay-dates`, id)
 	runSteps(t, ctx, chromedp.Navigate("http://"+m.Addr()+"/"), visible(card))
@@ -82,7 +83,7 @@ func TestBrowserHomeStayDates(t *testing.T) {
 // dashboard with its orders does not overflow the screen.
 func TestBrowserConsoleLayout(t *testing.T) {
 	ctx := mustBrowser(t)
-	m, c := MustRunMain(t, func(c *Config) { c.Demo = true })
+	m, c := MustRunMain(t, func(c *app.Config) { c.Demo = true })
 	for range 6 { // a list long enough to push a dashboard below the fold
 		c.createSale(t, saleJSON([]int{5}, 1, true))
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+	"github.com/flashsale/flashsale/internal/app"
 )
 
 // Browser tests: headless Debian chromium (.ci/run installs it) driven by
@@ -133,7 +134,7 @@ func visible(css string) chromedp.Action[chromedp.Void] {
 // room held, not two.
 func TestBrowserSalePage(t *testing.T) {
 	ctx := mustBrowser(t)
-	m, c := MustRunMain(t, func(c *Config) { c.Demo = true })
+	m, c := MustRunMain(t, func(c *app.Config) { c.Demo = true })
 	base := "http://" + m.Addr()
 	var list struct {
 		Sales []struct {
@@ -188,7 +189,7 @@ func TestBrowserSalePage(t *testing.T) {
 // button disabled until then, then enables it.
 func TestBrowserCountdown(t *testing.T) {
 	ctx := mustBrowser(t)
-	m, c := MustRunMain(t, func(c *Config) { c.Demo = true })
+	m, c := MustRunMain(t, func(c *app.Config) { c.Demo = true })
 	sale := saleJSON([]int{3}, 1, true)
 	startsAt := time.Now().Add(4 * time.Second).Truncate(time.Second).Add(time.Second)
 	sale["starts_at"] = startsAt.Format(time.RFC3339)
@@ -224,7 +225,7 @@ func TestBrowserCountdown(t *testing.T) {
 // switch turns it to English.
 func TestBrowserChinese(t *testing.T) {
 	ctx := mustBrowser(t)
-	m, c := MustRunMain(t, func(c *Config) { c.Demo = true })
+	m, c := MustRunMain(t, func(c *app.Config) { c.Demo = true })
 	id := c.createSale(t, saleJSON([]int{2}, 1, true))
 	runSteps(t, ctx,
 		cdpDo(network.Enable, network.EnableParams{}),
@@ -255,7 +256,7 @@ func TestBrowserChinese(t *testing.T) {
 // through the Web Worker's solution.
 func TestBrowserChallenge(t *testing.T) {
 	ctx := mustBrowser(t)
-	m, c := MustRunMain(t, func(c *Config) { c.Demo = true })
+	m, c := MustRunMain(t, func(c *app.Config) { c.Demo = true })
 	sale := saleJSON([]int{2}, 1, true)
 	sale["challenge"] = map[string]any{"difficulty": 12}
 	id := c.createSale(t, sale)
@@ -267,7 +268,7 @@ func TestBrowserChallenge(t *testing.T) {
 // the page says sold out and disables the button without a reload.
 func TestBrowserSoldOut(t *testing.T) {
 	ctx := mustBrowser(t)
-	m, c := MustRunMain(t, func(c *Config) { c.Demo = true })
+	m, c := MustRunMain(t, func(c *app.Config) { c.Demo = true })
 	id := c.createSale(t, saleJSON([]int{1}, 1, true))
 	runSteps(t, ctx, chromedp.Navigate("http://"+m.Addr()+"/sales/"+id), visible(`#state[data-state="ready"]`))
 	if st, o, err := c.purchase(ctx, id, "bob", true, nil, ""); err != nil || st != 202 {
@@ -283,7 +284,7 @@ func TestBrowserSoldOut(t *testing.T) {
 // the sale's nights; the token stays in session storage, not the URL.
 func TestBrowserConsole(t *testing.T) {
 	ctx := mustBrowser(t)
-	m, c := MustRunMain(t, func(c *Config) { c.Demo = true })
+	m, c := MustRunMain(t, func(c *app.Config) { c.Demo = true })
 	id := c.createSale(t, saleJSON([]int{4, 6}, 1, true))
 	if st, _, err := c.purchase(ctx, id, "bob", true, nil, ""); err != nil || st != 202 {
 		t.Fatalf("bob's purchase: %d %v", st, err)

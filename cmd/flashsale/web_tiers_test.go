@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/flashsale/flashsale/internal/app"
 )
 
 // Browser tests of price tiers: the guest page shows them and prices the
@@ -20,7 +21,7 @@ import (
 // buys exactly that: 2 rooms on each night held, an order of that amount.
 func TestBrowserPriceTiers(t *testing.T) {
 	ctx := mustBrowser(t)
-	m, c := MustRunMain(t, func(c *Config) { c.Demo = true })
+	m, c := MustRunMain(t, func(c *app.Config) { c.Demo = true })
 	sale := saleJSON([]int{5, 5}, 3, true)
 	sale["title"] = "Tiers"
 	sale["price_tiers"] = []map[string]any{{"rooms": 2, "price": 34900}, {"rooms": 3, "price": 32900}}
@@ -85,7 +86,7 @@ func TestBrowserPriceTiers(t *testing.T) {
 // the sale with the tiers once they are right.
 func TestBrowserConsoleTiers(t *testing.T) {
 	ctx := mustBrowser(t)
-	m, c := MustRunMain(t, func(c *Config) { c.Demo = true })
+	m, c := MustRunMain(t, func(c *app.Config) { c.Demo = true })
 	before := len(c.adminSales(t))
 	consoleSignIn(t, ctx, "http://"+m.Addr(), "")
 	runSteps(t, ctx, chromedp.Click(chromedp.CSS("#new")), visible("#create"))

@@ -1,8 +1,7 @@
-package main
+package app
 
 import (
 	"flag"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -22,7 +21,7 @@ const strong = "5d41402abc4b2a76b9719d911017c5925d41402abc4b2a76b9719d911017c592
 func TestParseConfig(t *testing.T) {
 	env := func(kv map[string]string) func(string) string { return func(k string) string { return kv[k] } }
 	t.Run("Defaults", func(t *testing.T) {
-		c, err := parseConfig(nil, nil, env(nil))
+		c, err := ParseConfig(nil, nil, env(nil))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -32,11 +31,11 @@ func TestParseConfig(t *testing.T) {
 		}
 	})
 	t.Run("Limits", func(t *testing.T) {
-		c, err := parseConfig(nil, nil, env(nil))
+		c, err := ParseConfig(nil, nil, env(nil))
 		if err != nil || c.Limits.PerUser != PurchasePerUserDefault || !c.Limits.PerIP.Off() || !c.Limits.PerSale.Off() || !c.ReadPerIP.Off() {
 			t.Fatalf("default limits = %+v, read %+v, %v", c.Limits, c.ReadPerIP, err)
 		}
-		c, err = parseConfig(nil, nil, env(map[string]string{
+		c, err = ParseConfig(nil, nil, env(map[string]string{
 			"FLASHSALE_LIMIT_PURCHASE_USER": "off", "FLASHSALE_LIMIT_PURCHASE_IP": "30/s,60",
 			"FLASHSALE_LIMIT_PURCHASE_SALE": "120/m", "FLASHSALE_LIMIT_READ_IP": "5/s",
 			"FLASHSALE_TRUSTED_PROXIES": "10.0.0.0/8, 2001:db8::/32",
@@ -55,7 +54,7 @@ func TestParseConfig(t *testing.T) {
 	})
 	t.Run("EnvThenFlags", func(t *testing.T) {
 		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-		c, err := parseConfig(fs, []string{"--addr", ":9000", "--events-amqp=false"}, env(map[string]string{
+		c, err := ParseConfig(fs, []string{"--addr", ":9000", "--events-amqp=false"}, env(map[string]string{
 			"FLASHSALE_ADDR": ":7000", "FLASHSALE_DATA_DIR": "/tmp/x", "FLASHSALE_ORDER_RATE": "250",
 			"FLASHSALE_REDIS_URL": "redis://r:6379", "FLASHSALE_AMQP_URL": "amqp://u:p@q:5672/",
 			"FLASHSALE_DATABASE_URL": "postgres://u:secret@db/fs", "FLASHSALE_LOG_LEVEL": "debug",
@@ -66,7 +65,7 @@ func TestParseConfig(t *testing.T) {
 		if c.Addr != ":9000" || c.EventsAMQP || c.DataDir != "/tmp/x" || c.OrderRate != 250 || !c.Distributed() {
 			t.Fatalf("config = %+v", c)
 		}
-		if got := maskURL(c.DatabaseURL); got != "postgres://u:***@db/fs" {
+		if got := MaskURL(c.DatabaseURL); got != "postgres://u:***@db/fs" {
 			t.Fatalf("masked = %s", got)
 		}
 	})
@@ -108,7 +107,7 @@ func TestParseConfig(t *testing.T) {
 		"OriginInjection":  {"FLASHSALE_FRAME_ORIGINS": "https://a.example; script-src *"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if _, err := parseConfig(nil, nil, env(kv)); err == nil {
+			if _, err := ParseConfig(nil, nil, env(kv)); err == nil {
 				t.Fatalf("%v accepted", kv)
 			}
 		})
@@ -132,7 +131,7 @@ func TestConfigAccepts(t *testing.T) {
 		"DebugRemoteAllowed": {"FLASHSALE_DEBUG_ADDR": ":6060", "FLASHSALE_DEBUG_REMOTE": "true"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if _, err := parseConfig(nil, nil, env(kv)); err != nil {
+			if _, err := ParseConfig(nil, nil, env(kv)); err != nil {
 				t.Fatalf("%v refused: %v", kv, err)
 			}
 		})
@@ -152,7 +151,7 @@ func TestSecretFiles(t *testing.T) {
 		return p
 	}
 	getenv := func(kv map[string]string) func(string) string { return func(k string) string { return kv[k] } }
-	c, err := parseConfig(nil, nil, getenv(map[string]string{
+	c, err := ParseConfig(nil, nil, getenv(map[string]string{
 		"FLASHSALE_ADMIN_TOKEN_FILE":  write("admin", strong+"\n"),
 		"FLASHSALE_JWT_SECRET_FILE":   write("jwt", strong+"\r\n"),
 		"FLASHSALE_TOKEN_KEYS_FILE":   write("keys", "k1:"+strong),
@@ -165,7 +164,7 @@ func TestSecretFiles(t *testing.T) {
 		t.Fatalf("config from files = %+v", c)
 	}
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	c, err = parseConfig(fs, []string{"--payment-token-file", write("pay", strong)}, getenv(nil))
+	c, err = ParseConfig(fs, []string{"--payment-token-file", write("pay", strong)}, getenv(nil))
 	if err != nil || c.PaymentToken != strong {
 		t.Fatalf("--payment-token-file: %q, %v", c.PaymentToken, err)
 	}
@@ -184,7 +183,7 @@ func TestSecretFiles(t *testing.T) {
 	if len(twins) != 8 {
 		t.Errorf("%d secret settings, want 8 (the tokens, keys and URLs with passwords)", len(twins))
 	}
-	if _, err := parseConfig(nil, nil, getenv(map[string]string{"FLASHSALE_ADMIN_TOKEN_FILE": write("empty", "\n")})); err == nil {
+	if _, err := ParseConfig(nil, nil, getenv(map[string]string{"FLASHSALE_ADMIN_TOKEN_FILE": write("empty", "\n")})); err == nil {
 		t.Error("an empty secret file accepted")
 	}
 }
@@ -208,7 +207,7 @@ func TestShippedExamplesRefused(t *testing.T) {
 			continue
 		}
 		t.Run(k, func(t *testing.T) {
-			_, err := parseConfig(nil, nil, func(name string) string {
+			_, err := ParseConfig(nil, nil, func(name string) string {
 				if name == k {
 					return v
 				}
@@ -228,7 +227,7 @@ func TestConfigMessages(t *testing.T) {
 		"FLASHSALE_EVENTS_AMQP": "yes", "FLASHSALE_DEMO": "yes", "FLASHSALE_ORDER_RATE": "fast",
 		"FLASHSALE_REAP_INTERVAL": "soon", "FLASHSALE_MAX_INFLIGHT": "many",
 	} {
-		_, err := parseConfig(nil, nil, func(name string) string {
+		_, err := ParseConfig(nil, nil, func(name string) string {
 			if name == env {
 				return v
 			}
@@ -265,45 +264,11 @@ func TestSecret(t *testing.T) {
 	}
 }
 
-func TestRunCommands(t *testing.T) {
-	if err := run(t.Context(), []string{"version"}, func(string) string { return "" }, io.Discard, io.Discard); err != nil {
-		t.Fatal(err)
-	}
-	if err := run(t.Context(), []string{"nope"}, func(string) string { return "" }, io.Discard, io.Discard); err == nil {
-		t.Fatal("unknown command accepted")
-	}
-	dir := t.TempDir()
-	getenv := func(k string) string {
-		if k == "FLASHSALE_DATA_DIR" {
-			return dir
-		}
-		return ""
-	}
-	// Run twice: the second has nothing to apply and must not say it
-	// applied migrations (it did, issue 23).
-	for range 2 {
-		var out strings.Builder
-		if err := run(t.Context(), []string{"migrate"}, getenv, &out, io.Discard); err != nil {
-			t.Fatal(err)
-		}
-		if s := out.String(); strings.Contains(s, "applied") || !strings.Contains(s, "up to date") {
-			t.Fatalf("migrate said %q", s)
-		}
-	}
-	fi, err := os.Stat(filepath.Join(dir, "flashsale.db"))
-	if err != nil {
-		t.Fatalf("migrate made no database: %v", err)
-	}
-	if fi.Mode().Perm() != 0o600 {
-		t.Fatalf("database mode %v, want 0600: it holds every guest's orders", fi.Mode().Perm())
-	}
-}
-
 // TestFirstStartBanner (issue 23, item 5): the first start generates the
 // admin token into the data dir and prints where, never the token itself
 // (stdout goes to journald and container logs).
 func TestFirstStartBanner(t *testing.T) {
-	cfg, err := parseConfig(nil, nil, func(string) string { return "" })
+	cfg, err := ParseConfig(nil, nil, func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,5 +288,38 @@ func TestFirstStartBanner(t *testing.T) {
 	}
 	if s := out.String(); strings.Contains(s, strings.TrimSpace(string(tok))) || !strings.Contains(s, "$(cat "+path+")") {
 		t.Fatalf("first start printed:\n%s\nwant the token's path, never the token", s)
+	}
+}
+
+// TestTracingSettings: the standard variables turn tracing on, the
+// standard off switches win, and the start-up line names the endpoint.
+func TestTracingSettings(t *testing.T) {
+	for _, tc := range []struct {
+		env  map[string]string
+		want string // the endpoint; "" is off
+	}{
+		{map[string]string{}, ""},
+		{map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"}, "http://collector:4318/v1/traces"},
+		{map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "https://collector:4318/"}, "https://collector:4318/v1/traces"},
+		{map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://c:4318/v1/traces", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://x:4318"}, "http://c:4318/v1/traces"},
+		{map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318", "OTEL_SDK_DISABLED": "true"}, ""},
+		{map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318", "OTEL_TRACES_EXPORTER": "none"}, ""},
+		{map[string]string{"OTEL_SERVICE_NAME": "fs-eu"}, ""},
+	} {
+		cfg, err := ParseConfig(nil, nil, func(k string) string { return tc.env[k] })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Tracing.Endpoint != tc.want || cfg.Tracing.Enabled() != (tc.want != "") {
+			t.Errorf("%v: endpoint %q enabled %v, want %q", tc.env, cfg.Tracing.Endpoint, cfg.Tracing.Enabled(), tc.want)
+		}
+	}
+	cfg, _ := ParseConfig(nil, nil, func(k string) string {
+		return map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318", "OTEL_EXPORTER_OTLP_HEADERS": "authorization=Bearer s3cret"}[k]
+	})
+	var out strings.Builder
+	printConfig(&out, cfg)
+	if !strings.Contains(out.String(), "tracing.endpoint=http://collector:4318/v1/traces") || strings.Contains(out.String(), "s3cret") {
+		t.Errorf("--print-config shows:\n%s\nwant tracing.endpoint and no header value", out.String())
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"context"
@@ -76,21 +76,21 @@ func openRedis(ctx context.Context, cfg Config, logger *slog.Logger, tr *tracing
 	return redis.Open(ctx, cfg.RedisURL, redis.Options{Prefix: cfg.RedisPrefix, Timeout: cfg.RedisTimeout, Hook: tr.RedisHook()}, logger)
 }
 
-// runAudit is `flashsale audit`.
-func runAudit(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fset := newFlagSet("audit", args, stdout, stderr)
+// Audit is `flashsale audit`.
+func Audit(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fset := NewFlagSet("audit", args, stdout, stderr)
 	saleID := fset.String("sale", "", "audit this sale only (default: every current sale)")
 	repair := fset.Bool("repair", false, "repair what is safe, then print the audit after the repair (distributed shape)")
 	// The command's own flags; the settings serve reads are flags too
-	// (parseConfig), listed by serve --help, not here.
+	// (ParseConfig), listed by serve --help, not here.
 	own := map[string]bool{"sale": true, "repair": true}
 	fset.Usage = func() {
 		w := fset.Output()
 		fmt.Fprint(w, auditUsage)
-		printFlags(fset, func(name string) bool { return own[name] })
+		PrintFlags(fset, func(name string) bool { return own[name] })
 		fmt.Fprintln(w, "\nand every setting of serve (flashsale serve --help), the database's and Redis's first;\n--audit-grace (FLASHSALE_AUDIT_GRACE) is how long a reservation may wait for its order row")
 	}
-	cfg, err := parseConfig(fset, args, getenv)
+	cfg, err := ParseConfig(fset, args, getenv)
 	if err != nil {
 		return err
 	}
@@ -102,7 +102,7 @@ func runAudit(ctx context.Context, args []string, getenv func(string) string, st
 
 	openCtx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
 	defer cancel()
-	store, err := openStore(openCtx, cfg, logger)
+	store, err := OpenStore(openCtx, cfg, logger)
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"errors"
@@ -16,8 +16,11 @@ import (
 	"github.com/agnivade/levenshtein"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/amqp"
 	"github.com/flashsale/flashsale/breaker"
 	"github.com/flashsale/flashsale/funnel"
+	fshttp "github.com/flashsale/flashsale/http"
+	"github.com/flashsale/flashsale/redis"
 	"github.com/flashsale/flashsale/usersvc"
 )
 
@@ -46,11 +49,11 @@ type setting struct {
 // which a binary a test starts inherits: no setting starts with it.
 const testPrefix = "FLASHSALE_TEST_"
 
-// unknownSettings refuses FLASHSALE_* variables that are no setting,
+// UnknownSettings refuses FLASHSALE_* variables that are no setting,
 // naming the nearest setting of each: a misspelled one
 // (FLASHSALE_REDISURL) used to be ignored, and serve started the embedded
 // shape on one node where the distributed one was meant.
-func unknownSettings(environ []string) error {
+func UnknownSettings(environ []string) error {
 	known := make(map[string]bool, len(settings))
 	for _, s := range settings {
 		known[s.env] = true
@@ -183,8 +186,8 @@ var settings = withFiles([]setting{
 	{env: "FLASHSALE_DATABASE_URL", secret: true, migrate: true, help: "sqlite://PATH, mysql://USER@HOST:PORT/DB or postgres://USER@HOST:PORT/DB (default: SQLite in the data dir)", set: str(func(c *Config) *string { return &c.DatabaseURL })},
 	{env: "FLASHSALE_REDIS_URL", secret: true, help: "redis://HOST:PORT (rediss:// for TLS), or a Cluster's seed list redis://HOST:PORT,HOST:PORT,...: selects the Redis stock engine (distributed shape)", set: str(func(c *Config) *string { return &c.RedisURL })},
 	{env: "FLASHSALE_AMQP_URL", secret: true, help: "amqp://USER:PASS@HOST:PORT/VHOST: selects the RabbitMQ order path (needs Redis)", set: str(func(c *Config) *string { return &c.AMQPURL })},
-	{env: "FLASHSALE_REDIS_PREFIX", def: RedisPrefixDefault, help: "prefix of every Redis key, so deployments can share a Redis", set: str(func(c *Config) *string { return &c.RedisPrefix })},
-	{env: "FLASHSALE_QUEUE_NAME", def: QueueNameDefault, help: "names the exchange and the queues (<name>.orders), so deployments can share a broker", set: str(func(c *Config) *string { return &c.QueueName })},
+	{env: "FLASHSALE_REDIS_PREFIX", def: redis.PrefixDefault, help: "prefix of every Redis key, so deployments can share a Redis", set: str(func(c *Config) *string { return &c.RedisPrefix })},
+	{env: "FLASHSALE_QUEUE_NAME", def: amqp.NameDefault, help: "names the exchange and the queues (<name>.orders), so deployments can share a broker", set: str(func(c *Config) *string { return &c.QueueName })},
 	{env: "FLASHSALE_ADMIN_TOKEN", secret: true, help: "the operators' bearer token(s), comma-separated (default: generated into the data dir)", set: str(func(c *Config) *string { return &c.AdminToken })},
 	{env: "FLASHSALE_PAYMENT_TOKEN", secret: true, help: "the payment service's bearer token(s), comma-separated: only confirms payments and reads orders", set: str(func(c *Config) *string { return &c.PaymentToken })},
 	{env: "FLASHSALE_WEBHOOK_URL", help: "receives every order event (order.held, order.paid, ..., sale.sold_out) as a signed POST, at least once, in order", set: str(func(c *Config) *string { return &c.WebhookURL })},
@@ -211,9 +214,9 @@ var settings = withFiles([]setting{
 		c.OrderRate = f
 		return nil
 	}},
-	{env: "FLASHSALE_REAP_INTERVAL", def: ReapIntervalDefault.String(), help: "how often expired holds are released: the bound on how late one is", set: dur(func(c *Config) *time.Duration { return &c.ReapInterval })},
-	{env: "FLASHSALE_REQUEST_TIMEOUT", def: RequestTimeoutDefault.String(), help: "every HTTP request's deadline", set: dur(func(c *Config) *time.Duration { return &c.RequestTimeout })},
-	{env: "FLASHSALE_REDIS_TIMEOUT", def: RedisTimeoutDefault.String(), help: "deadline of each Redis command", set: dur(func(c *Config) *time.Duration { return &c.RedisTimeout })},
+	{env: "FLASHSALE_REAP_INTERVAL", def: funnel.ReapIntervalDefault.String(), help: "how often expired holds are released: the bound on how late one is", set: dur(func(c *Config) *time.Duration { return &c.ReapInterval })},
+	{env: "FLASHSALE_REQUEST_TIMEOUT", def: fshttp.RequestTimeoutDefault.String(), help: "every HTTP request's deadline", set: dur(func(c *Config) *time.Duration { return &c.RequestTimeout })},
+	{env: "FLASHSALE_REDIS_TIMEOUT", def: redis.TimeoutDefault.String(), help: "deadline of each Redis command", set: dur(func(c *Config) *time.Duration { return &c.RedisTimeout })},
 	{env: "FLASHSALE_START_TIMEOUT", def: StartTimeoutDefault.String(), migrate: true, help: "bound on start-up; a dependency that never answers is named", set: dur(func(c *Config) *time.Duration { return &c.StartTimeout })},
 	{env: "FLASHSALE_AUDIT_INTERVAL", def: funnel.AuditIntervalDefault.String(), help: "how often the scheduled audit checks and repairs every current sale; negative: never", set: dur(func(c *Config) *time.Duration { return &c.AuditInterval })},
 	{env: "FLASHSALE_PHANTOM_INTERVAL", def: funnel.PhantomIntervalDefault.String(), help: "how often every live sale's stock engine figure is checked against the database's; phantom rooms (more in the engine) are repaired at once; negative: never", set: dur(func(c *Config) *time.Duration { return &c.PhantomInterval })},

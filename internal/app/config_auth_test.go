@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"testing"
@@ -9,7 +9,7 @@ import (
 // and the combinations refused at start.
 func TestConfigIdentity(t *testing.T) {
 	env := func(kv map[string]string) func(string) string { return func(k string) string { return kv[k] } }
-	c, err := parseConfig(nil, nil, env(map[string]string{
+	c, err := ParseConfig(nil, nil, env(map[string]string{
 		"FLASHSALE_JWKS_URL": "https://idp.example/.well-known/jwks.json", "FLASHSALE_JWT_ISSUER": "https://idp.example",
 		"FLASHSALE_JWT_AUDIENCE": "flashsale", "FLASHSALE_USER_SERVICE_URL": "http://users:8080",
 		"FLASHSALE_USER_SERVICE_TIMEOUT": "200ms",
@@ -22,7 +22,7 @@ func TestConfigIdentity(t *testing.T) {
 		t.Fatalf("config = %+v", c)
 	}
 	// An issuer and audience apply to HS256 tokens too, so they need no JWKS.
-	if _, err := parseConfig(nil, nil, env(map[string]string{"FLASHSALE_JWT_ISSUER": "https://idp.example", "FLASHSALE_JWT_AUDIENCE": "flashsale"})); err != nil {
+	if _, err := ParseConfig(nil, nil, env(map[string]string{"FLASHSALE_JWT_ISSUER": "https://idp.example", "FLASHSALE_JWT_AUDIENCE": "flashsale"})); err != nil {
 		t.Errorf("issuer and audience without JWKS: %v", err)
 	}
 	for _, bad := range []map[string]string{
@@ -31,7 +31,7 @@ func TestConfigIdentity(t *testing.T) {
 		{"FLASHSALE_USER_SERVICE_TIMEOUT": "0s"},
 		{"FLASHSALE_USER_SERVICE_STALE": "soon"},
 	} {
-		if _, err := parseConfig(nil, nil, env(bad)); err == nil {
+		if _, err := ParseConfig(nil, nil, env(bad)); err == nil {
 			t.Errorf("%v: no error", bad)
 		}
 	}

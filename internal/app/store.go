@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"context"
@@ -22,7 +22,7 @@ type migrator interface {
 
 // openStore opens the database FLASHSALE_DATABASE_URL names and applies its
 // migrations (idempotent, and safe when several instances start at once).
-func openStore(ctx context.Context, cfg Config, logger *slog.Logger) (flashsale.Store, error) {
+func OpenStore(ctx context.Context, cfg Config, logger *slog.Logger) (flashsale.Store, error) {
 	s, _, err := openStoreBoard(ctx, cfg, logger)
 	return s, err
 }
@@ -42,9 +42,9 @@ func openStoreBoard(ctx context.Context, cfg Config, logger *slog.Logger) (flash
 		board boards
 		err   error
 	)
-	switch {
-	case strings.HasPrefix(cfg.DatabaseURL, "sqlite://"):
-		path := strings.TrimPrefix(cfg.DatabaseURL, "sqlite://")
+	system, path := database(cfg.DatabaseURL)
+	switch system {
+	case dbSQLite:
 		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 			return nil, boards{}, fmt.Errorf("create data dir: %w", err)
 		}
@@ -58,16 +58,16 @@ func openStoreBoard(ctx context.Context, cfg Config, logger *slog.Logger) (flash
 		}
 		f.Close()
 		s, err = sqlite.Open(ctx, path, logger)
-	case strings.HasPrefix(cfg.DatabaseURL, "mysql://"):
+	case dbMySQL:
 		var my *mysql.Store
 		my, err = mysql.Open(ctx, cfg.DatabaseURL, logger)
 		s, board = my, boards{my, my}
-	case strings.HasPrefix(cfg.DatabaseURL, "postgres://"), strings.HasPrefix(cfg.DatabaseURL, "postgresql://"):
+	case dbPostgres:
 		var pg *postgres.Store
 		pg, err = postgres.Open(ctx, cfg.DatabaseURL, logger)
 		s, board = pg, boards{pg, pg}
 	default:
-		return nil, boards{}, fmt.Errorf("unsupported database url %s", maskURL(cfg.DatabaseURL))
+		return nil, boards{}, fmt.Errorf("unsupported database url %s", MaskURL(cfg.DatabaseURL))
 	}
 	if err != nil {
 		return nil, boards{}, fmt.Errorf("open database: %w", err)
@@ -79,15 +79,30 @@ func openStoreBoard(ctx context.Context, cfg Config, logger *slog.Logger) (flash
 	return s, board, nil
 }
 
-// dbSystem names the database for the traces' db.system.name.
-func dbSystem(url string) string {
+// SQLiteURL is the database serve keeps in dataDir when
+// FLASHSALE_DATABASE_URL is not set.
+func SQLiteURL(dataDir string) string { return "sqlite://" + filepath.Join(dataDir, "flashsale.db") }
+
+// The database systems FLASHSALE_DATABASE_URL can name, as the traces'
+// db.system.name calls them.
+const (
+	dbSQLite   = "sqlite"
+	dbMySQL    = "mysql"
+	dbPostgres = "postgresql"
+)
+
+// database is the one reading of a FLASHSALE_DATABASE_URL: the system it
+// names ("" for a scheme of none of them) and, for SQLite, the file.
+func database(url string) (system, path string) {
 	switch {
-	case strings.HasPrefix(url, "mysql://"):
-		return "mysql"
 	case strings.HasPrefix(url, "sqlite://"):
-		return "sqlite"
+		return dbSQLite, strings.TrimPrefix(url, "sqlite://")
+	case strings.HasPrefix(url, "mysql://"):
+		return dbMySQL, ""
+	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
+		return dbPostgres, ""
 	}
-	return "postgresql"
+	return "", ""
 }
 
 // engineSystem names the stock engine for the traces.

@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"bytes"
@@ -16,7 +16,7 @@ var update = flag.Bool("update", false, "rewrite docs/configuration.md's setting
 
 const (
 	configurationDoc = "../../docs/configuration.md"
-	settingsBegin    = "<!-- BEGIN settings: generated from the settings table in cmd/flashsale/settings.go by `go generate ./cmd/flashsale`; edit that table, not this one -->\n"
+	settingsBegin    = "<!-- BEGIN settings: generated from the settings table in internal/app/settings.go by `go generate ./internal/app`; edit that table, not this one -->\n"
 	settingsEnd      = "<!-- END settings -->\n"
 )
 
@@ -44,7 +44,7 @@ func settingsMarkdown() string {
 
 // TestConfigurationDoc: docs/configuration.md's settings table is the one
 // settingsMarkdown makes from the settings table, so the reference cannot
-// fall behind the code. With -update (go generate ./cmd/flashsale) it
+// fall behind the code. With -update (go generate ./internal/app) it
 // rewrites the table instead; the prose around it is left alone.
 func TestConfigurationDoc(t *testing.T) {
 	doc, err := os.ReadFile(configurationDoc)
@@ -78,10 +78,10 @@ func TestConfigurationDoc(t *testing.T) {
 			if i < len(got) {
 				g = got[i]
 			}
-			t.Fatalf("%s's settings table differs from the settings at line %d of the table:\n got: %s\nwant: %s\nrun go generate ./cmd/flashsale to rewrite it", configurationDoc, i+1, g, w)
+			t.Fatalf("%s's settings table differs from the settings at line %d of the table:\n got: %s\nwant: %s\nrun go generate ./internal/app to rewrite it", configurationDoc, i+1, g, w)
 		}
 	}
-	t.Fatalf("%s's settings table has lines the settings do not; run go generate ./cmd/flashsale to rewrite it", configurationDoc)
+	t.Fatalf("%s's settings table has lines the settings do not; run go generate ./internal/app to rewrite it", configurationDoc)
 }
 
 // TestConfigurationDocNames: every FLASHSALE_* variable the rest of

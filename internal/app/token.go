@@ -1,7 +1,8 @@
-package main
+package app
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -16,7 +17,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 )
 
-// runToken prints a user JWT signed with the instance's secret, for trying
+// Token prints a user JWT signed with the instance's secret, for trying
 // the API without a platform's identity provider:
 //
 //	flashsale token --user alice [--tier gold] [--ttl 1h]
@@ -24,8 +25,8 @@ import (
 // The secret is FLASHSALE_JWT_SECRET, else the one serve generated in the
 // data dir; the command never makes one, since a token no server accepts
 // helps nobody.
-func runToken(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fset := newFlagSet("token", args, stdout, stderr)
+func Token(_ context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fset := NewFlagSet("token", args, stdout, stderr)
 	user := fset.String("user", "", "the user ID (the sub claim): 1 to 64 characters of [A-Za-z0-9._@:-]")
 	tier := fset.String("tier", "", "membership tier claim: basic, silver, gold or platinum")
 	stays := fset.Int("stays-30d", -1, "nights stayed in the last 30 days claim (omitted when negative)")
@@ -37,22 +38,22 @@ func runToken(args []string, getenv func(string) string, stdout, stderr io.Write
 	fset.Usage = func() {
 		fmt.Fprintln(fset.Output(), "usage: flashsale token --user ID [--tier T] [--stays-30d N] [--channel C] [--ttl D]")
 		fmt.Fprintln(fset.Output(), "prints a user JWT signed with FLASHSALE_JWT_SECRET (or the data dir's secret)")
-		printFlags(fset, nil)
+		PrintFlags(fset, nil)
 	}
-	if err := parseFlags(fset, args); err != nil {
+	if err := ParseFlags(fset, args); err != nil {
 		return err
 	}
 	switch {
 	case *user == "":
-		return usageErrorf(fset, stderr, "--user is required: the user the token is for")
+		return UsageErrorf(fset, stderr, "--user is required: the user the token is for")
 	case fset.NArg() > 0:
-		return usageErrorf(fset, stderr, "unexpected arguments %q", fset.Args())
+		return UsageErrorf(fset, stderr, "unexpected arguments %q", fset.Args())
 	case !fshttp.ValidSubject(*user):
 		return fmt.Errorf("--user must be 1 to 64 characters of [A-Za-z0-9._@:-]")
 	case *tier != "" && flashsale.Tier(*tier).Rank() == 0:
 		return fmt.Errorf("--tier must be basic, silver, gold or platinum")
 	case *ttl <= 0 || *ttl > fshttp.MaxTokenLifetime:
-		return usageErrorf(fset, stderr, "--ttl must be positive and at most %v: the server refuses tokens that live longer", fshttp.MaxTokenLifetime)
+		return UsageErrorf(fset, stderr, "--ttl must be positive and at most %v: the server refuses tokens that live longer", fshttp.MaxTokenLifetime)
 	}
 	secret := getenv("FLASHSALE_JWT_SECRET")
 	if secret == "" {

@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"crypto/rand"
@@ -21,25 +21,21 @@ import (
 	"github.com/flashsale/flashsale/tracing"
 )
 
-// Defaults for Config.
+// Defaults for Config that are the program's own; the others are those of
+// the package each setting configures (funnel.ReapIntervalDefault,
+// fshttp.RequestTimeoutDefault, redis.TimeoutDefault, redis.PrefixDefault,
+// amqp.NameDefault, ...), named by the settings table.
 const (
-	AddrDefault         = ":8080"
-	DataDirDefault      = "./data"
-	OrderRateDefault    = 0 // orders/s the queue consumer writes; 0 = no cap
-	ReapIntervalDefault = 100 * time.Millisecond
+	AddrDefault      = ":8080"
+	DataDirDefault   = "./data"
+	OrderRateDefault = 0 // orders/s the queue consumer writes; 0 = no cap
 	// OutboxRetentionDefault keeps a week of order events: time for a
 	// receiver that was down to catch up, and for an operator to look.
 	OutboxRetentionDefault = 7 * 24 * time.Hour
 	ShutdownDefault        = 10 * time.Second
-	QueueNameDefault       = "flashsale"
-	RedisPrefixDefault     = "flashsale:"
 	// What an open breaker does (FLASHSALE_BREAKER_MODE).
 	BreakerReject = "reject"
 	BreakerDB     = "db"
-	// RequestTimeoutDefault is every HTTP request's deadline.
-	RequestTimeoutDefault = time.Second
-	// RedisTimeoutDefault bounds each Redis command (see redis.Options.Timeout).
-	RedisTimeoutDefault = 500 * time.Millisecond
 	// StartTimeoutDefault bounds start-up: connecting to the database,
 	// Redis and RabbitMQ, migrating and loading the current sales. A
 	// dependency that accepts connections and never answers makes serve
@@ -187,39 +183,36 @@ type Config struct {
 // command was --print-config.
 var errPrintConfig = errors.New("print the configuration")
 
-// parseConfig reads the defaults, the environment, then the flags of a
+// ParseConfig reads the defaults, the environment, then the flags of a
 // subcommand (fset nil: no flags), from the one table in settings.go.
-func parseConfig(fset *flag.FlagSet, args []string, getenv func(string) string) (Config, error) {
+func ParseConfig(fset *flag.FlagSet, args []string, getenv func(string) string) (Config, error) {
 	var c Config
+	printCfg := false
 	migrate := fset != nil && fset.Name() == "migrate"
 	if err := applySettings(&c, fset, getenv, migrate); err != nil {
 		return c, err
 	}
 	c.Tracing = tracing.FromEnv(getenv)
 	if fset != nil {
-		printCfg := false
 		if !migrate {
 			fset.BoolVar(&printCfg, "print-config", false, "print the effective configuration (secrets masked) and exit")
 		}
 		if fset.Name() == "serve" || fset.Name() == "migrate" {
 			fset.Usage = func() { settingsUsage(fset, migrate) }
 		}
-		if err := parseFlags(fset, args); err != nil {
+		if err := ParseFlags(fset, args); err != nil {
 			return c, err
 		}
 		if fset.NArg() > 0 {
 			fmt.Fprintf(fset.Output(), "flashsale %s: unexpected argument %q (settings are flags: flashsale %s --help)\n", fset.Name(), fset.Arg(0), fset.Name())
-			return c, errUsage
-		}
-		if printCfg {
-			if c.DatabaseURL == "" {
-				c.DatabaseURL = "sqlite://" + filepath.Join(c.DataDir, "flashsale.db")
-			}
-			return c, errPrintConfig
+			return c, ErrUsage
 		}
 	}
 	if c.DatabaseURL == "" {
-		c.DatabaseURL = "sqlite://" + filepath.Join(c.DataDir, "flashsale.db")
+		c.DatabaseURL = SQLiteURL(c.DataDir)
+	}
+	if printCfg {
+		return c, errPrintConfig
 	}
 	return c, c.Validate()
 }
@@ -234,9 +227,9 @@ var PurchasePerUserDefault = flashsale.PerSecond(20, 40)
 
 // Validate checks cross-field rules.
 func (c Config) Validate() error {
+	db, _ := database(c.DatabaseURL)
 	switch {
-	case !strings.HasPrefix(c.DatabaseURL, "sqlite://") && !strings.HasPrefix(c.DatabaseURL, "mysql://") &&
-		!strings.HasPrefix(c.DatabaseURL, "postgres://") && !strings.HasPrefix(c.DatabaseURL, "postgresql://"):
+	case db == "":
 		return fmt.Errorf("FLASHSALE_DATABASE_URL must start with sqlite://, mysql:// or postgres://")
 	case c.RedisURL != "" && !strings.HasPrefix(c.RedisURL, "redis://") && !strings.HasPrefix(c.RedisURL, "rediss://"):
 		return fmt.Errorf("FLASHSALE_REDIS_URL must start with redis:// or rediss:// (TLS)")
@@ -250,7 +243,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("FLASHSALE_BREAKER_FAILURES must not be negative and FLASHSALE_BREAKER_OPEN_FOR must be positive")
 	case c.BreakerMode != BreakerReject && c.BreakerMode != BreakerDB:
 		return fmt.Errorf("FLASHSALE_BREAKER_MODE must be %q or %q", BreakerReject, BreakerDB)
-	case c.BreakerMode == BreakerDB && (c.BreakerFailures == 0 || c.AMQPURL == "" || strings.HasPrefix(c.DatabaseURL, "sqlite://")):
+	case c.BreakerMode == BreakerDB && (c.BreakerFailures == 0 || c.AMQPURL == "" || db == dbSQLite):
 		return fmt.Errorf("FLASHSALE_BREAKER_MODE=db needs the breaker (FLASHSALE_BREAKER_FAILURES > 0), the queue (FLASHSALE_AMQP_URL) and MySQL or PostgreSQL")
 	case c.ShutdownDelay < 0:
 		return fmt.Errorf("FLASHSALE_SHUTDOWN_DELAY must not be negative")
@@ -352,12 +345,12 @@ func (c Config) LogValue() slog.Value {
 		slog.String("metrics_addr", c.MetricsAddr),
 		slog.Duration("shutdown_delay", c.ShutdownDelay),
 		slog.String("data_dir", c.DataDir),
-		slog.String("database_url", maskURL(c.DatabaseURL)),
-		slog.String("redis_url", maskURL(c.RedisURL)),
-		slog.String("amqp_url", maskURL(c.AMQPURL)),
+		slog.String("database_url", MaskURL(c.DatabaseURL)),
+		slog.String("redis_url", MaskURL(c.RedisURL)),
+		slog.String("amqp_url", MaskURL(c.AMQPURL)),
 		slog.String("redis_prefix", c.RedisPrefix),
 		slog.String("queue_name", c.QueueName),
-		slog.Group("events", slog.String("webhook_url", maskURL(c.WebhookURL)), slog.Bool("amqp", c.EventsAMQP),
+		slog.Group("events", slog.String("webhook_url", MaskURL(c.WebhookURL)), slog.Bool("amqp", c.EventsAMQP),
 			slog.Duration("retention", c.OutboxRetention)),
 		slog.Float64("order_rate", c.OrderRate),
 		slog.Duration("reap_interval", c.ReapInterval),
@@ -376,9 +369,9 @@ func (c Config) LogValue() slog.Value {
 			slog.Any("purchase_sale", c.Limits.PerSale), slog.Any("read_ip", c.ReadPerIP), slog.Int("events_per_client", c.StreamsPerClient)),
 		slog.Any("trusted_proxies", c.TrustedProxies),
 		slog.Any("frame_origins", c.FrameOrigins),
-		slog.Group("jwks", slog.String("url", maskURL(c.JWKSURL)), slog.String("issuer", c.JWTIssuer),
+		slog.Group("jwks", slog.String("url", MaskURL(c.JWKSURL)), slog.String("issuer", c.JWTIssuer),
 			slog.String("audience", c.JWTAudience)),
-		slog.Group("user_service", slog.String("url", maskURL(c.UserServiceURL)),
+		slog.Group("user_service", slog.String("url", MaskURL(c.UserServiceURL)),
 			slog.Duration("timeout", c.UserServiceTimeout), slog.Duration("stale", c.UserServiceStale)),
 		slog.Any("token_keys", tokenKeyIDs(c.TokenKeys)),
 		slog.Bool("demo", c.Demo),
@@ -416,8 +409,8 @@ func tokenKeyIDs(keys []funnel.TokenKey) []string {
 	return ids
 }
 
-// maskURL hides a password in a URL.
-func maskURL(u string) string {
+// MaskURL hides a password in a URL, for logs and reports.
+func MaskURL(u string) string {
 	scheme, rest, ok := strings.Cut(u, "://")
 	if !ok {
 		return u

@@ -1,21 +1,18 @@
-package main
+package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/amqp"
-	"github.com/flashsale/flashsale/bench"
 	"github.com/flashsale/flashsale/redis"
 )
 
 // partsNote says in the report how bench --parts measured the parts.
-func partsNote(l bench.Loop) string {
+func partsNote(l Loop) string {
 	return fmt.Sprintf("Parts (--parts), each alone with the loop's %d workers for %s, between the ceiling's round and the target's: "+
 		"%s is the ceiling's round (guests, a token and a purchase each, per second); "+
 		"reserve is the Redis stock engine's work for an accepted purchase (package redis: the reserve script spending the purchase token, "+
@@ -23,45 +20,45 @@ func partsNote(l bench.Loop) string {
 		"under a key prefix of its own, removed after the round; publish is a publisher-confirmed persistent publish of that order "+
 		"(package amqp, one publisher as one instance has) to a quorum queue of its own, deleted after the round. "+
 		"They run on --redis-url and --amqp-url, which should be the target's own.",
-		l.Conns, l.Duration, bench.PartHTTP, partStock)
+		l.Conns, l.Duration, PartHTTP, partStock)
 }
 
 // benchParts runs one round's parts of an accepted purchase that are not
 // HTTP, each alone with l's workers for l's duration, on Redis and
 // RabbitMQ names of the round's own that it removes after, and returns
 // them after the ceiling's round, the HTTP part.
-func benchParts(ctx context.Context, f *benchFlags, l bench.Loop, round int, ceiling *bench.Result) (*bench.PartsRound, error) {
-	name := fmt.Sprintf("flashsale-bench-%s-parts-r%d", runID(), round)
+func benchParts(ctx context.Context, f *flags, l Loop, round int, ceiling *Result) (*PartsRound, error) {
+	name := fmt.Sprintf("flashsale-bench-%s-parts-r%d", RunID(), round)
 	defer cleanupDistributed(f.redisURL, f.amqpURL, name)
-	users := fmt.Sprintf("b%s-parts-r%d-", runID(), round)
+	users := fmt.Sprintf("b%s-parts-r%d-", RunID(), round)
 	log := slog.New(slog.DiscardHandler)
 
-	e, sale, err := openPartEngine(ctx, f.redisURL, name+":")
+	e, sale, err := OpenPartEngine(ctx, f.redisURL, name+":")
 	if err != nil {
 		return nil, fmt.Errorf("reserve: %w", err)
 	}
-	reserve := bench.RunPart(ctx, l, "reserve", reservePart(e, sale, users))
+	reserve := RunPart(ctx, l, "reserve", ReservePart(e, sale, users))
 	e.Close()
 	p, err := amqp.NewPublisher(ctx, amqp.Config{URL: f.amqpURL, Name: name}, log)
 	if err != nil {
 		return nil, fmt.Errorf("publish: %w", err)
 	}
-	publish := bench.RunPart(ctx, l, "publish", publishPart(users, p))
+	publish := RunPart(ctx, l, "publish", PublishPart(users, p))
 	p.Close()
-	for _, r := range []*bench.PartResult{reserve, publish} {
+	for _, r := range []*PartResult{reserve, publish} {
 		if r.Calls == 0 && ctx.Err() == nil {
 			return nil, fmt.Errorf("%s: no call succeeded in %.1f s, the first error: %s", r.Name, r.Seconds, r.FirstError)
 		}
 	}
-	return &bench.PartsRound{Parts: []*bench.PartResult{bench.CeilingPart(ceiling), reserve, publish}}, ctx.Err()
+	return &PartsRound{Parts: []*PartResult{CeilingPart(ceiling), reserve, publish}}, ctx.Err()
 }
 
 // partStock is the rooms of the parts' sale: more than any run reserves.
 const partStock = 1_000_000_000
 
-// openPartEngine opens the Redis engine under prefix and loads a sale of
+// OpenPartEngine opens the Redis engine under prefix and loads a sale of
 // its own that no run sells out.
-func openPartEngine(ctx context.Context, url, prefix string) (*redis.Engine, *flashsale.Sale, error) {
+func OpenPartEngine(ctx context.Context, url, prefix string) (*redis.Engine, *flashsale.Sale, error) {
 	e, err := redis.Open(ctx, url, redis.Options{Prefix: prefix}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return nil, nil, err
@@ -88,11 +85,11 @@ func partReservation(saleID, users string, i int) *flashsale.Reservation {
 	}
 }
 
-// reservePart is the Redis work of an accepted purchase of sale, the
+// ReservePart is the Redis work of an accepted purchase of sale, the
 // server's own calls: the reserve spending the purchase token (with the
 // order index in the same pipeline), then the confirm once the order is
 // published (written in the background, as the server's is).
-func reservePart(e *redis.Engine, sale *flashsale.Sale, users string) bench.Part {
+func ReservePart(e *redis.Engine, sale *flashsale.Sale, users string) Part {
 	return func(ctx context.Context, i int) error {
 		r := partReservation(sale.ID, users, i)
 		if _, err := e.ReserveSpending(ctx, r, r.OrderID, r.HoldExpiresAt); err != nil {
@@ -102,31 +99,12 @@ func reservePart(e *redis.Engine, sale *flashsale.Sale, users string) bench.Part
 	}
 }
 
-// publishPart is the order path's publish of an accepted purchase: a
+// PublishPart is the order path's publish of an accepted purchase: a
 // persistent message of the order, confirmed by the broker, through the
 // publishers in turn.
-func publishPart(users string, ps ...*amqp.Publisher) bench.Part {
+func PublishPart(users string, ps ...*amqp.Publisher) Part {
 	return func(ctx context.Context, i int) error {
 		_, err := ps[i%len(ps)].Write(ctx, partReservation("parts", users, i))
 		return err
 	}
-}
-
-// validateParts refuses --parts where it cannot run: it measures the
-// accepted loop's parts beside a distributed server's ceiling round.
-func (f *benchFlags) validateParts() error {
-	switch {
-	case !f.parts:
-		return nil
-	case f.shape != bench.LoopAccepted:
-		return errors.New("bench: --parts is for --shape accepted: the parts are an accepted purchase's")
-	case f.self || f.compare:
-		return errors.New("bench: --parts measures a distributed server's parts: give it --target, not --self or --compare")
-	case !f.ceiling:
-		return errors.New("bench: --parts needs --ceiling: the ceiling's round is the HTTP part")
-	case !strings.HasPrefix(f.redisURL, "redis://") && !strings.HasPrefix(f.redisURL, "rediss://"),
-		!strings.HasPrefix(f.amqpURL, "amqp://") && !strings.HasPrefix(f.amqpURL, "amqps://"):
-		return errors.New("bench: --parts needs the target's Redis and RabbitMQ: --redis-url redis://… and --amqp-url amqp://… (or FLASHSALE_REDIS_URL, FLASHSALE_AMQP_URL)")
-	}
-	return nil
 }
