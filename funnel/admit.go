@@ -30,16 +30,19 @@ type admission struct {
 	max, perSale int64
 	all          atomic.Int64
 	sales        sync.Map // sale ID -> *atomic.Int64, for sales that exist
+	// limiter counts limits (nil: no limits).
+	limiter flashsale.Limiter
+	limits  Limits
 }
 
-func newAdmission(max, perSale int) *admission {
+func newAdmission(max, perSale int, limiter flashsale.Limiter, limits Limits) *admission {
 	if max <= 0 {
 		max = MaxInFlightDefault
 	}
 	if perSale <= 0 {
 		perSale = max / 2
 	}
-	return &admission{max: int64(max), perSale: int64(min(perSale, max))}
+	return &admission{max: int64(max), perSale: int64(min(perSale, max)), limiter: limiter, limits: limits}
 }
 
 // Limits are the purchase rates the funnel allows, each counted by the
@@ -64,22 +67,22 @@ type Limits struct {
 // a key of that sale's, so it neither spends nor is spent by the guest's
 // allowance on other sales.
 func (s *Service) admitPurchase(ctx context.Context, u flashsale.User, sale *flashsale.Sale, ip string) (*atomic.Int64, error) {
-	if s.limiter != nil {
+	if s.admit.limiter != nil {
 		// Each key is built only when its limit is on: no allocation for
 		// a limit that is off.
 		own := &sale.Limits
-		if r, saleOwn := pick(own.PerIP, s.limits.PerIP); ip != "" && !r.Off() {
-			if err := flashsale.Take(ctx, s.limiter, limitKey("buy-ip:", sale.ID, ip, saleOwn), r, s.log); err != nil {
+		if r, saleOwn := pick(own.PerIP, s.admit.limits.PerIP); ip != "" && !r.Off() {
+			if err := flashsale.Take(ctx, s.admit.limiter, limitKey("buy-ip:", sale.ID, ip, saleOwn), r, s.log); err != nil {
 				return nil, err
 			}
 		}
-		if r, saleOwn := pick(own.PerUser, s.limits.PerUser); !r.Off() {
-			if err := flashsale.Take(ctx, s.limiter, limitKey("buy-user:", sale.ID, u.ID, saleOwn), r, s.log); err != nil {
+		if r, saleOwn := pick(own.PerUser, s.admit.limits.PerUser); !r.Off() {
+			if err := flashsale.Take(ctx, s.admit.limiter, limitKey("buy-user:", sale.ID, u.ID, saleOwn), r, s.log); err != nil {
 				return nil, err
 			}
 		}
-		if r, _ := pick(own.PerSale, s.limits.PerSale); !r.Off() {
-			if err := flashsale.Take(ctx, s.limiter, "buy-sale:"+sale.ID, r, s.log); err != nil {
+		if r, _ := pick(own.PerSale, s.admit.limits.PerSale); !r.Off() {
+			if err := flashsale.Take(ctx, s.admit.limiter, "buy-sale:"+sale.ID, r, s.log); err != nil {
 				return nil, err
 			}
 		}

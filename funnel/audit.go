@@ -148,7 +148,7 @@ func keyOf(f flashsale.Finding) findingKey { return findingKey{f.Kind, f.Night, 
 // outbox's (in that order: an order placed in between is then young and in
 // flight in the engine, never missing from it), and compares them.
 func (s *Service) auditOnce(ctx context.Context, saleID string, dbOnly bool, sent []flashsale.Reservation) (*flashsale.Audit, error) {
-	if _, err := s.sale(ctx, saleID); err != nil {
+	if _, err := s.sales.get(ctx, saleID); err != nil {
 		return nil, err
 	}
 	db, err := s.store.Snapshot(ctx, saleID)
@@ -172,7 +172,7 @@ func (s *Service) auditOnce(ctx context.Context, saleID string, dbOnly bool, sen
 			}
 			in.Unconfirmed = un
 		}
-		if n, err := s.drainer.Backlog(ctx); n > 0 || err != nil {
+		if n, err := s.healing.drainer.Backlog(ctx); n > 0 || err != nil {
 			in.Backlog = true
 			if err != nil {
 				s.log.Warn("audit: queue depth unknown; orders without their row count as in flight", "sale_id", saleID, "err", err)
@@ -220,7 +220,7 @@ func (s *Service) repair(ctx context.Context, saleID string) (before, after *fla
 		return nil, nil, err
 	}
 	if engineWrong(after) {
-		sale, serr := s.sale(ctx, saleID)
+		sale, serr := s.sales.get(ctx, saleID)
 		switch {
 		case s.engine.Outbox() != nil && has(after, flashsale.FindingStranded):
 			r.step(flashsale.RepairRebuild, "", errStrandedLeft)
@@ -463,7 +463,7 @@ func (s *Service) watchPhantoms(ctx context.Context, short map[string][]int) {
 	if !s.engineMode() {
 		return
 	}
-	live := s.liveSales()
+	live := s.sales.live()
 	for id := range short {
 		if !slices.Contains(live, id) {
 			delete(short, id)
@@ -529,7 +529,7 @@ func (s *Service) auditAll(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		s.cache(sale)
+		s.sales.put(sale)
 		s.auditAndRepair(ctx, sale.ID)
 	}
 }

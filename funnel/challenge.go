@@ -38,7 +38,7 @@ var (
 // TokenTTL. It may be asked for before the start, so a countdown page can
 // solve it while the guest waits.
 func (s *Service) Challenge(ctx context.Context, u flashsale.User, saleID string) (*flashsale.Puzzle, error) {
-	sale, err := s.sale(ctx, saleID)
+	sale, err := s.sales.get(ctx, saleID)
 	if err != nil {
 		return nil, err
 	}
@@ -50,7 +50,7 @@ func (s *Service) Challenge(ctx context.Context, u flashsale.User, saleID string
 	if !now.Before(sale.EndsAt) {
 		return nil, flashsale.ErrEnded
 	}
-	exp := now.Add(s.ttl).UTC().Truncate(time.Millisecond)
+	exp := now.Add(s.signer.ttl).UTC().Truncate(time.Millisecond)
 	var seed [nonceLen]byte
 	randomNonce(&seed)
 	return &flashsale.Puzzle{

@@ -1,8 +1,12 @@
 package funnel
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/flashsale/flashsale"
@@ -21,61 +25,80 @@ import (
 // instance, and one small read a second per instance.
 const ForcePollDefault = time.Second
 
-// forceLoop follows the board until ctx ends.
-func (s *Service) forceLoop(ctx context.Context) {
-	defer s.done.Done()
-	every(ctx, s.forcePoll, nil, s.forceStep)
+// forceSwitch is the deployment's breaker override as this instance
+// follows it: it owns the lock that covers a read of the board and its
+// applying (so a switch taken here between the two is not undone by the
+// older value read), and one goroutine (run).
+type forceSwitch struct {
+	board   flashsale.ForceBoard
+	breaker flashsale.Breaker
+	poll    time.Duration
+	log     *slog.Logger
+
+	mu      sync.Mutex
+	down    bool         // the last read of the board failed
+	applied atomic.Value // flashsale.BreakerForce: the board's value last applied
 }
 
-// forceStep reads the board and forces the breaker to it if it moved
-// since the last read. forceMu covers the read and the apply, so a switch
-// taken here between the two is not undone by the older value read.
-func (s *Service) forceStep(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, s.forcePoll)
+// newForceSwitch is nil unless there are both a board and a breaker.
+func newForceSwitch(board flashsale.ForceBoard, breaker flashsale.Breaker, poll time.Duration, log *slog.Logger) *forceSwitch {
+	if board == nil || breaker == nil {
+		return nil
+	}
+	return &forceSwitch{board: board, breaker: breaker, poll: cmp.Or(poll, ForcePollDefault), log: log}
+}
+
+// run follows the board until ctx ends.
+func (f *forceSwitch) run(ctx context.Context) { every(ctx, f.poll, nil, f.step) }
+
+// step reads the board and forces the breaker to it if it moved since the
+// last read.
+func (f *forceSwitch) step(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, f.poll)
 	defer cancel()
-	s.forceMu.Lock()
-	defer s.forceMu.Unlock()
-	f, err := s.forces.BreakerForce(ctx)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	v, err := f.board.BreakerForce(ctx)
 	if err != nil {
-		if !s.forceDown {
-			s.log.Warn("breaker override: cannot read the deployment's switch; keeping the last one", "force", s.deploymentForce(), "err", err)
-			s.forceDown = true
+		if !f.down {
+			f.log.Warn("breaker override: cannot read the deployment's switch; keeping the last one", "force", f.current(), "err", err)
+			f.down = true
 		}
 		return
 	}
-	if s.forceDown {
-		s.log.Info("breaker override: the deployment's switch reads again", "force", f)
-		s.forceDown = false
+	if f.down {
+		f.log.Info("breaker override: the deployment's switch reads again", "force", v)
+		f.down = false
 	}
-	if f == s.deploymentForce() {
+	if v == f.current() {
 		return
 	}
-	if err := s.breaker.Force(f); err != nil {
+	if err := f.breaker.Force(v); err != nil {
 		// Only a value written past SetBreakerForce gets here.
-		s.log.Error("breaker override: the deployment's switch holds no override", "force", f, "err", err)
+		f.log.Error("breaker override: the deployment's switch holds no override", "force", v, "err", err)
 		return
 	}
-	s.deployForce.Store(f)
-	s.log.Info("breaker override: following the deployment's switch", "force", f)
+	f.applied.Store(v)
+	f.log.Info("breaker override: following the deployment's switch", "force", v)
 }
 
-// deploymentForce is the board's override as last applied ("" before the
-// first read).
-func (s *Service) deploymentForce() flashsale.BreakerForce {
-	f, _ := s.deployForce.Load().(flashsale.BreakerForce)
-	return f
+// current is the board's override as last applied ("" before the first
+// read).
+func (f *forceSwitch) current() flashsale.BreakerForce {
+	v, _ := f.applied.Load().(flashsale.BreakerForce)
+	return v
 }
 
-// forceEverywhere records f on the board and applies it here.
-func (s *Service) forceEverywhere(ctx context.Context, f flashsale.BreakerForce) error {
-	s.forceMu.Lock()
-	defer s.forceMu.Unlock()
-	if err := s.forces.SetBreakerForce(ctx, f); err != nil {
+// everywhere records v on the board and applies it here.
+func (f *forceSwitch) everywhere(ctx context.Context, v flashsale.BreakerForce) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.board.SetBreakerForce(ctx, v); err != nil {
 		return fmt.Errorf("force breaker: %w", err)
 	}
-	if err := s.breaker.Force(f); err != nil {
+	if err := f.breaker.Force(v); err != nil {
 		return err
 	}
-	s.deployForce.Store(f)
+	f.applied.Store(v)
 	return nil
 }

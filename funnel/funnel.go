@@ -14,12 +14,10 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/flashsale/flashsale"
 	"github.com/oklog/ulid/v2"
-	"golang.org/x/sync/singleflight"
 )
 
 // Defaults for Config.
@@ -121,76 +119,47 @@ type Config struct {
 
 // Service implements flashsale.Service.
 type Service struct {
-	store      flashsale.Store
-	engine     flashsale.StockEngine
-	writer     flashsale.OrderWriter
-	signer     *signer
-	ttl        time.Duration
-	reapInt    time.Duration
-	refresh    time.Duration
-	sinks      []flashsale.NoticeSink
-	noticePoll time.Duration
-	retention  time.Duration
-	log        *slog.Logger
-	now        func() time.Time
-	audit      auditConfig
-	obs        Observer
-	// soldOutSeen holds the sales whose sold-out answer from the engine
-	// was logged: one line per sale and process, not one per request.
-	soldOutSeen sync.Map
-	soldOutLast atomic.Pointer[string] // the sale last looked up in soldOutSeen
+	parts
+	signer  *signer
+	sales   *catalog // every sale this instance has seen (catalog.go)
+	admit   *admission
+	facts   flashsale.UserFacts
+	events  *dispatcher // the order events' delivery (notices.go)
+	reapInt time.Duration
+	audit   auditConfig
+	soldOut soldOutLog
+	// queued says the order path is a queue that takes orders while the
+	// database is down (Config.Queued).
+	queued bool
 
-	// sales caches sales by ID, so the purchase path never reads the
-	// database to find one; a change replaces the entry (never edits it in
-	// place), and refreshLoop brings in other instances' changes.
-	mu    sync.RWMutex
-	sales map[string]*flashsale.Sale
-	// misses collapses concurrent cache misses for one sale into one read:
-	// the opening second sends thousands of requests for a sale this
-	// instance has not seen yet.
-	misses singleflight.Group
-	reads  *reads
 	// lifeMu serialises this instance's operator changes of sales
 	// (lifecycle.go), so a pause does not keep losing its conditional
-	// update to a run of stock changes.
+	// update to a run of stock changes. Lock order: locks.txt.
 	lifeMu sync.Mutex
-
-	queued    bool
-	admit     *admission
-	limiter   flashsale.Limiter
-	limits    Limits
-	facts     flashsale.UserFacts
-	breaker   flashsale.Breaker
-	sell      *seller // nil without a board
-	fence     Fence
-	drainer   Drainer
-	instance  string
-	healGrace time.Duration
-	healWake  chan struct{} // capacity 1
-	// gate is held for reading by every purchase from its reserve to its
-	// answer, and by a payment's retake; the in-process rebuild takes it
-	// for writing (heal.go). Lock order: gate before healMu.
-	gate sync.RWMutex
-	// healMu serialises rebuilds in this process and the pausing and
-	// resuming of its consumer.
-	healMu sync.Mutex
-	// pausedFor is the epoch this instance's consumer is paused for (a
-	// string, "" while it consumes); healMu's holder writes it, the
-	// heartbeat goroutine reads it.
-	pausedFor atomic.Value
-
-	// forces is the deployment's breaker override (nil: the instance's
-	// own). forceMu serialises its reads and writes with their applying,
-	// and guards forceDown; deployForce (a BreakerForce) is the last
-	// value applied. Lock order: forceMu alone.
-	forces      flashsale.ForceBoard
-	forcePoll   time.Duration
-	forceMu     sync.Mutex
-	forceDown   bool
-	deployForce atomic.Value
+	// engineWork is entered by every purchase from its reserve to its
+	// answer, a payment's retake and a stock change; the in-process
+	// rebuild holds it (heal.go).
+	engineWork inflight
+	sell       *seller      // the breaker's db mode (mode.go); nil without a board
+	healing    healer       // the fenced rebuild's state (heal.go)
+	force      *forceSwitch // the deployment's breaker override (force.go); nil: this instance's own
+	instance   string       // this process's name in the fence and the boards
 
 	bg   context.CancelFunc // ends the background loops' context
 	done sync.WaitGroup
+}
+
+// parts are what every component of the Service works with: the seams,
+// the logger, the clock and the observer. breaker is the circuit breaker
+// engine sits behind, or nil.
+type parts struct {
+	store   flashsale.Store
+	engine  flashsale.StockEngine
+	writer  flashsale.OrderWriter
+	breaker flashsale.Breaker
+	log     *slog.Logger
+	now     func() time.Time
+	obs     Observer
 }
 
 var _ flashsale.Service = (*Service)(nil)
@@ -200,38 +169,33 @@ func New(cfg Config) *Service {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	log := cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
+	obs := cmp.Or[Observer](cfg.Observer, nopObserver{})
+	instance := cmp.Or(cfg.Instance, ulid.Make().String())
+	sales := newCatalog(cfg.Store, obs, log, cfg.Now, cmp.Or(cfg.SaleRefresh, SaleRefreshDefault))
+	sg := newSigner(cfg.TokenKeys, cfg.Secret)
+	sg.ttl = cmp.Or(cfg.TokenTTL, TokenTTLDefault)
 	return &Service{
-		store:      cfg.Store,
-		engine:     cfg.Engine,
-		writer:     cfg.Writer,
-		signer:     newSigner(cfg.TokenKeys, cfg.Secret),
-		ttl:        cmp.Or(cfg.TokenTTL, TokenTTLDefault),
-		reapInt:    cmp.Or(cfg.ReapInterval, ReapIntervalDefault),
-		refresh:    cmp.Or(cfg.SaleRefresh, SaleRefreshDefault),
-		sinks:      cfg.Sinks,
-		noticePoll: cmp.Or(cfg.NoticePoll, NoticePollDefault),
-		retention:  cfg.OutboxRetention,
-		log:        cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler)),
-		now:        cfg.Now,
-		audit:      newAuditConfig(cfg),
-		obs:        cmp.Or[Observer](cfg.Observer, nopObserver{}),
-		sales:      make(map[string]*flashsale.Sale),
-		reads:      newReads(),
-
-		queued:    cfg.Queued,
-		breaker:   cfg.Breaker,
-		sell:      newSeller(cfg),
-		forces:    cfg.Forces,
-		forcePoll: cmp.Or(cfg.ForcePoll, ForcePollDefault),
-		admit:     newAdmission(cfg.MaxInFlight, cfg.MaxInFlightPerSale),
-		limiter:   cfg.Limiter,
-		limits:    cfg.Limits,
-		facts:     cfg.Facts,
-		fence:     cfg.Fence,
-		drainer:   cmp.Or[Drainer](cfg.Drainer, nopDrainer{}),
-		instance:  cmp.Or(cfg.Instance, ulid.Make().String()),
-		healGrace: cmp.Or(cfg.HealGrace, HealGraceDefault),
-		healWake:  make(chan struct{}, 1),
+		parts: parts{store: cfg.Store, engine: cfg.Engine, writer: cfg.Writer, breaker: cfg.Breaker,
+			log: log, now: cfg.Now, obs: obs},
+		signer: sg,
+		sales:  sales,
+		events: &dispatcher{store: cfg.Store, sales: sales, log: log, now: cfg.Now, instance: instance,
+			sinks: cfg.Sinks, poll: cmp.Or(cfg.NoticePoll, NoticePollDefault), retention: cfg.OutboxRetention},
+		admit:   newAdmission(cfg.MaxInFlight, cfg.MaxInFlightPerSale, cfg.Limiter, cfg.Limits),
+		facts:   cfg.Facts,
+		reapInt: cmp.Or(cfg.ReapInterval, ReapIntervalDefault),
+		audit:   newAuditConfig(cfg),
+		queued:  cfg.Queued,
+		sell:    newSeller(cfg),
+		healing: healer{
+			fence:   cfg.Fence,
+			drainer: cmp.Or[Drainer](cfg.Drainer, nopDrainer{}),
+			grace:   cmp.Or(cfg.HealGrace, HealGraceDefault),
+			wake:    make(chan struct{}, 1),
+		},
+		force:    newForceSwitch(cfg.Forces, cfg.Breaker, cfg.ForcePoll, log),
+		instance: instance,
 	}
 }
 
@@ -254,19 +218,18 @@ func (s *Service) Start(ctx context.Context) error {
 		return fmt.Errorf("start: %w", err)
 	}
 	for _, sale := range sales {
-		if s.fence == nil || s.now().Before(sale.StartsAt) {
+		if s.healing.fence == nil || s.now().Before(sale.StartsAt) {
 			if err := s.load(ctx, sale, false); err != nil {
 				return fmt.Errorf("start: %w", err)
 			}
 		}
-		s.cache(sale)
+		s.sales.put(sale)
 	}
 	bg, cancel := context.WithCancel(context.Background())
 	s.bg = cancel
-	if s.forces != nil && s.breaker != nil {
-		s.forceStep(ctx) // an instance starting while the switch is on follows it from the start
-		s.done.Add(1)
-		go s.forceLoop(bg)
+	if s.force != nil {
+		s.force.step(ctx) // an instance starting while the switch is on follows it from the start
+		s.done.Go(func() { s.force.run(bg) })
 	}
 	if s.sell != nil {
 		s.modeStep(ctx) // sell from where the others do from the start
@@ -275,18 +238,10 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	s.done.Add(1)
 	go s.reapLoop(bg)
-	s.done.Add(1)
-	go s.refreshLoop(bg, s.refresh)
-	for _, sink := range s.sinks {
-		s.done.Add(1)
-		go s.dispatchLoop(bg, sink)
-	}
-	if s.retention > 0 {
-		s.done.Add(1)
-		go s.pruneLoop(bg)
-	}
+	s.done.Go(func() { s.sales.run(bg) })
+	s.done.Go(func() { s.events.run(bg) })
 	s.startAudits(bg)
-	if s.fence != nil {
+	if s.healing.fence != nil {
 		s.done.Add(1)
 		go s.healLoop(bg)
 	}
@@ -300,8 +255,7 @@ func (s *Service) Close() error {
 		s.bg()
 	}
 	s.done.Wait()
-	s.reads.unknown.StopAllGoroutines()
-	s.reads.list.StopAllGoroutines()
+	s.sales.close()
 	return nil
 }
 
@@ -329,71 +283,6 @@ func (s *Service) loadAt(ctx context.Context, sale *flashsale.Sale, at time.Time
 	return nil
 }
 
-func (s *Service) cache(sale *flashsale.Sale) {
-	s.mu.Lock()
-	s.sales[sale.ID] = sale
-	s.mu.Unlock()
-	s.obs.Sale(sale)
-}
-
-// sale returns a sale from the cache, reading the database on a miss (a sale
-// created on another instance).
-func (s *Service) sale(ctx context.Context, id string) (*flashsale.Sale, error) {
-	if sale := s.cached(id); sale != nil {
-		return sale, nil
-	}
-	if !validID(id) {
-		return nil, flashsale.ErrNotFound
-	}
-	if _, unknown := s.reads.unknown.GetIfPresent(id); unknown {
-		return nil, flashsale.ErrNotFound
-	}
-	v, err, _ := s.misses.Do(id, func() (any, error) {
-		// Again inside: a read that finished just before this one began
-		// has cached its answer, either way.
-		if sale := s.cached(id); sale != nil {
-			return sale, nil
-		}
-		if _, unknown := s.reads.unknown.GetIfPresent(id); unknown {
-			return nil, flashsale.ErrNotFound
-		}
-		sale, err := s.store.Sale(ctx, id)
-		if errors.Is(err, flashsale.ErrNotFound) {
-			s.reads.unknown.Set(id, struct{}{})
-		}
-		if err != nil {
-			return nil, err
-		}
-		s.cache(sale)
-		return sale, nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return v.(*flashsale.Sale), nil
-}
-
-// cached returns the sale this instance holds in memory, or nil.
-func (s *Service) cached(id string) *flashsale.Sale {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.sales[id]
-}
-
-// validID rejects IDs no store could hold before they cost a query.
-func validID(id string) bool {
-	if id == "" || len(id) > 64 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || c == '-' || c == '_') {
-			return false
-		}
-	}
-	return true
-}
-
 // CreateSale validates, stores and preheats a sale.
 func (s *Service) CreateSale(ctx context.Context, sale *flashsale.Sale) (*flashsale.Sale, error) {
 	if err := sale.Validate(); err != nil {
@@ -412,8 +301,8 @@ func (s *Service) CreateSale(ctx context.Context, sale *flashsale.Sale) (*flashs
 	if err := s.load(ctx, sale, true); err != nil {
 		return nil, err
 	}
-	s.cache(sale)
-	s.reads.list.Invalidate(struct{}{})
+	s.sales.put(sale)
+	s.sales.changed()
 	s.log.Info("sale created", "sale_id", sale.ID, "hotel", sale.Hotel, "room_type", sale.RoomType,
 		"nights", len(sale.Nights), "starts_at", sale.StartsAt)
 	return sale, nil
@@ -422,7 +311,7 @@ func (s *Service) CreateSale(ctx context.Context, sale *flashsale.Sale) (*flashs
 // Preheat reloads a sale's stock into the engine from the database. Before
 // the start it is idempotent; after it, refused, so stock is never reset mid-sale.
 func (s *Service) Preheat(ctx context.Context, id string) error {
-	sale, err := s.sale(ctx, id)
+	sale, err := s.sales.get(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -434,7 +323,7 @@ func (s *Service) Preheat(ctx context.Context, id string) error {
 
 // AdminSale shows the database's counters beside the engine's available figure.
 func (s *Service) AdminSale(ctx context.Context, id string) (*flashsale.SaleView, error) {
-	sale, err := s.sale(ctx, id)
+	sale, err := s.sales.get(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -493,7 +382,7 @@ func (s *Service) nightsView(ctx context.Context, sale *flashsale.Sale, engineOp
 // PublicSale answers from memory and the engine only: it is the page every
 // guest refreshes before the start.
 func (s *Service) PublicSale(ctx context.Context, id string) (*flashsale.SaleView, error) {
-	sale, err := s.sale(ctx, id)
+	sale, err := s.sales.get(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -547,7 +436,7 @@ func availableOf(nights []flashsale.NightStock) []int {
 
 // Sales lists upcoming and active (including sold-out) sales.
 func (s *Service) Sales(ctx context.Context) ([]*flashsale.SaleView, error) {
-	sales, err := s.currentSales(ctx)
+	sales, err := s.sales.current(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("sales: %w", err)
 	}
@@ -662,8 +551,8 @@ func (s *Service) ForceBreaker(ctx context.Context, f flashsale.BreakerForce) (*
 	if err := f.Valid(); err != nil {
 		return nil, err
 	}
-	if s.forces != nil {
-		if err := s.forceEverywhere(ctx, f); err != nil {
+	if s.force != nil {
+		if err := s.force.everywhere(ctx, f); err != nil {
 			return nil, err
 		}
 	} else if err := s.breaker.Force(f); err != nil {
@@ -675,8 +564,8 @@ func (s *Service) ForceBreaker(ctx context.Context, f flashsale.BreakerForce) (*
 // breakerStatus is the breaker's status with the deployment's override.
 func (s *Service) breakerStatus() *flashsale.BreakerStatus {
 	st := s.breaker.Status()
-	if s.forces != nil {
-		st.DeploymentForce = s.deploymentForce()
+	if s.force != nil {
+		st.DeploymentForce = s.force.current()
 	}
 	return &st
 }

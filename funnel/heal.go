@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/flashsale/flashsale"
@@ -92,16 +94,32 @@ const (
 	healTimeout = 2 * time.Minute
 )
 
+// healer is the fenced rebuild's state on this instance: nil fence in the
+// embedded shape, whose engine lives and dies with the process.
+type healer struct {
+	fence   Fence
+	drainer Drainer
+	grace   time.Duration
+	wake    chan struct{} // capacity 1
+	// mu serialises rebuilds in this process and the pausing and resuming
+	// of its consumer. Lock order: locks.txt.
+	mu sync.Mutex
+	// paused is the epoch this instance's consumer is paused for (a
+	// string, "" while it consumes); mu's holder writes it, the heartbeat
+	// goroutine reads it.
+	paused atomic.Value
+}
+
 // errHealBusy means another instance leads a rebuild.
 var errHealBusy = errors.New("a rebuild is already in progress")
 
 // wakeHeal asks the heal loop to look now (a purchase met ErrNotLoaded).
 func (s *Service) wakeHeal() {
-	if s.fence == nil {
+	if s.healing.fence == nil {
 		return
 	}
 	select {
-	case s.healWake <- struct{}{}:
+	case s.healing.wake <- struct{}{}:
 	default:
 	}
 }
@@ -113,20 +131,20 @@ func (s *Service) healLoop(ctx context.Context) {
 	defer s.done.Done()
 	s.done.Add(1)
 	go s.beatLoop(ctx)
-	every(ctx, healTick, s.healWake, s.healStep)
+	every(ctx, healTick, s.healing.wake, s.healStep)
 }
 
 func (s *Service) healStep(ctx context.Context) {
-	s.healMu.Lock()
-	defer s.healMu.Unlock()
-	epoch, err := s.fence.Healing(ctx)
+	s.healing.mu.Lock()
+	defer s.healing.mu.Unlock()
+	epoch, err := s.healing.fence.Healing(ctx)
 	if err != nil {
 		return // the engine is down: nothing to follow, nothing to rebuild yet
 	}
 	switch {
 	case epoch != "" && s.paused() != epoch:
 		pctx, cancel := context.WithTimeout(ctx, healWait)
-		err := s.drainer.Pause(pctx)
+		err := s.healing.drainer.Pause(pctx)
 		cancel()
 		if err != nil {
 			s.log.Error("rebuild: pause the order consumer", "epoch", epoch, "err", err)
@@ -135,7 +153,7 @@ func (s *Service) healStep(ctx context.Context) {
 		s.setPaused(epoch)
 		s.log.Info("rebuild in progress elsewhere: order consumer paused", "epoch", epoch)
 	case epoch == "" && s.paused() != "":
-		s.drainer.Resume()
+		s.healing.drainer.Resume()
 		s.setPaused("")
 		s.log.Info("rebuild over: order consumer resumed")
 	}
@@ -155,10 +173,10 @@ func (s *Service) healStep(ctx context.Context) {
 // is in progress (or the fence cannot say): then an order missing from the
 // engine and the database may still be in the queue.
 func (s *Service) rebuilding(ctx context.Context) bool {
-	if s.fence == nil {
+	if s.healing.fence == nil {
 		return false
 	}
-	epoch, err := s.fence.Healing(ctx)
+	epoch, err := s.healing.fence.Healing(ctx)
 	if err != nil || epoch != "" {
 		return true
 	}
@@ -176,19 +194,19 @@ func (s *Service) rebuilding(ctx context.Context) bool {
 func (s *Service) beatLoop(ctx context.Context) {
 	defer s.done.Done()
 	every(ctx, healTick, nil, func(ctx context.Context) {
-		if err := s.fence.Beat(ctx, s.instance, s.paused()); err != nil {
+		if err := s.healing.fence.Beat(ctx, s.instance, s.paused()); err != nil {
 			s.log.Debug("fence heartbeat", "err", err)
 		}
 	})
 }
 
 // setPaused records the epoch this instance's consumer is paused for.
-// The caller holds healMu.
-func (s *Service) setPaused(epoch string) { s.pausedFor.Store(epoch) }
+// The caller holds healing.mu.
+func (s *Service) setPaused(epoch string) { s.healing.paused.Store(epoch) }
 
 // paused is the epoch this instance's consumer is paused for, or "".
 func (s *Service) paused() string {
-	epoch, _ := s.pausedFor.Load().(string)
+	epoch, _ := s.healing.paused.Load().(string)
 	return epoch
 }
 
@@ -196,7 +214,7 @@ func (s *Service) paused() string {
 // does not have.
 func (s *Service) lostSales(ctx context.Context) ([]string, error) {
 	var lost []string
-	for _, id := range s.liveSales() {
+	for _, id := range s.sales.live() {
 		_, err := s.engine.Available(ctx, id)
 		if errors.Is(err, flashsale.ErrNotLoaded) {
 			lost = append(lost, id)
@@ -211,30 +229,29 @@ func (s *Service) lostSales(ctx context.Context) ([]string, error) {
 // it (the audit found its units drifted): the sale is closed everywhere
 // while the queue drains, then loaded again.
 func (s *Service) rebuild(ctx context.Context, saleID string) error {
-	if s.fence == nil {
+	if s.healing.fence == nil {
 		// The in-process engine: a purchase's units are in flight from its
 		// reserve until its group commit answers, and a payment's from the
-		// engine's retake to the database's; the gate waits for those to
+		// engine's retake to the database's; engineWork waits for those to
 		// end and holds new ones back while the snapshot is read and loaded
 		// (milliseconds), so no unit is counted twice or lost.
-		sale, err := s.sale(ctx, saleID)
+		sale, err := s.sales.get(ctx, saleID)
 		if err != nil {
 			return err
 		}
-		s.gate.Lock()
-		defer s.gate.Unlock()
+		defer s.engineWork.hold()()
 		return s.loadAt(ctx, sale, time.Time{})
 	}
-	s.healMu.Lock()
-	defer s.healMu.Unlock()
+	s.healing.mu.Lock()
+	defer s.healing.mu.Unlock()
 	return s.heal(ctx, nil, []string{saleID})
 }
 
 // heal leads one fenced rebuild of the lost sales (missing from the engine)
-// and the forced ones (loaded, but to be replaced). The caller holds healMu.
+// and the forced ones (loaded, but to be replaced). The caller holds healing.mu.
 func (s *Service) heal(ctx context.Context, lost, forced []string) error {
 	epoch := ulid.Make().String()
-	ok, err := s.fence.Lead(ctx, epoch, healLease)
+	ok, err := s.healing.fence.Lead(ctx, epoch, healLease)
 	if err != nil {
 		return fmt.Errorf("rebuild: %w", err)
 	}
@@ -249,24 +266,24 @@ func (s *Service) heal(ctx context.Context, lost, forced []string) error {
 	defer func() {
 		cancel()
 		<-leaseLost
-		if err := s.fence.End(context.WithoutCancel(ctx), epoch); err != nil {
+		if err := s.healing.fence.End(context.WithoutCancel(ctx), epoch); err != nil {
 			s.log.Error("rebuild: end the lease", "epoch", epoch, "err", err)
 		}
-		s.drainer.Resume()
+		s.healing.drainer.Resume()
 		s.setPaused("")
 	}()
 	s.log.Warn("rebuilding the stock engine from the database", "epoch", epoch, "lost_sales", lost, "forced_sales", forced)
 	for _, id := range forced {
-		if err := s.fence.Unload(ctx, id); err != nil {
+		if err := s.healing.fence.Unload(ctx, id); err != nil {
 			return fmt.Errorf("rebuild: %w", err)
 		}
 	}
 
-	if err := s.drainer.Pause(ctx); err != nil {
+	if err := s.healing.drainer.Pause(ctx); err != nil {
 		return fmt.Errorf("rebuild: %w", err)
 	}
 	s.setPaused(epoch)
-	wait := time.NewTimer(time.Until(start.Add(s.healGrace)))
+	wait := time.NewTimer(time.Until(start.Add(s.healing.grace)))
 	select {
 	case <-wait.C:
 	case <-ctx.Done():
@@ -274,10 +291,10 @@ func (s *Service) heal(ctx context.Context, lost, forced []string) error {
 		return fmt.Errorf("rebuild: %w", ctx.Err())
 	}
 	for deadline := time.Now().Add(healWait); ; {
-		if err := s.fence.Beat(ctx, s.instance, epoch); err != nil {
+		if err := s.healing.fence.Beat(ctx, s.instance, epoch); err != nil {
 			return fmt.Errorf("rebuild: %w", err)
 		}
-		waiting, err := s.fence.Paused(ctx, epoch)
+		waiting, err := s.healing.fence.Paused(ctx, epoch)
 		if err != nil {
 			return fmt.Errorf("rebuild: %w", err)
 		}
@@ -293,7 +310,7 @@ func (s *Service) heal(ctx context.Context, lost, forced []string) error {
 			return fmt.Errorf("rebuild: %w", ctx.Err())
 		}
 	}
-	if err := s.drainer.Drain(ctx); err != nil {
+	if err := s.healing.drainer.Drain(ctx); err != nil {
 		return fmt.Errorf("rebuild: %w", err)
 	}
 	drained := time.Since(start)
@@ -315,7 +332,7 @@ func (s *Service) heal(ctx context.Context, lost, forced []string) error {
 		if err := s.loadAt(ctx, sale, time.Time{}); err != nil {
 			return fmt.Errorf("rebuild: %w", err)
 		}
-		s.cache(sale)
+		s.sales.put(sale)
 		loaded++
 	}
 	s.log.Warn("stock engine rebuilt from the database", "epoch", epoch, "sales", loaded,
@@ -328,7 +345,7 @@ func (s *Service) heal(ctx context.Context, lost, forced []string) error {
 func (s *Service) keepLease(ctx context.Context, epoch string, cancel context.CancelFunc, done chan<- struct{}) {
 	defer close(done)
 	every(ctx, healLease/5, nil, func(ctx context.Context) {
-		if ok, err := s.fence.Extend(ctx, epoch, healLease); err == nil && !ok {
+		if ok, err := s.healing.fence.Extend(ctx, epoch, healLease); err == nil && !ok {
 			s.log.Error("rebuild: lease lost; stopping", "epoch", epoch)
 			cancel()
 		}

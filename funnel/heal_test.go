@@ -186,8 +186,8 @@ func TestHealFence(t *testing.T) {
 
 	done := make(chan error, 1)
 	go func() {
-		svc.healMu.Lock()
-		defer svc.healMu.Unlock()
+		svc.healing.mu.Lock()
+		defer svc.healing.mu.Unlock()
 		done <- svc.heal(ctx, []string{sale.ID}, nil)
 	}()
 	// Well past the grace, the other instance has not paused: nothing may load.

@@ -24,15 +24,10 @@ import (
 // itself needs no invalidation, as the engine is shared and its sold-out
 // flags follow the broadcast.
 
-// SaleRefreshDefault is how often an instance rereads the current sales
-// to pick up other instances' changes: well inside the one second a
-// change has to reach every instance.
-const SaleRefreshDefault = 500 * time.Millisecond
-
 // updateRetries bounds the read-modify-write loop of a change that meets a
 // concurrent one on another instance (a stock change bumps the revision
 // too); on one instance Service.lifeMu serialises them. Lock order:
-// lifeMu before gate before healMu (funnel.go).
+// locks.txt.
 const updateRetries = 8
 
 var errEditEnded = flashsale.Errorf(flashsale.EEnded, "the sale has ended; it can no longer change")
@@ -64,7 +59,7 @@ func (s *Service) ListSales(ctx context.Context, q flashsale.SaleQuery) ([]*flas
 
 // SaleOrders lists a sale's orders for the operators.
 func (s *Service) SaleOrders(ctx context.Context, id string, q flashsale.OrderQuery) ([]*flashsale.Order, string, error) {
-	if _, err := s.sale(ctx, id); err != nil {
+	if _, err := s.sales.get(ctx, id); err != nil {
 		return nil, "", err
 	}
 	q.Limit = pageLimit(q.Limit)
@@ -81,7 +76,7 @@ func (s *Service) SaleOrders(ctx context.Context, id string, q flashsale.OrderQu
 
 // SaleChanges returns a sale's change log.
 func (s *Service) SaleChanges(ctx context.Context, id string) ([]flashsale.SaleChange, error) {
-	if _, err := s.sale(ctx, id); err != nil {
+	if _, err := s.sales.get(ctx, id); err != nil {
 		return nil, err
 	}
 	return s.store.SaleChanges(ctx, id)
@@ -178,7 +173,7 @@ func (s *Service) change(ctx context.Context, id, kind string,
 			return nil, err
 		}
 		if next == nil {
-			s.cacheNewer(sale)
+			s.sales.putNewer(sale)
 			return s.adminView(ctx, sale)
 		}
 		c := flashsale.SaleChange{SaleID: id, At: now.UTC().Truncate(time.Millisecond), Kind: kind, Detail: detail}
@@ -196,7 +191,7 @@ func (s *Service) change(ctx context.Context, id, kind string,
 				return nil, fmt.Errorf("%s sale=%s: the change is saved, but the stock engine did not take it (the audit's repair will): %w", kind, id, err)
 			}
 		}
-		s.cacheNewer(next)
+		s.sales.putNewer(next)
 		s.log.Info("sale changed", "sale_id", id, "change", kind, "detail", detail, "revision", next.Revision)
 		return s.savedView(ctx, next)
 	}
@@ -235,11 +230,10 @@ func (s *Service) AdjustStock(ctx context.Context, id string, d flashsale.StockD
 	}
 	s.lifeMu.Lock()
 	defer s.lifeMu.Unlock()
-	// A rebuild in this process (which takes the gate for writing) must
-	// not land between the two steps: it would count the change twice or
-	// not at all.
-	s.gate.RLock()
-	defer s.gate.RUnlock()
+	// A rebuild in this process (which holds engineWork) must not land
+	// between the two steps: it would count the change twice or not at
+	// all.
+	defer s.engineWork.enter()()
 	c := flashsale.SaleChange{SaleID: id, At: now.UTC().Truncate(time.Millisecond), Kind: flashsale.ChangeStock, Detail: d.String()}
 	if d.Delta > 0 {
 		if _, err := s.store.AdjustStock(ctx, id, d, c); err != nil {
@@ -280,86 +274,9 @@ func (s *Service) AdjustStock(ctx context.Context, id string, d flashsale.StockD
 	if err != nil {
 		return nil, fmt.Errorf("the rooms are changed, but reading the sale back failed (reload it; do not repeat the change): %w", err)
 	}
-	s.cacheNewer(fresh)
+	s.sales.putNewer(fresh)
 	s.log.Info("sale stock changed", "sale_id", id, "night", d.Date, "delta", d.Delta, "revision", fresh.Revision)
 	return s.savedView(ctx, fresh)
-}
-
-// cacheNewer caches sale unless the cache holds a later revision of it.
-func (s *Service) cacheNewer(sale *flashsale.Sale) {
-	s.mu.Lock()
-	if old := s.sales[sale.ID]; old == nil || old.Revision <= sale.Revision {
-		s.sales[sale.ID] = sale
-	}
-	s.mu.Unlock()
-	s.reads.list.Invalidate(struct{}{})
-}
-
-// refreshLoop picks up changes other instances made to current sales.
-func (s *Service) refreshLoop(ctx context.Context, period time.Duration) {
-	defer s.done.Done()
-	every(ctx, period, nil, func(ctx context.Context) {
-		rctx, cancel := context.WithTimeout(ctx, period)
-		defer cancel()
-		if err := s.refreshSales(rctx); err != nil && ctx.Err() == nil {
-			s.log.Debug("sale refresh failed; the cached sales stay until the next", "err", err)
-		}
-	})
-}
-
-// refreshSales swaps in the current sales whose revision moved, and drops
-// the cached ones that are no longer current though they were not due to
-// end (closed elsewhere): the next read loads them as they are now.
-func (s *Service) refreshSales(ctx context.Context) error {
-	now := s.now()
-	sales, err := s.store.Sales(ctx, now)
-	if err != nil {
-		return err
-	}
-	current := make(map[string]bool, len(sales))
-	changed := false
-	var missing []string
-	s.mu.Lock()
-	for _, sale := range sales {
-		current[sale.ID] = true
-		if old := s.sales[sale.ID]; old != nil && old.Revision < sale.Revision {
-			s.sales[sale.ID] = sale
-			changed = true
-		}
-	}
-	for id, old := range s.sales {
-		if !current[id] && now.Before(old.EndsAt) && old.CreatedAt.Before(now.Add(-time.Second)) {
-			missing = append(missing, id)
-		}
-	}
-	s.mu.Unlock()
-	// A sale missing from the list is read on its own before it is
-	// forgotten: absence is no proof. Once, with the database going down,
-	// an instance forgot a sale it was selling, and every purchase and
-	// order read there then needed the database (CI,
-	// TestFaultDatabaseDown/postgres: half the guests who had a 202 read
-	// 503 instead of pending).
-	for _, id := range missing {
-		sale, err := s.store.Sale(ctx, id)
-		switch {
-		case errors.Is(err, flashsale.ErrNotFound): // deleted elsewhere
-		case err != nil:
-			return err
-		case now.Before(sale.EndsAt): // still current: the list was wrong
-			s.log.Warn("the sale list left out a current sale; it stays cached", "sale_id", id)
-			s.cacheNewer(sale)
-			continue
-		}
-		// Closed or deleted elsewhere: the next read loads it as it is now.
-		s.mu.Lock()
-		delete(s.sales, id)
-		s.mu.Unlock()
-		changed = true
-	}
-	if changed {
-		s.reads.list.Invalidate(struct{}{})
-	}
-	return nil
 }
 
 // DeleteSale removes a test sale (the store refuses a real one). This
@@ -372,11 +289,7 @@ func (s *Service) DeleteSale(ctx context.Context, id string) error {
 	if err := s.store.DeleteSale(ctx, id); err != nil {
 		return err
 	}
-	s.mu.Lock()
-	delete(s.sales, id)
-	s.mu.Unlock()
-	s.reads.list.Invalidate(struct{}{})
-	s.reads.unknown.Set(id, struct{}{})
+	s.sales.forget(id)
 	s.log.Info("test sale deleted", "sale_id", id)
 	return nil
 }

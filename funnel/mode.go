@@ -73,9 +73,9 @@ type seller struct {
 	paused bool
 
 	slots chan struct{} // DirectLimit
-	// gate is held for reading by every purchase from the database; the
-	// step out of db mode takes it for writing to wait for them.
-	gate sync.RWMutex
+	// dbWork is entered by every purchase from the database; the step
+	// out of db mode waits for it to empty.
+	dbWork inflight
 
 	refusedMu sync.Mutex
 	refused   map[refusal]time.Time
@@ -134,8 +134,8 @@ func (s *Service) SellMode() (flashsale.SellMode, flashsale.Selling) {
 }
 
 // sellingEngine is nil when a purchase may take units from the engine. The
-// caller holds gate for reading, so the step that stops it (which takes
-// gate for writing) waits for the purchase.
+// caller is inside engineWork, so the step that stops it (which waits for
+// engineWork to empty) waits for the purchase.
 func (s *Service) sellingEngine() error {
 	if s.sells() != flashsale.SellingEngine {
 		return errSwitching
@@ -187,7 +187,7 @@ func (s *Service) modeStep(ctx context.Context) {
 func (s *Service) modeEngine(ctx context.Context, m flashsale.SellMode, sel flashsale.Selling) {
 	sl := s.sell
 	if sl.paused {
-		s.drainer.Resume()
+		s.healing.drainer.Resume()
 		sl.paused = false
 	}
 	sl.acted = m
@@ -206,7 +206,7 @@ func (s *Service) modeStopping(ctx context.Context, m flashsale.SellMode, sel fl
 	if sl.acted != m {
 		s.stopEngine(sel)
 		pctx, cancel := context.WithTimeout(ctx, healWait)
-		err := s.drainer.Pause(pctx)
+		err := s.healing.drainer.Pause(pctx)
 		cancel()
 		if err != nil {
 			s.log.Error("sell mode: pause the order consumer", "epoch", m.Epoch, "err", err)
@@ -220,7 +220,7 @@ func (s *Service) modeStopping(ctx context.Context, m flashsale.SellMode, sel fl
 	}
 	// Every order a 202 was given for is in the queue or the database:
 	// drain the queue, and the database knows them all.
-	if err := s.drainer.Drain(ctx); err != nil {
+	if err := s.healing.drainer.Drain(ctx); err != nil {
 		s.log.Error("sell mode: drain the order queue", "epoch", m.Epoch, "err", err)
 		return
 	}
@@ -236,7 +236,7 @@ func (s *Service) modeDB(ctx context.Context, m flashsale.SellMode, sel flashsal
 		s.stopEngine(sel)
 	}
 	if sl.paused {
-		s.drainer.Resume()
+		s.healing.drainer.Resume()
 		sl.paused = false
 	}
 	sl.acted = m
@@ -256,11 +256,7 @@ func (s *Service) modeReturning(ctx context.Context, m flashsale.SellMode, sel f
 	if sl.acted != m {
 		s.stopEngine(sel)
 		sl.selling.Store(flashsale.SellingNone)
-		// A barrier, empty on purpose: taking gate for writing waits for
-		// the purchases from the database in flight (readers) to end.
-		sl.gate.Lock()
-		//lint:ignore SA2001 an intended barrier on the purchases holding gate for reading
-		sl.gate.Unlock()
+		sl.dbWork.wait() // the purchases from the database in flight end
 		sl.acted = m
 		return
 	}
@@ -287,14 +283,14 @@ func (s *Service) modeReturning(ctx context.Context, m flashsale.SellMode, sel f
 }
 
 // reload rebuilds every live sale in the engine from the database: the
-// fenced rebuild across instances, or the in-process one's gate.
+// fenced rebuild across instances, or the in-process one's barrier.
 func (s *Service) reload(ctx context.Context) error {
-	if s.fence != nil {
-		s.healMu.Lock()
-		defer s.healMu.Unlock()
-		return s.heal(ctx, nil, s.liveSales())
+	if s.healing.fence != nil {
+		s.healing.mu.Lock()
+		defer s.healing.mu.Unlock()
+		return s.heal(ctx, nil, s.sales.live())
 	}
-	for _, id := range s.liveSales() {
+	for _, id := range s.sales.live() {
 		if err := s.rebuild(ctx, id); err != nil {
 			return err
 		}
@@ -311,17 +307,13 @@ func (s *Service) moveMode(ctx context.Context, m, next flashsale.SellMode, why 
 }
 
 // stopEngine ends this instance's sales from the engine, waiting for the
-// ones in flight (each holds gate from its check to its answer).
+// ones in flight (each is inside engineWork from its check to its answer).
 func (s *Service) stopEngine(sel flashsale.Selling) {
 	if sel != flashsale.SellingEngine {
 		return
 	}
 	s.sell.selling.Store(flashsale.SellingNone)
-	// A barrier, empty on purpose: taking gate for writing waits for the
-	// purchases in flight (readers) to end.
-	s.gate.Lock()
-	//lint:ignore SA2001 an intended barrier on the purchases holding gate for reading
-	s.gate.Unlock()
+	s.engineWork.wait() // the purchases from the engine in flight end
 	s.log.Warn("sell mode: stopped selling from the stock engine")
 }
 
@@ -338,26 +330,12 @@ func (s *Service) allStopped(ctx context.Context, m flashsale.SellMode) (bool, e
 		if p.Mode == m && p.Selling == flashsale.SellingNone {
 			continue
 		}
-		if p.Expires.Add(s.healGrace).Before(now) {
+		if p.Expires.Add(s.healing.grace).Before(now) {
 			continue
 		}
 		return false, nil
 	}
 	return true, nil
-}
-
-// liveSales are the cached sales that have not ended.
-func (s *Service) liveSales() []string {
-	now := s.now()
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	var ids []string
-	for id, sale := range s.sales {
-		if now.Before(sale.EndsAt) {
-			ids = append(ids, id)
-		}
-	}
-	return ids
 }
 
 // orderByKey is the order a user's idempotency key names in the database,
@@ -392,8 +370,7 @@ func (s *Service) purchaseDirect(ctx context.Context, u flashsale.User, sale *fl
 	default:
 		return nil, flashsale.ErrOverloaded
 	}
-	sl.gate.RLock()
-	defer sl.gate.RUnlock()
+	defer sl.dbWork.enter()()
 	if s.sells() != flashsale.SellingDB {
 		return nil, errSwitching
 	}
@@ -488,8 +465,7 @@ func (sl *seller) refuse(r refusal, now time.Time) {
 // retakeDirect is a payment's retake in db mode: the database's guarded
 // transition alone.
 func (s *Service) retakeDirect(ctx context.Context, o *flashsale.Order, paymentRef string) (*flashsale.Order, error) {
-	s.sell.gate.RLock()
-	defer s.sell.gate.RUnlock()
+	defer s.sell.dbWork.enter()()
 	if s.sells() != flashsale.SellingDB {
 		return nil, errSwitching
 	}

@@ -3,6 +3,7 @@ package funnel
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -20,6 +21,33 @@ import (
 // delivered. So a receiver sees every notice at least once and one
 // order's notices in order; a crash between a delivery and its ack
 // delivers that notice again, which the receiver drops by its ID.
+
+// dispatcher delivers the outbox's order events: one loop per sink, and
+// the outbox's pruning (prune.go). It owns those goroutines: run starts
+// them and returns once they have all ended.
+type dispatcher struct {
+	store    flashsale.Store
+	sales    *catalog // marks a test sale's events
+	log      *slog.Logger
+	now      func() time.Time
+	instance string // the lease holder's name
+	sinks    []flashsale.NoticeSink
+	// poll is how often an idle loop looks again; retention is how long
+	// the outbox keeps what every transport has (zero: for ever).
+	poll, retention time.Duration
+}
+
+// run delivers and prunes until ctx ends, then returns once every loop has.
+func (d *dispatcher) run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, sink := range d.sinks {
+		wg.Go(func() { d.deliver(ctx, sink) })
+	}
+	if d.retention > 0 {
+		wg.Go(func() { d.prune(ctx) })
+	}
+	wg.Wait()
+}
 
 // Dispatch defaults.
 const (
@@ -51,8 +79,8 @@ func (s *Service) Deliveries(ctx context.Context, q flashsale.DeliveryQuery) ([]
 
 // NoticeStatus says, per configured transport, how far its delivery is.
 func (s *Service) NoticeStatus(ctx context.Context) ([]flashsale.NoticeTransport, error) {
-	out := make([]flashsale.NoticeTransport, 0, len(s.sinks))
-	for _, sink := range s.sinks {
+	out := make([]flashsale.NoticeTransport, 0, len(s.events.sinks))
+	for _, sink := range s.events.sinks {
 		cursor, last, err := s.store.NoticeCursor(ctx, sink.Name())
 		if err != nil {
 			return nil, err
@@ -62,23 +90,22 @@ func (s *Service) NoticeStatus(ctx context.Context) ([]flashsale.NoticeTransport
 	return out, nil
 }
 
-// dispatchLoop delivers sink's notices until ctx ends. A claimed batch
+// deliver delivers sink's notices until ctx ends. A claimed batch
 // is delivered noticeWorkers orders at a time, each order's notices one
 // after the other, so a flash sale's thousands of expiries leave in
 // parallel while one order's events keep their order; the cursor then
 // moves past the longest run of delivered notices from its start, and
 // whatever follows a failure is delivered again after the backoff (at
 // least once).
-func (s *Service) dispatchLoop(ctx context.Context, sink flashsale.NoticeSink) {
-	defer s.done.Done()
+func (d *dispatcher) deliver(ctx context.Context, sink flashsale.NoticeSink) {
 	name := sink.Name()
 	defer func() {
 		// Give the lease back, so the next instance need not wait it out:
 		// a claim until now, of nothing, ends it if it is still this one's.
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		if _, _, err := s.store.ClaimNotices(ctx, name, s.instance, time.Now(), 0); err != nil {
-			s.log.Warn("events: lease not given back", "transport", name, "err", err)
+		if _, _, err := d.store.ClaimNotices(ctx, name, d.instance, time.Now(), 0); err != nil {
+			d.log.Warn("events: lease not given back", "transport", name, "err", err)
 		}
 	}()
 	backoff := time.Duration(0)
@@ -92,16 +119,16 @@ func (s *Service) dispatchLoop(ctx context.Context, sink flashsale.NoticeSink) {
 		}
 	}
 	for ctx.Err() == nil {
-		cursor, last, err := s.store.NoticeCursor(ctx, name)
+		cursor, last, err := d.store.NoticeCursor(ctx, name)
 		if err == nil && cursor >= last {
-			wait(s.noticePoll) // nothing new: no claim, no write
+			wait(d.poll) // nothing new: no claim, no write
 			continue
 		}
-		ns, ok, err := s.store.ClaimNotices(ctx, name, s.instance, time.Now().Add(NoticeLease), noticeBatch)
+		ns, ok, err := d.store.ClaimNotices(ctx, name, d.instance, time.Now().Add(NoticeLease), noticeBatch)
 		switch {
 		case err != nil:
 			if ctx.Err() == nil {
-				s.log.Warn("events: claim failed", "transport", name, "err", err)
+				d.log.Warn("events: claim failed", "transport", name, "err", err)
 			}
 			wait(time.Second)
 			continue
@@ -109,10 +136,10 @@ func (s *Service) dispatchLoop(ctx context.Context, sink flashsale.NoticeSink) {
 			wait(NoticeLease / 4) // another instance delivers
 			continue
 		case len(ns) == 0:
-			wait(s.noticePoll)
+			wait(d.poll)
 			continue
 		}
-		results := s.deliverBatch(ctx, sink, ns, attempts)
+		results := d.deliverBatch(ctx, sink, ns, attempts)
 		for i, n := range ns {
 			if results[i] != errNotTried {
 				attempts[n.ID]++
@@ -124,9 +151,9 @@ func (s *Service) dispatchLoop(ctx context.Context, sink flashsale.NoticeSink) {
 			done++
 		}
 		if done > 0 {
-			if err := s.store.AckNotices(ctx, name, s.instance, ns[done-1].Seq); err != nil &&
+			if err := d.store.AckNotices(ctx, name, d.instance, ns[done-1].Seq); err != nil &&
 				!errors.Is(err, flashsale.ErrStale) && ctx.Err() == nil {
-				s.log.Warn("events: ack failed", "transport", name, "seq", ns[done-1].Seq, "err", err)
+				d.log.Warn("events: ack failed", "transport", name, "seq", ns[done-1].Seq, "err", err)
 			}
 		}
 		if done == len(ns) {
@@ -135,7 +162,7 @@ func (s *Service) dispatchLoop(ctx context.Context, sink flashsale.NoticeSink) {
 		}
 		n := ns[done]
 		backoff = min(max(2*backoff, noticeBackoffMin), noticeBackoffMax)
-		s.log.Warn("events: delivery failed; retrying", "transport", name, "event_id", n.ID,
+		d.log.Warn("events: delivery failed; retrying", "transport", name, "event_id", n.ID,
 			"attempt", attempts[n.ID], "retry_in", backoff, "err", results[done])
 		wait(backoff/2 + rand.N(backoff/2+1))
 	}
@@ -148,7 +175,7 @@ const noticeWorkers = 16
 // outcome: nil delivered, else the error (or errNotTried after an earlier
 // notice of its order, or any notice once the receiver failed). attempts
 // holds the tries so far per notice ID; the caller counts this batch's.
-func (s *Service) deliverBatch(ctx context.Context, sink flashsale.NoticeSink, ns []flashsale.Notice, attempts map[string]int) []error {
+func (d *dispatcher) deliverBatch(ctx context.Context, sink flashsale.NoticeSink, ns []flashsale.Notice, attempts map[string]int) []error {
 	results := make([]error, len(ns))
 	groups := map[string][]int{}
 	var keys []string
@@ -177,10 +204,10 @@ func (s *Service) deliverBatch(ctx context.Context, sink flashsale.NoticeSink, n
 						continue
 					}
 					n := ns[i]
-					if sale, err := s.sale(ctx, n.SaleID); err == nil {
+					if sale, err := d.sales.get(ctx, n.SaleID); err == nil {
 						n.Test = sale.Test
 					}
-					results[i] = s.deliverOne(ctx, sink, n, tries[i])
+					results[i] = d.deliverOne(ctx, sink, n, tries[i])
 					if failed = results[i] != nil; failed {
 						anyFailed.Store(true)
 					}
@@ -199,18 +226,18 @@ func (s *Service) deliverBatch(ctx context.Context, sink flashsale.NoticeSink, n
 var errNotTried = errors.New("not tried: an earlier event of its order is not delivered yet")
 
 // deliverOne delivers one notice and writes the attempt to the log.
-func (s *Service) deliverOne(ctx context.Context, sink flashsale.NoticeSink, n flashsale.Notice, attempt int) error {
+func (d *dispatcher) deliverOne(ctx context.Context, sink flashsale.NoticeSink, n flashsale.Notice, attempt int) error {
 	dctx, cancel := context.WithTimeout(ctx, deliverTimeout)
 	start := time.Now()
 	status, err := sink.Deliver(dctx, n)
 	cancel()
-	d := flashsale.Delivery{Transport: sink.Name(), NoticeID: n.ID, Seq: n.Seq, Type: n.Type, Attempt: attempt,
+	rec := flashsale.Delivery{Transport: sink.Name(), NoticeID: n.ID, Seq: n.Seq, Type: n.Type, Attempt: attempt,
 		At: start.UTC(), OK: err == nil, Status: status, Took: time.Since(start)}
 	if err != nil {
-		d.Error = err.Error()
+		rec.Error = err.Error()
 	}
-	if lerr := s.store.RecordDelivery(ctx, d); lerr != nil && ctx.Err() == nil {
-		s.log.Warn("events: delivery log not written", "transport", sink.Name(), "event_id", n.ID, "err", lerr)
+	if lerr := d.store.RecordDelivery(ctx, rec); lerr != nil && ctx.Err() == nil {
+		d.log.Warn("events: delivery log not written", "transport", sink.Name(), "event_id", n.ID, "err", lerr)
 	}
 	return err
 }

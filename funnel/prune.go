@@ -22,31 +22,31 @@ const (
 	pruneChunks = 100
 )
 
-func (s *Service) pruneLoop(ctx context.Context) {
-	defer s.done.Done()
-	s.pruneOutbox(ctx) // at start too: an instance that restarts often still prunes
-	every(ctx, PruneEvery, nil, s.pruneOutbox)
+// prune prunes the outbox every PruneEvery until ctx ends.
+func (d *dispatcher) prune(ctx context.Context) {
+	d.pruneOutbox(ctx) // at start too: an instance that restarts often still prunes
+	every(ctx, PruneEvery, nil, d.pruneOutbox)
 }
 
 // pruneOutbox deletes the outbox's rows older than the retention, a chunk
 // at a time, until a chunk comes back short.
-func (s *Service) pruneOutbox(ctx context.Context) {
-	before := s.now().Add(-s.retention)
+func (d *dispatcher) pruneOutbox(ctx context.Context) {
+	before := d.now().Add(-d.retention)
 	var notices, deliveries int
 	for range pruneChunks {
-		n, d, err := s.store.PruneOutbox(ctx, before, pruneChunk)
-		notices, deliveries = notices+n, deliveries+d
+		n, m, err := d.store.PruneOutbox(ctx, before, pruneChunk)
+		notices, deliveries = notices+n, deliveries+m
 		if err != nil {
 			if ctx.Err() == nil {
-				s.log.Warn("outbox pruning failed; the next run tries again", "err", err, "every", PruneEvery)
+				d.log.Warn("outbox pruning failed; the next run tries again", "err", err, "every", PruneEvery)
 			}
 			break
 		}
-		if n < pruneChunk && d < pruneChunk {
+		if n < pruneChunk && m < pruneChunk {
 			break
 		}
 	}
 	if notices+deliveries > 0 {
-		s.log.Info("outbox pruned", "notices", notices, "deliveries", deliveries, "before", before)
+		d.log.Info("outbox pruned", "notices", notices, "deliveries", deliveries, "before", before)
 	}
 }

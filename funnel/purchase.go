@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -27,7 +28,7 @@ func (s *Service) Purchase(ctx context.Context, u flashsale.User, req flashsale.
 // instead) and only while the engine sells (in the breaker's db mode the
 // database decides, and the engine's flags may be stale).
 func (s *Service) RefuseSoldOut(ctx context.Context, saleID string) bool {
-	sale := s.cached(saleID)
+	sale := s.sales.cached(saleID)
 	if sale == nil || sale.Open(s.now()) != nil || s.sells() != flashsale.SellingEngine {
 		return false
 	}
@@ -42,7 +43,7 @@ func (s *Service) RefuseSoldOut(ctx context.Context, saleID string) bool {
 }
 
 func (s *Service) purchase(ctx context.Context, u flashsale.User, req flashsale.PurchaseRequest) (*flashsale.Order, error) {
-	sale, err := s.sale(ctx, req.SaleID)
+	sale, err := s.sales.get(ctx, req.SaleID)
 	if err != nil {
 		return nil, err
 	}
@@ -92,8 +93,7 @@ func (s *Service) purchase(ctx context.Context, u flashsale.User, req flashsale.
 			return nil, err
 		}
 		s.obs.Admitted(sale.ID)
-		s.gate.RLock()
-		defer s.gate.RUnlock()
+		defer s.engineWork.enter()()
 		if locked = true; s.sellingEngine() != nil {
 			return nil, errSwitching
 		}
@@ -120,8 +120,7 @@ func (s *Service) purchase(ctx context.Context, u flashsale.User, req flashsale.
 		s.obs.Admitted(sale.ID)
 	}
 	if !locked {
-		s.gate.RLock()
-		defer s.gate.RUnlock()
+		defer s.engineWork.enter()()
 		if s.sellingEngine() != nil {
 			return nil, errSwitching
 		}
@@ -239,7 +238,7 @@ func (s *Service) write(ctx context.Context, sale *flashsale.Sale, r *flashsale.
 // hot path's, are nearly all for one sale, and a string compare is cheaper
 // than the map's hash.
 func (s *Service) logSoldOut(ctx context.Context, saleID string) {
-	if last := s.soldOutLast.Load(); last == nil || *last != saleID {
+	if last := s.soldOut.last.Load(); last == nil || *last != saleID {
 		s.logSoldOutSlow(ctx, saleID)
 	}
 }
@@ -247,10 +246,17 @@ func (s *Service) logSoldOut(ctx context.Context, saleID string) {
 // logSoldOutSlow is logSoldOut's map lookup, apart so that only it moves
 // saleID to the heap.
 func (s *Service) logSoldOutSlow(ctx context.Context, saleID string) {
-	if _, seen := s.soldOutSeen.LoadOrStore(saleID, struct{}{}); !seen {
+	if _, seen := s.soldOut.seen.LoadOrStore(saleID, struct{}{}); !seen {
 		s.log.Info("sale sold out", "sale_id", saleID, "request_id", flashsale.RequestID(ctx))
 	}
-	s.soldOutLast.Store(&saleID)
+	s.soldOut.last.Store(&saleID)
+}
+
+// soldOutLog holds the sales whose sold-out answer from the engine was
+// logged: one line per sale and process, not one per request.
+type soldOutLog struct {
+	seen sync.Map
+	last atomic.Pointer[string] // the sale last looked up in seen
 }
 
 // replay returns the order a user's idempotency key already names, or ErrNotFound.
@@ -339,7 +345,7 @@ func (s *Service) orderOwnedBy(ctx context.Context, owner, id string) (*flashsal
 		r, rerr := s.engine.Reservation(ctx, id)
 		switch {
 		case rerr == nil && r.Active && (owner == "" || r.UserID == owner):
-			sale, serr := s.sale(ctx, r.SaleID)
+			sale, serr := s.sales.get(ctx, r.SaleID)
 			if serr != nil {
 				return nil, serr
 			}
@@ -509,10 +515,9 @@ func (s *Service) MarkPaid(ctx context.Context, id, paymentRef string) (*flashsa
 }
 
 // retake sells a released order's units again to its buyer, engine first
-// (the gate everyone else goes through) and then the database's guard.
+// (through engineWork, as a purchase's reserve) and then the database's guard.
 func (s *Service) retake(ctx context.Context, o *flashsale.Order, paymentRef string) (*flashsale.Order, error) {
-	s.gate.RLock() // the engine retakes before the database does (see Purchase)
-	defer s.gate.RUnlock()
+	defer s.engineWork.enter()() // the engine retakes before the database does (see Purchase)
 	switch s.sells() {
 	case flashsale.SellingDB:
 		return s.retakeDirect(ctx, o, paymentRef)
@@ -521,7 +526,7 @@ func (s *Service) retake(ctx context.Context, o *flashsale.Order, paymentRef str
 	}
 	if err := s.engine.Retake(ctx, o.SaleID, o.ID); err != nil {
 		if errors.Is(err, flashsale.ErrNotLoaded) {
-			if sale, serr := s.sale(ctx, o.SaleID); serr == nil && s.now().Before(sale.EndsAt) {
+			if sale, serr := s.sales.get(ctx, o.SaleID); serr == nil && s.now().Before(sale.EndsAt) {
 				// The engine lost a live sale: answer 503 until the
 				// rebuild is done, not a refund.
 				s.wakeHeal()

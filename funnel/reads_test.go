@@ -32,14 +32,17 @@ func (c *readCountingStore) Sales(ctx context.Context, now time.Time) ([]*flashs
 
 // TestCheapReads: 10 000 concurrent views of 10 sale IDs that do not exist
 // cost at most one database read per ID, and 10 000 concurrent listings of
-// the current sales one read (or two, if the list expires mid-flood); a
-// sale created meanwhile is listed at once.
+// the current sales one read per life of the cached list (its shortest is
+// 750 ms: on a loaded machine the flood outlives a few); a sale created
+// meanwhile is listed at once. The catalog's own refresh is slowed out of
+// the count.
 func TestCheapReads(t *testing.T) {
 	ctx := context.Background()
 	var store *readCountingStore
 	e := mustOpenAudit(t, nil, func(cfg *funnel.Config, _ *inmem.Writer) {
 		store = &readCountingStore{Store: cfg.Store}
 		cfg.Store = store
+		cfg.SaleRefresh = time.Hour
 	})
 	e.sale(t, nil, 5)
 	var unknown []string
@@ -49,6 +52,7 @@ func TestCheapReads(t *testing.T) {
 	store.saleReads.Store(0)
 	store.listReads.Store(0)
 	var wg sync.WaitGroup
+	start := time.Now()
 	for i := range 10_000 {
 		wg.Go(func() {
 			if _, err := e.svc.PublicSale(ctx, unknown[i%len(unknown)]); !errors.Is(err, flashsale.ErrNotFound) {
@@ -60,11 +64,12 @@ func TestCheapReads(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	lives := 1 + int64(time.Since(start)/(750*time.Millisecond)) // listTTL - listJitter
 	if n := store.saleReads.Load(); n > int64(len(unknown)) {
 		t.Errorf("%d database reads for %d unknown IDs under 10 000 requests, want at most one each", n, len(unknown))
 	}
-	if n := store.listReads.Load(); n > 2 {
-		t.Errorf("%d database reads of the sale list under 10 000 requests, want 1 (2 if it expired mid-flood)", n)
+	if n := store.listReads.Load(); n > lives+1 {
+		t.Errorf("%d database reads of the sale list under 10 000 requests in %v, want at most %d (one per life of the list, and one more if it expired mid-flood)", n, time.Since(start), lives+1)
 	}
 	t.Logf("database reads: %d for %d unknown IDs, %d for the list", store.saleReads.Load(), len(unknown), store.listReads.Load())
 	e.sale(t, nil, 3)

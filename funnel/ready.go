@@ -39,7 +39,7 @@ func schemaReady(r *flashsale.Readiness, pending []string, err, storeErr error) 
 // does not answer.
 func (s *Service) unloadedSales(ctx context.Context) []string {
 	var ids []string
-	if sales, err := s.currentSales(ctx); err == nil {
+	if sales, err := s.sales.current(ctx); err == nil {
 		now := s.now()
 		for _, sale := range sales {
 			if now.Before(sale.EndsAt) {
@@ -47,7 +47,7 @@ func (s *Service) unloadedSales(ctx context.Context) []string {
 			}
 		}
 	} else {
-		ids = s.liveSales()
+		ids = s.sales.live()
 	}
 	var lost []string
 	for _, id := range ids {

@@ -22,7 +22,7 @@ import (
 // challenge.go); the token then carries the challenge's seed as its nonce,
 // so one solution buys at most one purchase.
 func (s *Service) IssueToken(ctx context.Context, u flashsale.User, req flashsale.TokenRequest) (*flashsale.PurchaseToken, error) {
-	sale, err := s.sale(ctx, req.SaleID)
+	sale, err := s.sales.get(ctx, req.SaleID)
 	if err != nil {
 		return nil, err
 	}
@@ -33,7 +33,7 @@ func (s *Service) IssueToken(ctx context.Context, u flashsale.User, req flashsal
 	// The challenge before eligibility: it costs no I/O, and a script
 	// without a solution should not cost a user-service call.
 	var nonce [nonceLen]byte
-	exp := now.Add(s.ttl).UTC().Truncate(time.Millisecond)
+	exp := now.Add(s.signer.ttl).UTC().Truncate(time.Millisecond)
 	if sale.Challenge.Difficulty > 0 {
 		if nonce, exp, err = s.signer.solved(req.Challenge, req.Solution, u, sale, now); err != nil {
 			return nil, err
@@ -146,7 +146,10 @@ type signKey struct {
 
 // signer seals and opens purchase tokens and challenges. keys[0] signs;
 // every key verifies.
-type signer struct{ keys []*signKey }
+type signer struct {
+	keys []*signKey
+	ttl  time.Duration // how long a purchase token is valid
+}
 
 // newSigner derives each key from its secret, so a secret never doubles as
 // the JWT key. Without keys the server secret is the one key, ID "0", as

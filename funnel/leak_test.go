@@ -1,0 +1,158 @@
+package funnel
+
+import (
+	"context"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/breaker"
+	"github.com/flashsale/flashsale/inmem"
+	"github.com/flashsale/flashsale/sqlite"
+	"go.uber.org/goleak"
+)
+
+// memBoards are the force and mode boards in memory, for a Service that
+// runs every one of its loops.
+type memBoards struct {
+	mu    sync.Mutex
+	force flashsale.BreakerForce
+	mode  flashsale.SellMode
+	parts map[string]flashsale.SellPart
+}
+
+func (b *memBoards) SetBreakerForce(_ context.Context, f flashsale.BreakerForce) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.force = f
+	return nil
+}
+
+func (b *memBoards) BreakerForce(context.Context) (flashsale.BreakerForce, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.force, nil
+}
+
+func (b *memBoards) Beat(_ context.Context, p flashsale.SellPart, _ time.Duration) (flashsale.SellMode, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.parts[p.Instance] = p
+	return b.mode, nil
+}
+
+func (b *memBoards) Move(_ context.Context, from, to flashsale.SellMode) (bool, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.mode != from {
+		return false, nil
+	}
+	b.mode = to
+	return true, nil
+}
+
+func (b *memBoards) Parts(context.Context) ([]flashsale.SellPart, time.Time, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var ps []flashsale.SellPart
+	for _, p := range b.parts {
+		ps = append(ps, p)
+	}
+	return ps, time.Now(), nil
+}
+
+// nopSink takes every notice.
+type nopSink struct{}
+
+func (nopSink) Name() string                                           { return "nop" }
+func (nopSink) Deliver(context.Context, flashsale.Notice) (int, error) { return 200, nil }
+
+// TestCloseLeavesNoGoroutine: a Service with every component running (the
+// catalog's refresh, the reaper, a dispatcher, the outbox's pruning, the
+// audit and its phantom watch, the heal loop and its heartbeat, the force
+// switch, the sell mode) leaves no goroutine behind once Close returns,
+// and neither does each component on its own.
+func TestCloseLeavesNoGoroutine(t *testing.T) {
+	before := goleak.IgnoreCurrent()
+	ctx := context.Background()
+	store := mustStore(t)
+	engine := inmem.NewEngine()
+	brk := breaker.New(engine, breaker.Config{Logger: slog.New(slog.DiscardHandler)})
+	writer := inmem.NewWriter(store, inmem.WriterConfig{}, nil)
+	boards := &memBoards{mode: flashsale.SellMode{Phase: flashsale.PhaseEngine}, parts: map[string]flashsale.SellPart{}}
+	events := &eventLog{}
+	fast := 10 * time.Millisecond
+	svc := New(Config{
+		Store: store, Engine: brk, Writer: writer, Secret: []byte("s"),
+		Fence: &fakeFence{beats: map[string]string{}, events: events}, Drainer: &fakeDrainer{events: events},
+		Breaker: brk, Forces: boards, ForcePoll: fast, Board: boards,
+		Sinks: []flashsale.NoticeSink{nopSink{}}, NoticePoll: fast, OutboxRetention: time.Hour,
+		ReapInterval: fast, SaleRefresh: fast, AuditInterval: fast, PhantomInterval: fast,
+	})
+	if err := svc.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // every loop has ticked
+	if err := svc.Close(); err != nil {
+		t.Fatal(err)
+	}
+	writer.Close()
+	store.Close()
+	goleak.VerifyNone(t, before)
+
+	t.Run("catalog", func(t *testing.T) {
+		store := mustStore(t)
+		c := newCatalog(store, nopObserver{}, slog.New(slog.DiscardHandler), time.Now, fast)
+		runAndStop(t, c.run)
+		c.close()
+		store.Close()
+		goleak.VerifyNone(t, before)
+	})
+	t.Run("dispatcher", func(t *testing.T) {
+		store := mustStore(t)
+		log := slog.New(slog.DiscardHandler)
+		d := &dispatcher{store: store, sales: newCatalog(store, nopObserver{}, log, time.Now, fast), log: log, now: time.Now,
+			instance: "self", sinks: []flashsale.NoticeSink{nopSink{}, nopSink{}}, poll: fast, retention: time.Hour}
+		runAndStop(t, d.run)
+		d.sales.close()
+		store.Close()
+		goleak.VerifyNone(t, before)
+	})
+	t.Run("forceSwitch", func(t *testing.T) {
+		f := newForceSwitch(boards, brk, fast, slog.New(slog.DiscardHandler))
+		runAndStop(t, f.run)
+		goleak.VerifyNone(t, before)
+	})
+}
+
+// runAndStop runs a component's loop for a few ticks and waits for it to
+// return once its context ends.
+func runAndStop(t *testing.T, run func(context.Context)) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); run(ctx) }()
+	time.Sleep(50 * time.Millisecond)
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the loop did not return 5 s after its context ended")
+	}
+}
+
+// mustStore opens and migrates a SQLite store; the caller closes it.
+func mustStore(t *testing.T) *sqlite.Store {
+	t.Helper()
+	store, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "fs.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return store
+}
