@@ -125,3 +125,50 @@ func TestDrainDistributed(t *testing.T) {
 	sellRest(t, c, id, res)
 	balanced(t, c, id, res)
 }
+
+// TestDrainSecondSignal: an operator who sends a second SIGTERM (or a
+// second Ctrl-C) while an instance drains gets it shut down now, still
+// gracefully (exit 0, the data dir's database closed cleanly: it starts
+// again and serves), instead of the signal being swallowed until the whole
+// FLASHSALE_SHUTDOWN_DELAY has passed.
+func TestDrainSecondSignal(t *testing.T) {
+	bin := buildBinary(t)
+	dir, addr := t.TempDir(), freeAddr(t)
+	env := []string{
+		"FLASHSALE_ADDR=" + addr, "FLASHSALE_DATA_DIR=" + dir, "FLASHSALE_SHUTDOWN_DELAY=60s",
+		"FLASHSALE_ADMIN_TOKEN=" + testAdminToken, "FLASHSALE_JWT_SECRET=" + testJWTSecret, "FLASHSALE_LOG_LEVEL=error",
+	}
+	base := "http://" + addr
+	proc := startBinary(t, bin, env...)
+	waitReady(t, base)
+	if err := proc.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	draining := false
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline) && !draining; time.Sleep(20 * time.Millisecond) {
+		if resp, err := http.Get(base + "/readyz"); err == nil {
+			resp.Body.Close()
+			draining = resp.StatusCode == http.StatusServiceUnavailable
+		}
+	}
+	if !draining {
+		t.Fatal("/readyz did not say draining after the first SIGTERM")
+	}
+	sent := time.Now()
+	if err := proc.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- proc.Wait() }()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("exit after the second SIGTERM: %v, want 0 (a graceful close)", err)
+		}
+		t.Logf("exited %v after the second SIGTERM (the drain delay was 60 s)", time.Since(sent).Round(time.Millisecond))
+	case <-time.After(20 * time.Second):
+		t.Fatal("still draining 20 s after a second SIGTERM: the signal was swallowed")
+	}
+	startBinary(t, bin, env...)
+	waitReady(t, base)
+}

@@ -30,6 +30,10 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// The first signal is the command's to handle (serve drains, then
+	// closes); from then on this registration lets go, so a later signal
+	// is not swallowed here (see app.Serve).
+	context.AfterFunc(ctx, stop)
 	if len(os.Args) > 1 && slices.Contains([]string{"serve", "migrate", "audit"}, os.Args[1]) {
 		if err := app.UnknownSettings(os.Environ()); err != nil {
 			fmt.Fprintln(os.Stderr, "flashsale:", strings.ReplaceAll(err.Error(), "\n", "\nflashsale: "))

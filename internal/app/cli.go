@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"os/signal"
 	"runtime/debug"
+	"syscall"
 
 	"github.com/flashsale/flashsale"
 )
@@ -126,7 +129,12 @@ func Serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return err
 	}
 	<-ctx.Done()
-	m.Drain(cfg.ShutdownDelay)
+	// The signal that ended ctx is spent. A second one cuts the drain
+	// short; once it has, a third gets the default action (the process
+	// ends at once) rather than being swallowed while Close waits.
+	again, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	m.Drain(again, cfg.ShutdownDelay)
+	stop()
 	logger.Info("shutting down")
 	return m.Close()
 }

@@ -87,10 +87,11 @@ func (m *Main) DebugAddr() string             { return m.debugAddr }
 func (m *Main) MetricsAddr() string           { return m.metricsAddr }
 
 // Drain marks the instance not ready and waits delay before Close, so the
-// load balancer has seen it go before it stops accepting.
-func (m *Main) Drain(delay time.Duration) {
+// load balancer has seen it go before it stops accepting; ctx ending cuts
+// the wait short.
+func (m *Main) Drain(ctx context.Context, delay time.Duration) {
 	if m.http != nil {
-		m.http.drain(delay)
+		m.http.drain(ctx, delay)
 	}
 }
 

@@ -58,11 +58,18 @@ func listen(addr string, routes http.Handler, log *slog.Logger) (*server, error)
 }
 
 // drain marks the instance not ready and waits delay, so the load
-// balancer has seen it go before it stops accepting.
-func (s *server) drain(delay time.Duration) {
+// balancer has seen it go before it stops accepting; or until ctx ends
+// (an operator's second signal: stop waiting, shut down now).
+func (s *server) drain(ctx context.Context, delay time.Duration) {
 	s.gate.draining.Store(true)
 	s.log.Info("draining: not ready, still serving", "for", delay)
-	time.Sleep(delay)
+	t := time.NewTimer(delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		s.log.Warn("draining cut short by a second signal; shutting down now (a third ends the process at once)")
+	}
 }
 
 // shutdown stops accepting and waits up to ShutdownDefault for the
