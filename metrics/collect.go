@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/metrics/family"
 )
 
 // scrapeTimeout bounds what a scrape reads from the service and the queue.
@@ -93,7 +94,7 @@ var (
 		"The deployment's sell mode (db mode): 1 for its phase (engine, stopping, db, returning).", []string{"phase"}, nil)
 	sellEpochDesc = prometheus.NewDesc(namespace+"_sell_epoch",
 		"The sell mode's epoch: how many times it has changed.", nil, nil)
-	sellingDesc = prometheus.NewDesc(namespace+"_selling",
+	sellingDesc = prometheus.NewDesc(family.Selling,
 		"What this instance sells from: 1 for engine, db or none.", []string{"from"}, nil)
 )
 

@@ -2,8 +2,9 @@
 // registry and every collector (client_golang), and plugs into the other
 // packages through the seams they already have: funnel.Observer, the
 // http server's route timer, the group-commit writer's hook, and wrappers
-// of flashsale.StockEngine and flashsale.Store. Only cmd/flashsale wires it;
-// no other package imports it.
+// of flashsale.StockEngine and flashsale.Store. Only internal/app wires it;
+// no other package imports it. The names other code reads (the operators'
+// stream, the console, the bench) are defined once, in package family.
 //
 // Per-sale labels are bounded: up to MaxSalesDefault sales the funnel
 // reports are tracked under their ID, every other one under sale="other";
@@ -27,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/metrics/family"
 )
 
 // Defaults for Config.
@@ -38,14 +40,15 @@ const (
 	// funnel never reported (an unknown sale must not mint a series).
 	OtherSale = "other"
 	// TestSale is the label every load test's sale counts under.
-	TestSale = "test"
+	TestSale = family.TestSale
 	// EndedKeep is how long after its end a sale keeps its series: long
 	// enough for the last scrapes and the dashboards' final figures; an
 	// ended sale's series are no one's business for longer.
 	EndedKeep = 10 * time.Minute
 )
 
-const namespace = "flashsale"
+// namespace prefixes every family (family.Namespace).
+const namespace = family.Namespace
 
 // Config configures the metrics.
 type Config struct {
@@ -99,26 +102,26 @@ func New(cfg Config) *Metrics {
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	f := factory{m.reg}
 
-	m.purchases = f.counterVec("purchases_total", "Purchases answered, by sale and outcome (ok, or the refusal's code; overloaded and indeterminate split out of unavailable).", "sale", "outcome")
-	m.steps = f.counterVec("funnel_steps_total", "Purchases that passed each step of the funnel: requested, admitted, reserved, written, paid.", "sale", "step")
-	m.holdExpiries = f.counterVec("hold_expiries_total", "Held orders expired and released by the reaper.", "sale")
-	m.releaseDelay = f.histogram("hold_release_delay_seconds", "How long after its hold ended an expired order's units were back in the stock engine.")
-	m.auditFound = f.gaugeVec("audit_findings", "Findings of the sale's last scheduled audit (drift between the books), before repair.", "sale")
-	m.auditLeft = f.gaugeVec("audit_unrepaired_findings", "Findings the sale's last scheduled audit left after repairing what is safe.", "sale")
-	m.saleInfo = f.gaugeVec("sale_info", "1 for each sale tracked under its own ID; a load test's sale counts under sale=\"test\" and has none. The test label, always \"false\", is kept for queries written to it.", "sale", "test")
-	m.audits = f.counterVec("audits_total", "Scheduled audits run, by result: balanced, drift, error.", "result")
+	m.purchases = f.counterVec(family.Purchases, "Purchases answered, by sale and outcome (ok, or the refusal's code; overloaded and indeterminate split out of unavailable).", "sale", "outcome")
+	m.steps = f.counterVec(family.FunnelSteps, "Purchases that passed each step of the funnel: requested, admitted, reserved, written, paid.", "sale", "step")
+	m.holdExpiries = f.counterVec(namespace+"_hold_expiries_total", "Held orders expired and released by the reaper.", "sale")
+	m.releaseDelay = f.histogram(namespace+"_hold_release_delay_seconds", "How long after its hold ended an expired order's units were back in the stock engine.")
+	m.auditFound = f.gaugeVec(namespace+"_audit_findings", "Findings of the sale's last scheduled audit (drift between the books), before repair.", "sale")
+	m.auditLeft = f.gaugeVec(namespace+"_audit_unrepaired_findings", "Findings the sale's last scheduled audit left after repairing what is safe.", "sale")
+	m.saleInfo = f.gaugeVec(namespace+"_sale_info", "1 for each sale tracked under its own ID; a load test's sale counts under sale=\"test\" and has none. The test label, always \"false\", is kept for queries written to it.", "sale", "test")
+	m.audits = f.counterVec(namespace+"_audits_total", "Scheduled audits run, by result: balanced, drift, error.", "result")
 
-	m.routes = f.histogramVec("http_request_duration_seconds", "HTTP request latency by route pattern.", "route")
+	m.routes = f.histogramVec(family.RequestDuration, "HTTP request latency by route pattern.", "route")
 
-	m.engineDur = f.histogramVec("engine_call_duration_seconds", "Stock engine call latency by operation.", "op")
-	m.engineCalls = f.counterVec("engine_calls_total", "Stock engine calls by operation and outcome.", "op", "outcome")
-	m.dbDur = f.histogramVec("db_call_duration_seconds", "Database call latency by operation.", "op")
-	m.dbCalls = f.counterVec("db_calls_total", "Database calls by operation and outcome: ok, refused (a conditional update or lookup said no), timeout, error.", "op", "outcome")
-	m.dbPlaced = f.counterVec("db_orders_placed_total", "Reservations the database's conditional insert was asked to place, by result.", "result")
+	m.engineDur = f.histogramVec(namespace+"_engine_call_duration_seconds", "Stock engine call latency by operation.", "op")
+	m.engineCalls = f.counterVec(namespace+"_engine_calls_total", "Stock engine calls by operation and outcome.", "op", "outcome")
+	m.dbDur = f.histogramVec(namespace+"_db_call_duration_seconds", "Database call latency by operation.", "op")
+	m.dbCalls = f.counterVec(family.DBCalls, "Database calls by operation and outcome: ok, refused (a conditional update or lookup said no), timeout, error.", "op", "outcome")
+	m.dbPlaced = f.counterVec(family.DBOrdersPlaced, "Reservations the database's conditional insert was asked to place, by result.", "result")
 
-	m.batchSize = f.histogramBuckets("group_commit_batch_size", "Reservations per group-commit transaction (embedded shape).", prometheus.ExponentialBuckets(1, 2, 11))
-	m.commitDur = f.histogram("group_commit_duration_seconds", "Time of one group-commit transaction, fsync included.")
-	m.commitErrs = f.counter("group_commit_errors_total", "Group-commit transactions that failed.")
+	m.batchSize = f.histogramBuckets(namespace+"_group_commit_batch_size", "Reservations per group-commit transaction (embedded shape).", prometheus.ExponentialBuckets(1, 2, 11))
+	m.commitDur = f.histogram(namespace+"_group_commit_duration_seconds", "Time of one group-commit transaction, fsync included.")
+	m.commitErrs = f.counter(namespace+"_group_commit_errors_total", "Group-commit transactions that failed.")
 
 	m.other = m.newSaleSet(OtherSale, time.Time{})
 	m.test = m.newSaleSet(TestSale, time.Time{})
@@ -268,23 +271,23 @@ func (m *Metrics) forget(s *saleSet) {
 	m.saleInfo.DeleteLabelValues(s.label, "false")
 }
 
-// factory registers families under the namespace.
+// factory registers families by their full names.
 type factory struct{ reg prometheus.Registerer }
 
 func (f factory) counter(name, help string) prometheus.Counter {
-	c := prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: name, Help: help})
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
 	f.reg.MustRegister(c)
 	return c
 }
 
 func (f factory) counterVec(name, help string, labels ...string) *prometheus.CounterVec {
-	c := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: name, Help: help}, labels)
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
 	f.reg.MustRegister(c)
 	return c
 }
 
 func (f factory) gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
-	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: name, Help: help}, labels)
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
 	f.reg.MustRegister(g)
 	return g
 }
@@ -295,7 +298,7 @@ func (f factory) gaugeVec(name, help string, labels ...string) *prometheus.Gauge
 var latencyBuckets = prometheus.ExponentialBucketsRange(100e-6, 10, 33)
 
 func latencyOpts(name, help string) prometheus.HistogramOpts {
-	return prometheus.HistogramOpts{Namespace: namespace, Name: name, Help: help, Buckets: latencyBuckets,
+	return prometheus.HistogramOpts{Name: name, Help: help, Buckets: latencyBuckets,
 		NativeHistogramBucketFactor: 1.1, NativeHistogramMaxBucketNumber: 160}
 }
 
@@ -306,7 +309,7 @@ func (f factory) histogram(name, help string) prometheus.Histogram {
 }
 
 func (f factory) histogramBuckets(name, help string, buckets []float64) prometheus.Histogram {
-	h := prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Name: name, Help: help, Buckets: buckets})
+	h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets})
 	f.reg.MustRegister(h)
 	return h
 }

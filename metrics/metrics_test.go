@@ -19,6 +19,7 @@ import (
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/inmem"
 	"github.com/flashsale/flashsale/metrics"
+	"github.com/flashsale/flashsale/metrics/family"
 	"github.com/flashsale/flashsale/metrics/metricstest"
 	"github.com/flashsale/flashsale/stocktest"
 )
@@ -63,6 +64,19 @@ func TestGolden(t *testing.T) {
 	}
 	if diff := cmp.Diff(string(want), got); diff != "" {
 		t.Errorf("metric families changed (-golden +now); update with -update:\n%s", diff)
+	}
+}
+
+// TestFamilies: every name package family defines, which the operators'
+// stream, the console and the bench read, is one the registry exports. A
+// family renamed here, or a name misspelled there, fails here instead of
+// leaving a dashboard at zero.
+func TestFamilies(t *testing.T) {
+	got := metricstest.Gather(t, mustExercise(t).Registry())
+	for _, name := range family.All {
+		if got[name] == nil {
+			t.Errorf("the registry exports no %s", name)
+		}
 	}
 }
 
