@@ -289,7 +289,7 @@ func startDistCluster(tb testing.TB, bin string, n int, dbURL string, extra ...s
 	}, extra...)
 	tb.Cleanup(func() { c.stop(tb) })
 	for range n {
-		addr := freeAddr(tb)
+		addr := testenv.FreeAddr(tb)
 		c.addrs = append(c.addrs, addr)
 		c.procs = append(c.procs, startBinary(tb, bin, append(c.env, "FLASHSALE_ADDR="+addr, "FLASHSALE_DATA_DIR="+tb.TempDir())...))
 		waitReady(tb, "http://"+addr)
@@ -338,7 +338,7 @@ func startCeilingProcesses(tb testing.TB, n int) (bases []string, pids []int) {
 		tb.Fatalf("build %s: %v\n%s", sharedCeiling, err, out)
 	}
 	for range n {
-		addr := freeAddr(tb)
+		addr := testenv.FreeAddr(tb)
 		cmd := exec.Command(bin, "-addr", addr)
 		if err := cmd.Start(); err != nil {
 			tb.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -40,16 +39,6 @@ var built struct {
 	bin  string
 	out  []byte
 	err  error
-}
-
-func freeAddr(tb testing.TB) string {
-	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // startBinary runs `flashsale serve` with env and waits until it is ready.
@@ -95,7 +84,7 @@ func TestCrash(t *testing.T) {
 	}
 	bin := buildBinary(t)
 	dir := t.TempDir()
-	addr := freeAddr(t)
+	addr := testenv.FreeAddr(t)
 	env := []string{
 		"FLASHSALE_ADDR=" + addr, "FLASHSALE_DATA_DIR=" + dir,
 		"FLASHSALE_ADMIN_TOKEN=" + testAdminToken, "FLASHSALE_JWT_SECRET=" + testJWTSecret,

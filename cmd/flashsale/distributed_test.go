@@ -75,7 +75,7 @@ func startClusterWith(t *testing.T, n int, dbURL string, each [][]string, extra 
 		"FLASHSALE_LOG_LEVEL=warn",
 	}, extra...)
 	for i := range n {
-		c.addrs = append(c.addrs, freeAddr(t))
+		c.addrs = append(c.addrs, testenv.FreeAddr(t))
 		c.procs = append(c.procs, nil)
 		c.logs = append(c.logs, &logBuffer{})
 		c.start(t, i)

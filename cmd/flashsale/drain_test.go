@@ -22,7 +22,7 @@ func TestDrainEmbedded(t *testing.T) {
 		t.Skip("storm skipped in -short")
 	}
 	bin := buildBinary(t)
-	dir, addr := t.TempDir(), freeAddr(t)
+	dir, addr := t.TempDir(), testenv.FreeAddr(t)
 	env := []string{
 		"FLASHSALE_ADDR=" + addr, "FLASHSALE_DATA_DIR=" + dir, "FLASHSALE_SHUTDOWN_DELAY=1s",
 		"FLASHSALE_ADMIN_TOKEN=" + testAdminToken, "FLASHSALE_JWT_SECRET=" + testJWTSecret, "FLASHSALE_LOG_LEVEL=error",
@@ -133,7 +133,7 @@ func TestDrainDistributed(t *testing.T) {
 // FLASHSALE_SHUTDOWN_DELAY has passed.
 func TestDrainSecondSignal(t *testing.T) {
 	bin := buildBinary(t)
-	dir, addr := t.TempDir(), freeAddr(t)
+	dir, addr := t.TempDir(), testenv.FreeAddr(t)
 	env := []string{
 		"FLASHSALE_ADDR=" + addr, "FLASHSALE_DATA_DIR=" + dir, "FLASHSALE_SHUTDOWN_DELAY=60s",
 		"FLASHSALE_ADMIN_TOKEN=" + testAdminToken, "FLASHSALE_JWT_SECRET=" + testJWTSecret, "FLASHSALE_LOG_LEVEL=error",

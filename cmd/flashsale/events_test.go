@@ -271,7 +271,7 @@ func TestEventsKill(t *testing.T) {
 	t.Run("embedded", func(t *testing.T) {
 		hook, ev := hookServer(t, 5)
 		bin := buildBinary(t)
-		addr, dir := freeAddr(t), t.TempDir()
+		addr, dir := testenv.FreeAddr(t), t.TempDir()
 		env := []string{"FLASHSALE_ADDR=" + addr, "FLASHSALE_DATA_DIR=" + dir,
 			"FLASHSALE_ADMIN_TOKEN=" + testAdminToken, "FLASHSALE_JWT_SECRET=" + testJWTSecret,
 			"FLASHSALE_WEBHOOK_URL=" + hook.URL, "FLASHSALE_WEBHOOK_SECRET=" + testWebhookSecret,

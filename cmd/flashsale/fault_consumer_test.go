@@ -69,7 +69,7 @@ func TestFaultConsumerKilledAfterCommit(t *testing.T) {
 		// the broker arrives.
 		time.Sleep(200 * time.Millisecond)
 		before := orderIDs(t, store, id)
-		waitUntil(t, 15*time.Second, "instance 0 to commit 4 orders with its broker link blackholed", func() bool {
+		testenv.WaitUntil(t, 15*time.Second, "instance 0 to commit 4 orders with its broker link blackholed", func() bool {
 			return len(orderIDs(t, store, id)) >= len(before)+4
 		})
 		c.kill(t, 0)
@@ -138,7 +138,7 @@ func TestFaultConsumerKilledBeforeCommit(t *testing.T) {
 			mark := c.logs[0].Len()
 			db0.Refuse(true)
 			db0.Cut()
-			waitUntil(t, 15*time.Second, "instance 0 to hold a batch it cannot write", func() bool {
+			testenv.WaitUntil(t, 15*time.Second, "instance 0 to hold a batch it cannot write", func() bool {
 				held = heldBatch(c.logs[0].Since(mark))
 				return held > 0
 			})
@@ -193,7 +193,7 @@ func TestFaultConsumerKilledBeforeCommit(t *testing.T) {
 			db0.Cut() // the held COMMIT is thrown away and the server rolls back
 			lost, _ = db0.Discarded()
 			db0.HoldRequest(nil)
-			waitUntil(t, 15*time.Second, "the killed transaction's orders to be rolled back", func() bool {
+			testenv.WaitUntil(t, 15*time.Second, "the killed transaction's orders to be rolled back", func() bool {
 				seen := orderRows(t, db, id, sql.LevelReadUncommitted) // committed or not
 				return !slices.ContainsFunc(pending, func(oid string) bool { return seen[oid] })
 			})
@@ -444,22 +444,10 @@ func heldBatch(lines []string) int {
 // go (one consumer left) and has given everything it requeued to the one
 // that is left (nothing ready), so no restarted instance can take any of it.
 func waitRequeued(t *testing.T, c *cluster) {
-	waitUntil(t, 15*time.Second, "the broker to requeue the killed consumer's deliveries to the other", func() bool {
+	testenv.WaitUntil(t, 15*time.Second, "the broker to requeue the killed consumer's deliveries to the other", func() bool {
 		q, _ := c.queues(t)
 		return q.Consumers == 1 && q.Messages == 0
 	})
-}
-
-// waitUntil polls cond until it holds or within passes, and fails the test
-// (without stopping it: it may run in a storm's fault goroutine) if it never did.
-func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool) bool {
-	for until := time.Now().Add(within); !cond(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(until) {
-			t.Errorf("gave up after %v waiting for %s", within, what)
-			return false
-		}
-	}
-	return true
 }
 
 // ownStore opens the test's own connection to the cluster's database,

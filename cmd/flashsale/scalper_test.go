@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/flashsale/flashsale/internal/testenv"
 )
 
 // TestScalpers is the source's last second over real HTTP against the
@@ -38,7 +40,7 @@ func TestScalpers(t *testing.T) {
 		t.Skip("storm skipped in -short")
 	}
 	bin := buildBinary(t)
-	addr := freeAddr(t)
+	addr := testenv.FreeAddr(t)
 	server := startBinary(t, bin, "FLASHSALE_ADDR="+addr, "FLASHSALE_DATA_DIR="+t.TempDir(),
 		"FLASHSALE_ADMIN_TOKEN="+testAdminToken, "FLASHSALE_JWT_SECRET="+testJWTSecret, "FLASHSALE_LOG_LEVEL=error")
 	waitReady(t, "http://"+addr)

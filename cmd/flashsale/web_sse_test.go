@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/flashsale/flashsale/internal/testenv"
 )
 
 // TestSSEFanout holds many event streams open on one instance (the built
@@ -40,7 +42,7 @@ func TestSSEFanout(t *testing.T) {
 		changes, settle = 5, 2*time.Second
 	}
 	bin := buildBinary(t)
-	addr := freeAddr(t)
+	addr := testenv.FreeAddr(t)
 	// Every stream comes from this one address: no per-client cap.
 	startBinary(t, bin, "FLASHSALE_ADDR="+addr, "FLASHSALE_DATA_DIR="+t.TempDir(), "FLASHSALE_EVENTS_PER_CLIENT=0",
 		"FLASHSALE_ADMIN_TOKEN="+testAdminToken, "FLASHSALE_JWT_SECRET="+testJWTSecret, "FLASHSALE_LOG_LEVEL=error")
@@ -109,7 +111,9 @@ func TestSSEFanout(t *testing.T) {
 			conn.Close()
 		}
 	})
-	waitFor(t, 60*time.Second, func() bool { return count(arrivals[0]) == n || dialErr.Load() != nil })
+	if !testenv.WaitUntil(t, 60*time.Second, "every stream to get the first event", func() bool { return count(arrivals[0]) == n || dialErr.Load() != nil }) {
+		t.FailNow()
+	}
 	if e := dialErr.Load(); e != nil {
 		t.Fatal(e)
 	}
@@ -135,7 +139,9 @@ func TestSSEFanout(t *testing.T) {
 		if st, o, err := c.purchase(ctx, id, "buyer-"+strconv.Itoa(k), false, nil, ""); err != nil || st != http.StatusAccepted {
 			t.Fatalf("purchase %d: %d %v %+v", k, st, err, o.Error)
 		}
-		waitFor(t, 30*time.Second, func() bool { return count(arrivals[k]) == n })
+		if !testenv.WaitUntil(t, 30*time.Second, fmt.Sprintf("every stream to get event %d", k), func() bool { return count(arrivals[k]) == n }) {
+			t.FailNow()
+		}
 		for i := range n {
 			lat = append(lat, time.Duration(arrivals[k][i].Load()-sent.UnixNano()))
 		}
@@ -159,19 +165,7 @@ func TestSSEFanout(t *testing.T) {
 		conn.Close()
 	}
 	conns.Wait()
-	waitFor(t, 30*time.Second, func() bool { return serverStats(t, base).goroutines <= idle.goroutines+5 })
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not done within %s", d)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.WaitUntil(t, 30*time.Second, "the server's goroutines back to idle", func() bool { return serverStats(t, base).goroutines <= idle.goroutines+5 })
 }
 
 func count(xs []atomic.Int64) int {

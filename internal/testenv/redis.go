@@ -2,7 +2,6 @@ package testenv
 
 import (
 	"context"
-	"net"
 	"os/exec"
 	"strconv"
 	"testing"
@@ -59,7 +58,7 @@ func StartRedis(tb testing.TB, args ...string) *RedisServer {
 	tb.Helper()
 	requireRedisServer(tb)
 	shareLoad(tb)
-	s := &RedisServer{tb: tb, port: freePort(tb), dir: tb.TempDir(), args: args}
+	s := &RedisServer{tb: tb, port: FreePort(tb), dir: tb.TempDir(), args: args}
 	s.Start()
 	tb.Cleanup(s.Kill)
 	return s
@@ -87,22 +86,12 @@ func StartRedisTLS(tb testing.TB, args ...string) (s *RedisServer, caFile string
 	shareLoad(tb)
 	dir := tb.TempDir()
 	ca, cert, key := writeTestCerts(tb, dir)
-	port := freePort(tb)
+	port := FreePort(tb)
 	s = &RedisServer{tb: tb, port: port, dir: dir, tls: true, args: append([]string{"--port", "0", "--tls-port", strconv.Itoa(port),
 		"--tls-cert-file", cert, "--tls-key-file", key, "--tls-ca-cert-file", ca, "--tls-auth-clients", "no"}, args...)}
 	s.Start()
 	tb.Cleanup(s.Kill)
 	return s, ca
-}
-
-func freePort(tb testing.TB) int {
-	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
 
 // Start (re)starts the server and waits until it answers: empty, or from
