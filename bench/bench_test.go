@@ -35,7 +35,7 @@ func MustServe(tb testing.TB) *bench.Client {
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/flashsale/flashsale/cmd/flashsale").CombinedOutput(); err != nil {
 		tb.Fatalf("build: %v\n%s", err, out)
 	}
-	addr := freeAddr(tb)
+	addr := testenv.FreeAddr(tb)
 	cmd := exec.Command(bin, "serve")
 	cmd.Env = append(os.Environ(), "FLASHSALE_ADDR="+addr, "FLASHSALE_DATA_DIR="+dir,
 		"FLASHSALE_DATABASE_URL=sqlite://"+filepath.Join(dir, "flashsale.db"),
