@@ -12,6 +12,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/metrics/family"
 )
 
 // The operators' event stream: GET /api/admin/sales/{id}/stream pushes,
@@ -29,7 +30,8 @@ import (
 //
 // The stream carries counters, not rates: the console takes a rate between
 // two messages, as it did between two scrapes of /metrics. http/ reads the
-// registry by the families' names and labels only; what an outcome means
+// registry by the families' names (package family, where the metrics
+// package registers them) and labels only; what an outcome means
 // (which count as 503) is the console's reading, as it was of /metrics.
 //
 // Lock order: adminStream.mu is never held with eventHub.mu or room.mu.
@@ -45,13 +47,6 @@ const (
 	auditEvery = 10 * time.Second
 	// adminStreamRoute is the operators' stream, not timed (isStreamRoute).
 	adminStreamRoute = "GET /api/admin/sales/{id}/stream"
-)
-
-// The metric families the stream reads (metrics/metrics.go names them).
-const (
-	purchasesFamily = "flashsale_purchases_total"
-	stepsFamily     = "flashsale_funnel_steps_total"
-	latencyFamily   = "flashsale_http_request_duration_seconds"
 )
 
 // isAdminStream reports whether path is an operators' stream.
@@ -157,7 +152,7 @@ func (a *adminStream) read(ctx context.Context, id string) ([]byte, error) {
 		// test sale's (its ID is never a label: /metrics may be public).
 		label := id
 		if v.Sale.Test {
-			label = testSaleLabel
+			label = family.TestSale
 		}
 		d.Figures = a.figures(label)
 	}
@@ -202,9 +197,6 @@ func (a *adminStream) runAudit(id string, c *auditCache) {
 	c.last, c.err = &j, ""
 }
 
-// testSaleLabel is the sale label of every test sale's series (metrics.TestSale).
-const testSaleLabel = "test"
-
 // figures picks the series of sale label out of the registry. A failed gather
 // gives what it could read: the registry reports a collector's error
 // beside the families it did collect.
@@ -213,23 +205,23 @@ func (a *adminStream) figures(id string) *figuresJSON {
 	f := &figuresJSON{Purchases: map[string]float64{}, Steps: map[string]float64{}, Latency: latencyJSON{Buckets: []bucketJSON{}}}
 	for _, fam := range fams {
 		switch fam.GetName() {
-		case "process_start_time_seconds":
+		case family.ProcessStart:
 			for _, m := range fam.GetMetric() {
 				f.Process = m.GetGauge().GetValue()
 			}
-		case purchasesFamily:
+		case family.Purchases:
 			for _, m := range fam.GetMetric() {
 				if label(m, "sale") == id {
 					f.Purchases[label(m, "outcome")] += m.GetCounter().GetValue()
 				}
 			}
-		case stepsFamily:
+		case family.FunnelSteps:
 			for _, m := range fam.GetMetric() {
 				if label(m, "sale") == id {
 					f.Steps[label(m, "step")] += m.GetCounter().GetValue()
 				}
 			}
-		case latencyFamily:
+		case family.RequestDuration:
 			for _, m := range fam.GetMetric() {
 				if label(m, "route") != purchaseRoute {
 					continue
