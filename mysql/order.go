@@ -14,6 +14,7 @@ import (
 
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/internal/sqlrows"
+	"github.com/flashsale/flashsale/internal/sqlstore"
 )
 
 // orderColumns reads an order with its check-in date (the date of its first
@@ -799,7 +800,7 @@ func (s *Store) SaleOrders(ctx context.Context, saleID string, q flashsale.Order
 	}
 	orders, err := queryOrders(ctx, s.db, f.Where()+` ORDER BY o.id DESC LIMIT `+f.Arg(sqlrows.PageLimit(q.Limit)), f.Args...)
 	if err == nil && len(orders) == 0 {
-		err = saleExists(ctx, s.db, saleID)
+		err = sqlstore.SaleExists(ctx, sqlstore.SQL(s.db, down), saleID)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("sale orders: sale=%s: %w", saleID, down(err))

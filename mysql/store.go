@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"math/rand/v2"
 	"net/url"
 	"slices"
 	"strconv"
@@ -23,6 +22,8 @@ import (
 	gomysql "github.com/go-sql-driver/mysql"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/sqlrows"
+	"github.com/flashsale/flashsale/internal/sqlstore"
 )
 
 // MySQL and MariaDB error numbers the store branches on.
@@ -35,7 +36,7 @@ const (
 const (
 	// MaxRetriesDefault is how many times a transaction that lost a deadlock
 	// is run again before the error is returned.
-	MaxRetriesDefault = 10
+	MaxRetriesDefault = sqlstore.MaxRetriesDefault
 	// MigrateLockTimeoutDefault bounds the wait for another instance's migration.
 	MigrateLockTimeoutDefault = 60 * time.Second
 )
@@ -45,8 +46,22 @@ var migrations embed.FS
 
 // Store is a flashsale.Store backed by MySQL or MariaDB.
 type Store struct {
+	// shared is what the SQL servers do alike: ListSales, Sale, Sales,
+	// NightStocks, CreateSale, UpdateSale, AdjustStock, SaleChanges and
+	// DeleteSale, run through this store's pool and transactions.
+	shared
 	db     *sql.DB
 	logger *slog.Logger
+}
+
+type shared = sqlstore.Store
+
+// dialect is what MySQL does differently in sqlstore's statements.
+var dialect = sqlstore.Dialect{
+	Date:         func(column string) string { return "DATE_FORMAT(" + column + ", '%Y-%m-%d')" },
+	DateArg:      "?",
+	IsDuplicate:  isDuplicate,
+	InsertNights: insertNights,
 }
 
 var _ flashsale.Store = (*Store)(nil)
@@ -85,7 +100,11 @@ func Open(ctx context.Context, rawURL string, logger *slog.Logger) (*Store, erro
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Store{db: db, logger: logger}, nil
+	s := &Store{db: db, logger: logger}
+	s.shared = sqlstore.New(sqlstore.SQL(db, down), func(ctx context.Context, op string, fn func(tx sqlstore.Querier) error) error {
+		return s.inTx(ctx, op, func(tx *sql.Tx) error { return fn(sqlstore.SQL(tx, down)) })
+	}, dialect)
+	return s, nil
 }
 
 // parseURL turns the URL into a driver configuration.
@@ -252,23 +271,10 @@ func splitStatements(body string) []string {
 // safe. READ COMMITTED keeps InnoDB from taking gap locks on the night
 // ranges, which would only add more of them.
 func (s *Store) inTx(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
-	for attempt := 1; ; attempt++ {
-		err := s.tx(ctx, fn)
-		if err == nil {
-			return nil
-		}
-		if me, ok := errors.AsType[*gomysql.MySQLError](err); !ok || me.Number != errLockDeadlock || attempt >= MaxRetriesDefault {
-			return err
-		}
-		s.logger.Warn("deadlock, retrying transaction", "op", op, "attempt", attempt)
-		// Back off a little, with jitter, so the survivors of the deadlock
-		// do not collide again in lockstep.
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(time.Duration(attempt) * time.Duration(1+rand.IntN(5)) * time.Millisecond):
-		}
-	}
+	return sqlstore.Retry(ctx, s.logger, op, func(err error) (string, bool) {
+		me, ok := errors.AsType[*gomysql.MySQLError](err)
+		return "", ok && me.Number == errLockDeadlock
+	}, func() error { return s.tx(ctx, fn) })
 }
 
 func (s *Store) tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
@@ -300,17 +306,27 @@ func isDuplicate(err error) bool {
 	return ok && me.Number == errDupEntry
 }
 
-// ms stores a time as unix milliseconds; the zero time is stored as 0 so it
-// reads back as the zero time.
-func ms(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixMilli()
-}
+// ms stores a time as unix milliseconds, the zero time as 0.
+func ms(t time.Time) int64 { return sqlrows.MS(t) }
 
 // nullKey stores an empty idempotency key as NULL, which the unique key ignores.
 func nullKey(k string) sql.NullString { return sql.NullString{String: k, Valid: k != ""} }
 
 // Ping reports whether the database answers; /readyz uses it.
 func (s *Store) Ping(ctx context.Context) error { return down(s.db.PingContext(ctx)) }
+
+// affected reports whether a statement changed a row.
+func affected(res sql.Result, err error) (bool, error) {
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n > 0, err
+}
+
+// exists runs a COUNT(*) query and reports whether it counted a row.
+func exists(ctx context.Context, q querier, query string, args ...any) (bool, error) {
+	var n int
+	err := q.QueryRowContext(ctx, query, args...).Scan(&n)
+	return n > 0, err
+}

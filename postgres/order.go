@@ -13,6 +13,7 @@ import (
 
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/internal/sqlrows"
+	"github.com/flashsale/flashsale/internal/sqlstore"
 )
 
 // orderColumns reads an order with its check-in date (the date of its first
@@ -695,7 +696,7 @@ func (s *Store) SaleOrders(ctx context.Context, saleID string, q flashsale.Order
 	}
 	orders, err := queryOrders(ctx, s.pool, f.Where()+` ORDER BY o.id DESC LIMIT `+f.Arg(sqlrows.PageLimit(q.Limit)), f.Args...)
 	if err == nil && len(orders) == 0 {
-		err = saleExists(ctx, s.pool, saleID)
+		err = sqlstore.SaleExists(ctx, pgq{s.pool}, saleID)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("sale orders: sale=%s: %w", saleID, err)

@@ -9,12 +9,12 @@ package postgres
 
 import (
 	"context"
+	"database/sql"
 	"embed"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"math/rand/v2"
 	"net/url"
 	"slices"
 	"strconv"
@@ -26,6 +26,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/sqlrows"
+	"github.com/flashsale/flashsale/internal/sqlstore"
 )
 
 // PostgreSQL error codes (SQLSTATE) the store branches on.
@@ -39,7 +41,7 @@ const (
 const (
 	// MaxRetriesDefault is how many times a transaction that lost a deadlock
 	// is run again before the error is returned.
-	MaxRetriesDefault = 10
+	MaxRetriesDefault = sqlstore.MaxRetriesDefault
 	// migrateLockKey names the advisory lock that serialises Migrate across
 	// instances. Advisory locks are scoped to the database.
 	migrateLockKey = 0x666c617368 // "flash"
@@ -50,8 +52,23 @@ var migrations embed.FS
 
 // Store is a flashsale.Store backed by PostgreSQL.
 type Store struct {
+	// shared is what the SQL servers do alike: ListSales, Sale, Sales,
+	// NightStocks, CreateSale, UpdateSale, AdjustStock, SaleChanges and
+	// DeleteSale, run through this store's pool and transactions.
+	shared
 	pool   *pgxpool.Pool
 	logger *slog.Logger
+}
+
+type shared = sqlstore.Store
+
+// dialect is what PostgreSQL does differently in sqlstore's statements.
+var dialect = sqlstore.Dialect{
+	Date:         func(column string) string { return "to_char(" + column + ", 'YYYY-MM-DD')" },
+	DateArg:      "?::date",
+	Returning:    true,
+	IsDuplicate:  isDuplicate,
+	InsertNights: insertNights,
 }
 
 var _ flashsale.Store = (*Store)(nil)
@@ -91,7 +108,11 @@ func Open(ctx context.Context, rawURL string, logger *slog.Logger) (*Store, erro
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Store{pool: pool, logger: logger}, nil
+	s := &Store{pool: pool, logger: logger}
+	s.shared = sqlstore.New(pgq{pool}, func(ctx context.Context, op string, fn func(tx sqlstore.Querier) error) error {
+		return s.inTx(ctx, op, func(tx pgx.Tx) error { return fn(pgq{tx}) })
+	}, dialect)
+	return s, nil
 }
 
 // Close closes the connection pool, waiting for connections in use.
@@ -178,24 +199,45 @@ func (s *Store) Migrate(ctx context.Context) error {
 // keeps deadlocks rare is described at PlaceOrders; an aborted transaction
 // changed nothing, so a rerun is always safe.
 func (s *Store) inTx(ctx context.Context, op string, fn func(tx pgx.Tx) error) error {
-	for attempt := 1; ; attempt++ {
-		err := pgx.BeginFunc(ctx, s.pool, fn)
-		if err == nil {
-			return nil
-		}
+	return sqlstore.Retry(ctx, s.logger, op, func(err error) (string, bool) {
 		pe, ok := errors.AsType[*pgconn.PgError](err)
-		if !ok || (pe.Code != codeDeadlockDetected && pe.Code != codeSerializationFailure) || attempt >= MaxRetriesDefault {
-			return err
+		if !ok || (pe.Code != codeDeadlockDetected && pe.Code != codeSerializationFailure) {
+			return "", false
 		}
-		s.logger.Warn("deadlock, retrying transaction", "op", op, "attempt", attempt, "code", pe.Code)
-		// Back off a little, with jitter, so the survivors of the deadlock
-		// do not collide again in lockstep.
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(time.Duration(attempt) * time.Duration(1+rand.IntN(5)) * time.Millisecond):
-		}
+		return pe.Code, true
+	}, func() error { return pgx.BeginFunc(ctx, s.pool, fn) })
+}
+
+// pgq is a pool or a transaction as sqlstore's database/sql-shaped
+// Querier: its ? placeholders become $1, $2, and a QueryRow that finds no
+// row reports sql.ErrNoRows.
+type pgq struct{ q querier }
+
+func (p pgq) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	tag, err := p.q.Exec(ctx, sqlstore.Numbered(query), args...)
+	return tag.RowsAffected(), err
+}
+
+func (p pgq) Query(ctx context.Context, query string, args ...any) (sqlstore.Rows, error) {
+	rows, err := p.q.Query(ctx, sqlstore.Numbered(query), args...)
+	if err != nil {
+		return nil, err
 	}
+	return rows, nil
+}
+
+func (p pgq) QueryRow(ctx context.Context, query string, args ...any) sqlrows.Scanner {
+	return pgRow{p.q.QueryRow(ctx, sqlstore.Numbered(query), args...)}
+}
+
+type pgRow struct{ row pgx.Row }
+
+func (r pgRow) Scan(dest ...any) error {
+	err := r.row.Scan(dest...)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return sql.ErrNoRows
+	}
+	return err
 }
 
 // isDuplicate reports whether err is a unique violation.
@@ -204,14 +246,8 @@ func isDuplicate(err error) bool {
 	return ok && pe.Code == codeUniqueViolation
 }
 
-// ms stores a time as unix milliseconds; the zero time is stored as 0 so it
-// reads back as the zero time.
-func ms(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixMilli()
-}
+// ms stores a time as unix milliseconds, the zero time as 0.
+func ms(t time.Time) int64 { return sqlrows.MS(t) }
 
 // nullKey stores an empty idempotency key as NULL, which the unique
 // constraint ignores.

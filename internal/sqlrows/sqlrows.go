@@ -181,6 +181,15 @@ func NightStocks(rows Rows) ([]flashsale.NightStock, error) {
 	return nights, nil
 }
 
+// MS stores a time as unix milliseconds; the zero time is stored as 0 so
+// that FromMS reads it back as the zero time.
+func MS(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
 // FromMS converts stored unix milliseconds to a UTC time; 0 is the zero time.
 func FromMS(v int64) time.Time {
 	if v == 0 {
