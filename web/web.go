@@ -18,6 +18,8 @@ import (
 	"strings"
 
 	"golang.org/x/text/language"
+
+	"github.com/flashsale/flashsale/metrics/family"
 )
 
 //go:embed static
@@ -31,6 +33,18 @@ type Config struct {
 	// pages may frame the sale page and hand it the guest's token by
 	// postMessage. None: only this origin's pages may.
 	FrameOrigins []string
+}
+
+// metricFamilies are the metric families the console reads from /metrics
+// while its dashboard's stream is down, by the keys console.js uses. The
+// console page carries them (a JSON script element), rendered from package
+// family, where the metrics package registers them: the JavaScript spells
+// no metric name.
+var metricFamilies = map[string]string{
+	"process":   family.ProcessStart,
+	"purchases": family.Purchases,
+	"steps":     family.FunnelSteps,
+	"latency":   family.RequestDuration,
 }
 
 // maxIDLen matches the API's bound on a sale ID.
@@ -150,10 +164,11 @@ func load(cfg Config) (*pages, error) {
 		for _, lang := range langs {
 			var b bytes.Buffer
 			if err := t.Execute(&b, struct {
-				Lang         string
-				Demo         bool
-				FrameOrigins string
-			}{lang, cfg.Demo, strings.Join(cfg.FrameOrigins, " ")}); err != nil {
+				Lang           string
+				Demo           bool
+				FrameOrigins   string
+				MetricFamilies map[string]string
+			}{lang, cfg.Demo, strings.Join(cfg.FrameOrigins, " "), metricFamilies}); err != nil {
 				return nil, fmt.Errorf("web: render %s: %w", name, err)
 			}
 			p.pages[name][lang] = newAsset(name+".html", b.Bytes())

@@ -2,16 +2,22 @@ package web
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/metrics/family"
 )
 
 // apiStub stands for the JSON API: it answers every request it gets.
@@ -245,5 +251,53 @@ func TestPageDetails(t *testing.T) {
 	want := fmt.Sprintf(`id="f-hold_seconds" name="hold_seconds" type="number" min="1" max="86400" step="1" value="%d"`, flashsale.HoldSecondsDefault)
 	if body := get(h, "/console").Body.String(); !strings.Contains(body, want) {
 		t.Errorf("the create form's payment window is not the API's default, %d s", flashsale.HoldSecondsDefault)
+	}
+}
+
+// TestMetricFamilies (issue 22, item 7): the console page carries the
+// metric families it reads from /metrics, rendered from package family
+// (whose names metrics' TestFamilies checks the registry exports); every
+// family promtext.js reads is one the page carries, and no page or script
+// spells a metric name of its own.
+func TestMetricFamilies(t *testing.T) {
+	body := get(mustHandler(t, Config{}), "/console").Body.Bytes()
+	m := regexp.MustCompile(`<script type="application/json" id="metric-families">(.*?)</script>`).FindSubmatch(body)
+	if m == nil {
+		t.Fatal("the console page carries no #metric-families")
+	}
+	var got map[string]string
+	if err := json.Unmarshal(m[1], &got); err != nil {
+		t.Fatalf("#metric-families %s: %v", m[1], err)
+	}
+	if diff := cmp.Diff(metricFamilies, got); diff != "" {
+		t.Errorf("#metric-families (-want +got):\n%s", diff)
+	}
+	for key, name := range got {
+		if !slices.Contains(family.All, name) {
+			t.Errorf("#metric-families: %s is %s, which is not in family.All (so no test checks the registry exports it)", key, name)
+		}
+	}
+	js, err := static.ReadFile("static/promtext.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range regexp.MustCompile(`families\.([a-zA-Z_]+)`).FindAllSubmatch(js, -1) {
+		if _, ok := got[string(k[1])]; !ok {
+			t.Errorf("promtext.js reads families.%s, which the page does not carry", k[1])
+		}
+	}
+	spelled := regexp.MustCompile(family.Namespace + `_[a-z_]+|process_start_time_seconds`)
+	files, err := fs.ReadDir(static, "static")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		b, err := static.ReadFile("static/" + f.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := spelled.Find(b); s != nil {
+			t.Errorf("%s spells the metric name %s: read it from #metric-families", f.Name(), s)
+		}
 	}
 }

@@ -26,6 +26,10 @@ import * as form from './saleform.js';
 const KEY = 'flashsale.admin';
 const HISTORY = 60; // seconds of figures the charts keep
 const $ = (x) => document.getElementById(x);
+// FAMILIES are the metric families read from /metrics while the stream is
+// down, by role: the server renders them into the page (#metric-families)
+// from the names its registry uses.
+const FAMILIES = JSON.parse($('metric-families').textContent);
 let admin = null;
 try { admin = sessionStorage.getItem(KEY); } catch { /* storage off: sign in each time */ }
 
@@ -324,7 +328,7 @@ async function loadDetail(withAudit) {
   else if (v.status === 404) d.missing = true;
   if (a && a.status === 200) d.audit = a.body;
   if (m === null && d.metrics) d.metrics = false; // no /metrics on this listener
-  if (m) addFigures(d, saleFigures(parse(m.text), d.id), m.at);
+  if (m) addFigures(d, saleFigures(parse(m.text), d.id, FAMILIES), m.at);
   renderDetail();
 }
 

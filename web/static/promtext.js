@@ -52,17 +52,21 @@ export function streamFigures(x) {
 }
 
 // saleFigures picks one sale's counters and the purchase route's latency
-// buckets out of parsed samples.
-export function saleFigures(samples, saleID) {
+// buckets out of parsed samples. families names the metric families by
+// role ({process, purchases, steps, latency}): the server renders them
+// into the console page from the names its registry uses (web.go), so no
+// metric name is spelled here.
+export function saleFigures(samples, saleID, families) {
   const f = emptyFigures();
+  const buckets = families.latency + '_bucket';
   for (const s of samples) {
-    if (s.name === 'process_start_time_seconds') {
+    if (s.name === families.process) {
       f.process = String(s.value); // which instance answered: behind a load balancer, each scrape may be another
-    } else if (s.name === 'flashsale_purchases_total' && s.labels.sale === saleID) {
+    } else if (s.name === families.purchases && s.labels.sale === saleID) {
       countOutcome(f, s.labels.outcome, s.value);
-    } else if (s.name === 'flashsale_funnel_steps_total' && s.labels.sale === saleID) {
+    } else if (s.name === families.steps && s.labels.sale === saleID) {
       f.steps[s.labels.step] = s.value;
-    } else if (s.name === 'flashsale_http_request_duration_seconds_bucket' && s.labels.route === PURCHASE_ROUTE) {
+    } else if (s.name === buckets && s.labels.route === PURCHASE_ROUTE) {
       f.buckets.push({ le: s.labels.le === '+Inf' ? Infinity : Number(s.labels.le), count: s.value });
     }
   }
