@@ -47,8 +47,9 @@ var migrations embed.FS
 // Store is a flashsale.Store backed by MySQL or MariaDB.
 type Store struct {
 	// shared is what the SQL servers do alike: ListSales, Sale, Sales,
-	// NightStocks, CreateSale, UpdateSale, AdjustStock, SaleChanges and
-	// DeleteSale, run through this store's pool and transactions.
+	// NightStocks, CreateSale, UpdateSale, AdjustStock, SaleChanges,
+	// DeleteSale and the ModeBoard's, run through this store's pool and
+	// transactions.
 	shared
 	db     *sql.DB
 	logger *slog.Logger
@@ -58,8 +59,12 @@ type shared = sqlstore.Store
 
 // dialect is what MySQL does differently in sqlstore's statements.
 var dialect = sqlstore.Dialect{
-	Date:         func(column string) string { return "DATE_FORMAT(" + column + ", '%Y-%m-%d')" },
-	DateArg:      "?",
+	Date:     func(column string) string { return "DATE_FORMAT(" + column + ", '%Y-%m-%d')" },
+	DateArg:  "?",
+	NowMS:    nowMS,
+	ForShare: "LOCK IN SHARE MODE",
+	UpsertPart: `ON DUPLICATE KEY UPDATE phase = VALUES(phase), epoch = VALUES(epoch),
+		selling = VALUES(selling), expires_at_ms = VALUES(expires_at_ms)`,
 	IsDuplicate:  isDuplicate,
 	InsertNights: insertNights,
 }
@@ -101,7 +106,9 @@ func Open(ctx context.Context, rawURL string, logger *slog.Logger) (*Store, erro
 		logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Store{db: db, logger: logger}
-	s.shared = sqlstore.New(sqlstore.SQL(db, down), func(ctx context.Context, op string, fn func(tx sqlstore.Querier) error) error {
+	s.shared = sqlstore.New(sqlstore.SQL(db, down), func(ctx context.Context, fn func(tx sqlstore.Querier) error) error {
+		return s.tx(ctx, func(tx *sql.Tx) error { return fn(sqlstore.SQL(tx, down)) })
+	}, func(ctx context.Context, op string, fn func(tx sqlstore.Querier) error) error {
 		return s.inTx(ctx, op, func(tx *sql.Tx) error { return fn(sqlstore.SQL(tx, down)) })
 	}, dialect)
 	return s, nil

@@ -53,8 +53,9 @@ var migrations embed.FS
 // Store is a flashsale.Store backed by PostgreSQL.
 type Store struct {
 	// shared is what the SQL servers do alike: ListSales, Sale, Sales,
-	// NightStocks, CreateSale, UpdateSale, AdjustStock, SaleChanges and
-	// DeleteSale, run through this store's pool and transactions.
+	// NightStocks, CreateSale, UpdateSale, AdjustStock, SaleChanges,
+	// DeleteSale and the ModeBoard's, run through this store's pool and
+	// transactions.
 	shared
 	pool   *pgxpool.Pool
 	logger *slog.Logger
@@ -64,9 +65,13 @@ type shared = sqlstore.Store
 
 // dialect is what PostgreSQL does differently in sqlstore's statements.
 var dialect = sqlstore.Dialect{
-	Date:         func(column string) string { return "to_char(" + column + ", 'YYYY-MM-DD')" },
-	DateArg:      "?::date",
-	Returning:    true,
+	Date:      func(column string) string { return "to_char(" + column + ", 'YYYY-MM-DD')" },
+	DateArg:   "?::date",
+	Returning: true,
+	NowMS:     nowMS,
+	ForShare:  "FOR SHARE",
+	UpsertPart: `ON CONFLICT (instance) DO UPDATE SET phase = excluded.phase, epoch = excluded.epoch,
+		selling = excluded.selling, expires_at_ms = excluded.expires_at_ms`,
 	IsDuplicate:  isDuplicate,
 	InsertNights: insertNights,
 }
@@ -109,7 +114,9 @@ func Open(ctx context.Context, rawURL string, logger *slog.Logger) (*Store, erro
 		logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Store{pool: pool, logger: logger}
-	s.shared = sqlstore.New(pgq{pool}, func(ctx context.Context, op string, fn func(tx sqlstore.Querier) error) error {
+	s.shared = sqlstore.New(pgq{pool}, func(ctx context.Context, fn func(tx sqlstore.Querier) error) error {
+		return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return fn(pgq{tx}) })
+	}, func(ctx context.Context, op string, fn func(tx sqlstore.Querier) error) error {
 		return s.inTx(ctx, op, func(tx pgx.Tx) error { return fn(pgq{tx}) })
 	}, dialect)
 	return s, nil

@@ -43,14 +43,17 @@ type Rows interface {
 type Store struct {
 	pool    Querier
 	inTx    func(ctx context.Context, op string, fn func(tx Querier) error) error
+	tx      func(ctx context.Context, fn func(tx Querier) error) error
 	dialect Dialect
 }
 
-// New returns the shared methods over a store's pool; inTx runs fn in one
-// of the store's READ COMMITTED transactions, again from the start should
-// the database abort it as a deadlock victim (op names it in logs).
-func New(pool Querier, inTx func(ctx context.Context, op string, fn func(tx Querier) error) error, d Dialect) Store {
-	return Store{pool: pool, inTx: inTx, dialect: d}
+// New returns the shared methods over a store's pool. tx runs fn in one
+// of the store's READ COMMITTED transactions; inTx does too, and runs it
+// again from the start should the database abort it as a deadlock victim
+// (op names it in logs).
+func New(pool Querier, tx func(ctx context.Context, fn func(tx Querier) error) error,
+	inTx func(ctx context.Context, op string, fn func(tx Querier) error) error, d Dialect) Store {
+	return Store{pool: pool, tx: tx, inTx: inTx, dialect: d}
 }
 
 // Dialect is what differs between the engines in the shared statements.
@@ -65,6 +68,15 @@ type Dialect struct {
 	Returning bool
 	// IsDuplicate reports whether err is a unique key's refusal.
 	IsDuplicate func(err error) bool
+	// NowMS is the database's clock in unix milliseconds: leases are
+	// judged by one clock, whatever the instances' say.
+	NowMS string
+	// ForShare is the clause that locks the rows a SELECT reads against
+	// writers, not against other readers.
+	ForShare string
+	// UpsertPart ends the INSERT of an instance's sell_parts row so that
+	// an existing row takes the new values.
+	UpsertPart string
 	// InsertNights writes a sale's nights, counters zero.
 	InsertNights func(ctx context.Context, tx Querier, sale *flashsale.Sale) error
 }
