@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"github.com/flashsale/flashsale/metrics/family"
 	"net/http"
 	"sync"
 	"time"
@@ -17,10 +18,10 @@ const (
 	// dbCallsFamily counts every call the server made to its store,
 	// whatever the operation; a group commit, a consumer's batch of up to
 	// 256 orders or the reaper's batch of expired holds is one call.
-	dbCallsFamily = "flashsale_db_calls_total"
+	dbCallsFamily = family.DBCalls
 	// dbOrdersFamily counts the reservations the database's conditional
 	// insert was asked to place (held, duplicate, sold out, ...).
-	dbOrdersFamily = "flashsale_db_orders_placed_total"
+	dbOrdersFamily = family.DBOrdersPlaced
 )
 
 // DBLoad is the database load of one run, second by second, as the
@@ -233,7 +234,7 @@ func counterAt(samples []dbSample, t time.Time) (calls, ordered float64) {
 
 // sellingFamily is the server's gauge of what it sells from, 1 for one of
 // engine, db and none; only a server in the breaker's db mode has it.
-const sellingFamily = "flashsale_selling"
+const sellingFamily = family.Selling
 
 // Selling reads from the server's metrics at url what it sells from now:
 // "engine", "db" or "none" (between the two). A server without the db
