@@ -229,7 +229,7 @@ func (s *Service) repair(ctx context.Context, saleID string) (before, after *fla
 		case !s.now().Before(sale.EndsAt):
 			r.step(flashsale.RepairRebuild, "", errEnded)
 		default:
-			r.step(flashsale.RepairRebuild, "", s.rebuild(ctx, saleID))
+			r.step(flashsale.RepairRebuild, "", s.healing.rebuild(ctx, saleID))
 			// Audit again even after a rebuild that failed: it may have
 			// closed the sale before it gave up.
 			if after, err = s.checkBooks(ctx, saleID, false, r.sent); err != nil {

@@ -141,7 +141,7 @@ type Service struct {
 	// rebuild holds it (heal.go).
 	engineWork inflight
 	sell       *seller      // the breaker's db mode (mode.go); nil without a board
-	healing    healer       // the fenced rebuild's state (heal.go)
+	healing    *healer      // rebuilds what the engine lost (heal.go)
 	force      *forceSwitch // the deployment's breaker override (force.go); nil: this instance's own
 	instance   string       // this process's name in the fence and the boards
 
@@ -175,28 +175,29 @@ func New(cfg Config) *Service {
 	sales := newCatalog(cfg.Store, obs, log, cfg.Now, cmp.Or(cfg.SaleRefresh, SaleRefreshDefault))
 	sg := newSigner(cfg.TokenKeys, cfg.Secret)
 	sg.ttl = cmp.Or(cfg.TokenTTL, TokenTTLDefault)
-	return &Service{
+	s := &Service{
 		parts: parts{store: cfg.Store, engine: cfg.Engine, writer: cfg.Writer, breaker: cfg.Breaker,
 			log: log, now: cfg.Now, obs: obs},
 		signer: sg,
 		sales:  sales,
 		events: &dispatcher{store: cfg.Store, sales: sales, log: log, now: cfg.Now, instance: instance,
 			sinks: cfg.Sinks, poll: cmp.Or(cfg.NoticePoll, NoticePollDefault), retention: cfg.OutboxRetention},
-		admit:   newAdmission(cfg.MaxInFlight, cfg.MaxInFlightPerSale, cfg.Limiter, cfg.Limits),
-		facts:   cfg.Facts,
-		reapInt: cmp.Or(cfg.ReapInterval, ReapIntervalDefault),
-		audit:   newAuditConfig(cfg),
-		queued:  cfg.Queued,
-		sell:    newSeller(cfg),
-		healing: healer{
-			fence:   cfg.Fence,
-			drainer: cmp.Or[Drainer](cfg.Drainer, nopDrainer{}),
-			grace:   cmp.Or(cfg.HealGrace, HealGraceDefault),
-			wake:    make(chan struct{}, 1),
-		},
+		admit:    newAdmission(cfg.MaxInFlight, cfg.MaxInFlightPerSale, cfg.Limiter, cfg.Limits),
+		facts:    cfg.Facts,
+		reapInt:  cmp.Or(cfg.ReapInterval, ReapIntervalDefault),
+		audit:    newAuditConfig(cfg),
+		queued:   cfg.Queued,
+		sell:     newSeller(cfg),
 		force:    newForceSwitch(cfg.Forces, cfg.Breaker, cfg.ForcePoll, log),
 		instance: instance,
 	}
+	s.healing = &healer{parts: &s.parts, sales: sales, work: &s.engineWork, engineMode: s.engineMode, instance: instance,
+		fence:   cfg.Fence,
+		drainer: cmp.Or[Drainer](cfg.Drainer, nopDrainer{}),
+		grace:   cmp.Or(cfg.HealGrace, HealGraceDefault),
+		wake:    make(chan struct{}, 1),
+	}
+	return s
 }
 
 // Start loads every current sale into the stock engine (the rebuild after a
@@ -242,8 +243,7 @@ func (s *Service) Start(ctx context.Context) error {
 	s.done.Go(func() { s.events.run(bg) })
 	s.startAudits(bg)
 	if s.healing.fence != nil {
-		s.done.Add(1)
-		go s.healLoop(bg)
+		s.done.Go(func() { s.healing.run(bg) })
 	}
 	return nil
 }
@@ -272,12 +272,12 @@ func (s *Service) load(ctx context.Context, sale *flashsale.Sale, force bool) er
 
 // loadAt loads a sale's snapshot into the engine as of at; the zero time
 // replaces a started sale (the fenced rebuild).
-func (s *Service) loadAt(ctx context.Context, sale *flashsale.Sale, at time.Time) error {
-	snap, err := s.store.Snapshot(ctx, sale.ID)
+func (p *parts) loadAt(ctx context.Context, sale *flashsale.Sale, at time.Time) error {
+	snap, err := p.store.Snapshot(ctx, sale.ID)
 	if err != nil {
 		return fmt.Errorf("load sale=%s: %w", sale.ID, err)
 	}
-	if err := s.engine.Load(ctx, snap, at); err != nil {
+	if err := p.engine.Load(ctx, snap, at); err != nil {
 		return fmt.Errorf("load sale=%s: %w", sale.ID, err)
 	}
 	return nil
@@ -397,7 +397,7 @@ func (s *Service) publicView(ctx context.Context, sale *flashsale.Sale) (*flashs
 			// A live sale the engine lost (it is being rebuilt): show the
 			// database's figures, which can only be higher than the truth
 			// by what is still in the queue, rather than "sold out".
-			s.wakeHeal()
+			s.healing.wakeHeal()
 			nights, nerr := s.store.NightStocks(ctx, sale.ID)
 			if nerr != nil {
 				return nil, fmt.Errorf("public sale=%s: %w", sale.ID, nerr)

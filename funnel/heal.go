@@ -94,9 +94,17 @@ const (
 	healTimeout = 2 * time.Minute
 )
 
-// healer is the fenced rebuild's state on this instance: nil fence in the
-// embedded shape, whose engine lives and dies with the process.
+// healer rebuilds lost sales on this instance: fenced across the
+// instances that share the engine (run, heal), or, in the embedded shape
+// (nil fence), in process behind the engineWork barrier (rebuild). It
+// owns its lock and its goroutines (run: the heal loop and its heartbeat).
 type healer struct {
+	*parts
+	sales      *catalog
+	work       *inflight   // the Service's engineWork
+	engineMode func() bool // whether the deployment sells from the engine
+	instance   string
+
 	fence   Fence
 	drainer Drainer
 	grace   time.Duration
@@ -104,85 +112,86 @@ type healer struct {
 	// mu serialises rebuilds in this process and the pausing and resuming
 	// of its consumer. Lock order: locks.txt.
 	mu sync.Mutex
-	// paused is the epoch this instance's consumer is paused for (a
+	// pausedFor is the epoch this instance's consumer is paused for (a
 	// string, "" while it consumes); mu's holder writes it, the heartbeat
 	// goroutine reads it.
-	paused atomic.Value
+	pausedFor atomic.Value
 }
 
 // errHealBusy means another instance leads a rebuild.
 var errHealBusy = errors.New("a rebuild is already in progress")
 
 // wakeHeal asks the heal loop to look now (a purchase met ErrNotLoaded).
-func (s *Service) wakeHeal() {
-	if s.healing.fence == nil {
+func (h *healer) wakeHeal() {
+	if h.fence == nil {
 		return
 	}
 	select {
-	case s.healing.wake <- struct{}{}:
+	case h.wake <- struct{}{}:
 	default:
 	}
 }
 
-// healLoop is every instance's part in healing: follow a rebuild in
-// progress (pause and resume the consumer), beat, and lead one when a live
-// sale is missing from the engine.
-func (s *Service) healLoop(ctx context.Context) {
-	defer s.done.Done()
-	s.done.Add(1)
-	go s.beatLoop(ctx)
-	every(ctx, healTick, s.healing.wake, s.healStep)
+// run is every instance's part in healing until ctx ends: follow a
+// rebuild in progress (pause and resume the consumer), beat, and lead one
+// when a live sale is missing from the engine. It returns once its
+// heartbeat has too.
+func (h *healer) run(ctx context.Context) {
+	var beat sync.WaitGroup
+	beat.Go(func() { h.beatLoop(ctx) })
+	every(ctx, healTick, h.wake, h.healStep)
+	beat.Wait()
 }
 
-func (s *Service) healStep(ctx context.Context) {
-	s.healing.mu.Lock()
-	defer s.healing.mu.Unlock()
-	epoch, err := s.healing.fence.Healing(ctx)
+func (h *healer) healStep(ctx context.Context) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	epoch, err := h.fence.Healing(ctx)
 	if err != nil {
 		return // the engine is down: nothing to follow, nothing to rebuild yet
 	}
 	switch {
-	case epoch != "" && s.paused() != epoch:
+	case epoch != "" && h.paused() != epoch:
 		pctx, cancel := context.WithTimeout(ctx, healWait)
-		err := s.healing.drainer.Pause(pctx)
+		err := h.drainer.Pause(pctx)
 		cancel()
 		if err != nil {
-			s.log.Error("rebuild: pause the order consumer", "epoch", epoch, "err", err)
+			h.log.Error("rebuild: pause the order consumer", "epoch", epoch, "err", err)
 			return
 		}
-		s.setPaused(epoch)
-		s.log.Info("rebuild in progress elsewhere: order consumer paused", "epoch", epoch)
-	case epoch == "" && s.paused() != "":
-		s.healing.drainer.Resume()
-		s.setPaused("")
-		s.log.Info("rebuild over: order consumer resumed")
+		h.setPaused(epoch)
+		h.log.Info("rebuild in progress elsewhere: order consumer paused", "epoch", epoch)
+	case epoch == "" && h.paused() != "":
+		h.drainer.Resume()
+		h.setPaused("")
+		h.log.Info("rebuild over: order consumer resumed")
 	}
 	if epoch != "" {
 		return
 	}
-	lost, err := s.lostSales(ctx)
-	if err != nil || len(lost) == 0 || !s.engineMode() {
+	lost, err := h.lostSales(ctx)
+	if err != nil || len(lost) == 0 || !h.engineMode() {
 		return // (in db mode the return to the engine rebuilds it)
 	}
-	if err := s.heal(ctx, lost, nil); err != nil && !errors.Is(err, errHealBusy) {
-		s.log.Error("rebuild failed; retrying", "err", err)
+	if err := h.heal(ctx, lost, nil); err != nil && !errors.Is(err, errHealBusy) {
+		h.log.Error("rebuild failed; retrying", "err", err)
 	}
 }
 
 // rebuilding reports whether the engine has lost a live sale or a rebuild
 // is in progress (or the fence cannot say): then an order missing from the
 // engine and the database may still be in the queue.
-func (s *Service) rebuilding(ctx context.Context) bool {
-	if s.healing.fence == nil {
+func (h *healer) rebuilding(ctx context.Context) bool {
+	if h.fence == nil {
 		return false
 	}
-	epoch, err := s.healing.fence.Healing(ctx)
+	epoch, err := h.fence.Healing(ctx)
 	if err != nil || epoch != "" {
 		return true
 	}
-	lost, err := s.lostSales(ctx)
+	lost, err := h.lostSales(ctx)
 	if len(lost) > 0 {
-		s.wakeHeal()
+		h.wakeHeal()
 	}
 	return err != nil || len(lost) > 0
 }
@@ -191,31 +200,30 @@ func (s *Service) rebuilding(ctx context.Context) bool {
 // busy pausing its consumer (writing a prefetch's worth of orders) is never
 // taken for dead by a leader, which would then load a snapshot while this
 // instance still writes.
-func (s *Service) beatLoop(ctx context.Context) {
-	defer s.done.Done()
+func (h *healer) beatLoop(ctx context.Context) {
 	every(ctx, healTick, nil, func(ctx context.Context) {
-		if err := s.healing.fence.Beat(ctx, s.instance, s.paused()); err != nil {
-			s.log.Debug("fence heartbeat", "err", err)
+		if err := h.fence.Beat(ctx, h.instance, h.paused()); err != nil {
+			h.log.Debug("fence heartbeat", "err", err)
 		}
 	})
 }
 
 // setPaused records the epoch this instance's consumer is paused for.
 // The caller holds healing.mu.
-func (s *Service) setPaused(epoch string) { s.healing.paused.Store(epoch) }
+func (h *healer) setPaused(epoch string) { h.pausedFor.Store(epoch) }
 
 // paused is the epoch this instance's consumer is paused for, or "".
-func (s *Service) paused() string {
-	epoch, _ := s.healing.paused.Load().(string)
+func (h *healer) paused() string {
+	epoch, _ := h.pausedFor.Load().(string)
 	return epoch
 }
 
 // lostSales are the cached sales that have not ended and that the engine
 // does not have.
-func (s *Service) lostSales(ctx context.Context) ([]string, error) {
+func (h *healer) lostSales(ctx context.Context) ([]string, error) {
 	var lost []string
-	for _, id := range s.sales.live() {
-		_, err := s.engine.Available(ctx, id)
+	for _, id := range h.sales.live() {
+		_, err := h.engine.Available(ctx, id)
 		if errors.Is(err, flashsale.ErrNotLoaded) {
 			lost = append(lost, id)
 		} else if err != nil {
@@ -228,30 +236,30 @@ func (s *Service) lostSales(ctx context.Context) ([]string, error) {
 // rebuild reinstalls one sale from the database even though the engine has
 // it (the audit found its units drifted): the sale is closed everywhere
 // while the queue drains, then loaded again.
-func (s *Service) rebuild(ctx context.Context, saleID string) error {
-	if s.healing.fence == nil {
+func (h *healer) rebuild(ctx context.Context, saleID string) error {
+	if h.fence == nil {
 		// The in-process engine: a purchase's units are in flight from its
 		// reserve until its group commit answers, and a payment's from the
 		// engine's retake to the database's; engineWork waits for those to
 		// end and holds new ones back while the snapshot is read and loaded
 		// (milliseconds), so no unit is counted twice or lost.
-		sale, err := s.sales.get(ctx, saleID)
+		sale, err := h.sales.get(ctx, saleID)
 		if err != nil {
 			return err
 		}
-		defer s.engineWork.hold()()
-		return s.loadAt(ctx, sale, time.Time{})
+		defer h.work.hold()()
+		return h.loadAt(ctx, sale, time.Time{})
 	}
-	s.healing.mu.Lock()
-	defer s.healing.mu.Unlock()
-	return s.heal(ctx, nil, []string{saleID})
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.heal(ctx, nil, []string{saleID})
 }
 
 // heal leads one fenced rebuild of the lost sales (missing from the engine)
 // and the forced ones (loaded, but to be replaced). The caller holds healing.mu.
-func (s *Service) heal(ctx context.Context, lost, forced []string) error {
+func (h *healer) heal(ctx context.Context, lost, forced []string) error {
 	epoch := ulid.Make().String()
-	ok, err := s.healing.fence.Lead(ctx, epoch, healLease)
+	ok, err := h.fence.Lead(ctx, epoch, healLease)
 	if err != nil {
 		return fmt.Errorf("rebuild: %w", err)
 	}
@@ -262,28 +270,28 @@ func (s *Service) heal(ctx context.Context, lost, forced []string) error {
 	ctx, cancel := context.WithTimeout(ctx, healTimeout)
 	defer cancel()
 	leaseLost := make(chan struct{})
-	go s.keepLease(ctx, epoch, cancel, leaseLost)
+	go h.keepLease(ctx, epoch, cancel, leaseLost)
 	defer func() {
 		cancel()
 		<-leaseLost
-		if err := s.healing.fence.End(context.WithoutCancel(ctx), epoch); err != nil {
-			s.log.Error("rebuild: end the lease", "epoch", epoch, "err", err)
+		if err := h.fence.End(context.WithoutCancel(ctx), epoch); err != nil {
+			h.log.Error("rebuild: end the lease", "epoch", epoch, "err", err)
 		}
-		s.healing.drainer.Resume()
-		s.setPaused("")
+		h.drainer.Resume()
+		h.setPaused("")
 	}()
-	s.log.Warn("rebuilding the stock engine from the database", "epoch", epoch, "lost_sales", lost, "forced_sales", forced)
+	h.log.Warn("rebuilding the stock engine from the database", "epoch", epoch, "lost_sales", lost, "forced_sales", forced)
 	for _, id := range forced {
-		if err := s.healing.fence.Unload(ctx, id); err != nil {
+		if err := h.fence.Unload(ctx, id); err != nil {
 			return fmt.Errorf("rebuild: %w", err)
 		}
 	}
 
-	if err := s.healing.drainer.Pause(ctx); err != nil {
+	if err := h.drainer.Pause(ctx); err != nil {
 		return fmt.Errorf("rebuild: %w", err)
 	}
-	s.setPaused(epoch)
-	wait := time.NewTimer(time.Until(start.Add(s.healing.grace)))
+	h.setPaused(epoch)
+	wait := time.NewTimer(time.Until(start.Add(h.grace)))
 	select {
 	case <-wait.C:
 	case <-ctx.Done():
@@ -291,10 +299,10 @@ func (s *Service) heal(ctx context.Context, lost, forced []string) error {
 		return fmt.Errorf("rebuild: %w", ctx.Err())
 	}
 	for deadline := time.Now().Add(healWait); ; {
-		if err := s.healing.fence.Beat(ctx, s.instance, epoch); err != nil {
+		if err := h.fence.Beat(ctx, h.instance, epoch); err != nil {
 			return fmt.Errorf("rebuild: %w", err)
 		}
-		waiting, err := s.healing.fence.Paused(ctx, epoch)
+		waiting, err := h.fence.Paused(ctx, epoch)
 		if err != nil {
 			return fmt.Errorf("rebuild: %w", err)
 		}
@@ -310,18 +318,18 @@ func (s *Service) heal(ctx context.Context, lost, forced []string) error {
 			return fmt.Errorf("rebuild: %w", ctx.Err())
 		}
 	}
-	if err := s.healing.drainer.Drain(ctx); err != nil {
+	if err := h.drainer.Drain(ctx); err != nil {
 		return fmt.Errorf("rebuild: %w", err)
 	}
 	drained := time.Since(start)
 
-	sales, err := s.store.Sales(ctx, s.now())
+	sales, err := h.store.Sales(ctx, h.now())
 	if err != nil {
 		return fmt.Errorf("rebuild: %w", err)
 	}
 	loaded := 0
 	for _, sale := range sales {
-		_, err := s.engine.Available(ctx, sale.ID)
+		_, err := h.engine.Available(ctx, sale.ID)
 		switch {
 		case errors.Is(err, flashsale.ErrNotLoaded):
 		case err != nil:
@@ -329,24 +337,24 @@ func (s *Service) heal(ctx context.Context, lost, forced []string) error {
 		default:
 			continue // loaded and not forced (a forced sale was unloaded)
 		}
-		if err := s.loadAt(ctx, sale, time.Time{}); err != nil {
+		if err := h.loadAt(ctx, sale, time.Time{}); err != nil {
 			return fmt.Errorf("rebuild: %w", err)
 		}
-		s.sales.put(sale)
+		h.sales.put(sale)
 		loaded++
 	}
-	s.log.Warn("stock engine rebuilt from the database", "epoch", epoch, "sales", loaded,
+	h.log.Warn("stock engine rebuilt from the database", "epoch", epoch, "sales", loaded,
 		"drained_in", drained.Round(time.Millisecond), "took", time.Since(start).Round(time.Millisecond))
 	return nil
 }
 
 // keepLease renews the lease until ctx ends, and cancels the rebuild if
 // the lease was lost (another leader may start: this one must stop).
-func (s *Service) keepLease(ctx context.Context, epoch string, cancel context.CancelFunc, done chan<- struct{}) {
+func (h *healer) keepLease(ctx context.Context, epoch string, cancel context.CancelFunc, done chan<- struct{}) {
 	defer close(done)
 	every(ctx, healLease/5, nil, func(ctx context.Context) {
-		if ok, err := s.healing.fence.Extend(ctx, epoch, healLease); err == nil && !ok {
-			s.log.Error("rebuild: lease lost; stopping", "epoch", epoch)
+		if ok, err := h.fence.Extend(ctx, epoch, healLease); err == nil && !ok {
+			h.log.Error("rebuild: lease lost; stopping", "epoch", epoch)
 			cancel()
 		}
 	})

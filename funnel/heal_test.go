@@ -188,11 +188,11 @@ func TestHealFence(t *testing.T) {
 	go func() {
 		svc.healing.mu.Lock()
 		defer svc.healing.mu.Unlock()
-		done <- svc.heal(ctx, []string{sale.ID}, nil)
+		done <- svc.healing.heal(ctx, []string{sale.ID}, nil)
 	}()
 	// Well past the grace, the other instance has not paused: nothing may load.
 	time.Sleep(400 * time.Millisecond)
-	if err := svc.heal(ctx, []string{sale.ID}, nil); !errors.Is(err, errHealBusy) {
+	if err := svc.healing.heal(ctx, []string{sale.ID}, nil); !errors.Is(err, errHealBusy) {
 		t.Errorf("a second rebuild during the first = %v, want errHealBusy", err)
 	}
 	for _, e := range events.list() {
@@ -262,7 +262,7 @@ func TestRebuildInProcess(t *testing.T) {
 				return
 			default:
 			}
-			if err := svc.rebuild(ctx, sale.ID); err != nil {
+			if err := svc.healing.rebuild(ctx, sale.ID); err != nil {
 				t.Error(err)
 				return
 			}

@@ -74,7 +74,8 @@ func (nopSink) Deliver(context.Context, flashsale.Notice) (int, error) { return 
 // catalog's refresh, the reaper, a dispatcher, the outbox's pruning, the
 // audit and its phantom watch, the heal loop and its heartbeat, the force
 // switch, the sell mode) leaves no goroutine behind once Close returns,
-// and neither does each component on its own.
+// and neither does each component on its own (the catalog, the
+// dispatcher, the healer, the force switch).
 func TestCloseLeavesNoGoroutine(t *testing.T) {
 	before := goleak.IgnoreCurrent()
 	ctx := context.Background()
@@ -118,6 +119,19 @@ func TestCloseLeavesNoGoroutine(t *testing.T) {
 			instance: "self", sinks: []flashsale.NoticeSink{nopSink{}, nopSink{}}, poll: fast, retention: time.Hour}
 		runAndStop(t, d.run)
 		d.sales.close()
+		store.Close()
+		goleak.VerifyNone(t, before)
+	})
+	t.Run("healer", func(t *testing.T) {
+		store := mustStore(t)
+		log := slog.New(slog.DiscardHandler)
+		p := &parts{store: store, engine: inmem.NewEngine(), log: log, now: time.Now, obs: nopObserver{}}
+		h := &healer{parts: p, sales: newCatalog(store, nopObserver{}, log, time.Now, fast), work: &inflight{},
+			engineMode: func() bool { return true }, instance: "self",
+			fence: &fakeFence{beats: map[string]string{}, events: events}, drainer: &fakeDrainer{events: events},
+			grace: fast, wake: make(chan struct{}, 1)}
+		runAndStop(t, h.run)
+		h.sales.close()
 		store.Close()
 		goleak.VerifyNone(t, before)
 	})

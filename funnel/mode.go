@@ -288,10 +288,10 @@ func (s *Service) reload(ctx context.Context) error {
 	if s.healing.fence != nil {
 		s.healing.mu.Lock()
 		defer s.healing.mu.Unlock()
-		return s.heal(ctx, nil, s.sales.live())
+		return s.healing.heal(ctx, nil, s.sales.live())
 	}
 	for _, id := range s.sales.live() {
-		if err := s.rebuild(ctx, id); err != nil {
+		if err := s.healing.rebuild(ctx, id); err != nil {
 			return err
 		}
 	}

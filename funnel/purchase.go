@@ -140,7 +140,7 @@ func (s *Service) purchase(ctx context.Context, u flashsale.User, req flashsale.
 	case errors.Is(err, flashsale.ErrDuplicate):
 		return s.existing(ctx, u, sale, existing, req, first)
 	case errors.Is(err, flashsale.ErrNotLoaded):
-		s.wakeHeal() // the engine lost the sale: a rebuild puts it back
+		s.healing.wakeHeal() // the engine lost the sale: a rebuild puts it back
 		return nil, err
 	case errors.Is(err, flashsale.ErrSoldOut):
 		s.logSoldOut(ctx, sale.ID)
@@ -356,7 +356,7 @@ func (s *Service) orderOwnedBy(ctx context.Context, owner, id string) (*flashsal
 			return nil, fmt.Errorf("order=%s: %w: %w", id, flashsale.ErrUnavailable, err)
 		case flashsale.Unreachable(rerr):
 			return nil, fmt.Errorf("order=%s: %w", id, rerr)
-		case s.rebuilding(ctx):
+		case s.healing.rebuilding(ctx):
 			// The engine lost its records and the order may be in the
 			// queue still: "not found" would be a lie until the rebuild
 			// has drained it into the database.
@@ -479,7 +479,7 @@ func (s *Service) MarkPaid(ctx context.Context, id, paymentRef string) (*flashsa
 				return nil, flashsale.ErrOrderPending
 			case flashsale.Unreachable(rerr):
 				return nil, fmt.Errorf("paid order=%s: %w", id, rerr)
-			case s.rebuilding(ctx):
+			case s.healing.rebuilding(ctx):
 				return nil, fmt.Errorf("paid order=%s: %w", id, flashsale.ErrNotLoaded)
 			}
 			return nil, err
@@ -529,7 +529,7 @@ func (s *Service) retake(ctx context.Context, o *flashsale.Order, paymentRef str
 			if sale, serr := s.sales.get(ctx, o.SaleID); serr == nil && s.now().Before(sale.EndsAt) {
 				// The engine lost a live sale: answer 503 until the
 				// rebuild is done, not a refund.
-				s.wakeHeal()
+				s.healing.wakeHeal()
 				return nil, err
 			}
 			return nil, flashsale.ErrHoldExpired

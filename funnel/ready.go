@@ -78,5 +78,5 @@ func (s *Service) salesReady(r *flashsale.Readiness, lost []string) {
 	}
 	r.Sales, r.NotLoaded = "rebuilding", lost
 	r.Reasons = append(r.Reasons, fmt.Sprintf("sales: %s being rebuilt in the stock engine (lost or stale; their purchases answer 503 until the fenced rebuild puts them back)", strings.Join(lost, ", ")))
-	s.wakeHeal()
+	s.healing.wakeHeal()
 }
