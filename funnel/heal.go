@@ -247,7 +247,8 @@ func (h *healer) rebuild(ctx context.Context, saleID string) error {
 		if err != nil {
 			return err
 		}
-		defer h.work.hold()()
+		h.work.hold()
+		defer h.work.release()
 		return h.loadAt(ctx, sale, time.Time{})
 	}
 	h.mu.Lock()

@@ -15,20 +15,25 @@ import "sync"
 // order: locks.txt.
 type inflight struct{ mu sync.RWMutex }
 
-// enter marks one piece of work in flight until the returned func runs.
-func (b *inflight) enter() (leave func()) {
-	b.mu.RLock()
-	return b.mu.RUnlock
-}
+// enter marks one piece of work in flight until leave. (Separate
+// methods, not a returned func: a method value would cost a purchase an
+// allocation.)
+func (b *inflight) enter() { b.mu.RLock() }
+
+// leave ends what enter began.
+func (b *inflight) leave() { b.mu.RUnlock() }
 
 // hold waits for the work in flight to end and keeps new work out until
-// the returned func runs.
-func (b *inflight) hold() (release func()) {
-	b.mu.Lock()
-	return b.mu.Unlock
-}
+// release.
+func (b *inflight) hold() { b.mu.Lock() }
+
+// release ends what hold began.
+func (b *inflight) release() { b.mu.Unlock() }
 
 // wait returns once the work in flight when it was called has ended; the
 // caller has already made sure new work will not start (it changed what
 // the work checks after entering).
-func (b *inflight) wait() { b.hold()() }
+func (b *inflight) wait() {
+	b.hold()
+	b.release()
+}

@@ -233,7 +233,8 @@ func (s *Service) AdjustStock(ctx context.Context, id string, d flashsale.StockD
 	// A rebuild in this process (which holds engineWork) must not land
 	// between the two steps: it would count the change twice or not at
 	// all.
-	defer s.engineWork.enter()()
+	s.engineWork.enter()
+	defer s.engineWork.leave()
 	c := flashsale.SaleChange{SaleID: id, At: now.UTC().Truncate(time.Millisecond), Kind: flashsale.ChangeStock, Detail: d.String()}
 	if d.Delta > 0 {
 		if _, err := s.store.AdjustStock(ctx, id, d, c); err != nil {

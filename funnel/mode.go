@@ -370,7 +370,8 @@ func (s *Service) purchaseDirect(ctx context.Context, u flashsale.User, sale *fl
 	default:
 		return nil, flashsale.ErrOverloaded
 	}
-	defer sl.dbWork.enter()()
+	sl.dbWork.enter()
+	defer sl.dbWork.leave()
 	if s.sells() != flashsale.SellingDB {
 		return nil, errSwitching
 	}
@@ -465,7 +466,8 @@ func (sl *seller) refuse(r refusal, now time.Time) {
 // retakeDirect is a payment's retake in db mode: the database's guarded
 // transition alone.
 func (s *Service) retakeDirect(ctx context.Context, o *flashsale.Order, paymentRef string) (*flashsale.Order, error) {
-	defer s.sell.dbWork.enter()()
+	s.sell.dbWork.enter()
+	defer s.sell.dbWork.leave()
 	if s.sells() != flashsale.SellingDB {
 		return nil, errSwitching
 	}

@@ -93,7 +93,8 @@ func (s *Service) purchase(ctx context.Context, u flashsale.User, req flashsale.
 			return nil, err
 		}
 		s.obs.Admitted(sale.ID)
-		defer s.engineWork.enter()()
+		s.engineWork.enter()
+		defer s.engineWork.leave()
 		if locked = true; s.sellingEngine() != nil {
 			return nil, errSwitching
 		}
@@ -120,7 +121,8 @@ func (s *Service) purchase(ctx context.Context, u flashsale.User, req flashsale.
 		s.obs.Admitted(sale.ID)
 	}
 	if !locked {
-		defer s.engineWork.enter()()
+		s.engineWork.enter()
+		defer s.engineWork.leave()
 		if s.sellingEngine() != nil {
 			return nil, errSwitching
 		}
@@ -517,7 +519,8 @@ func (s *Service) MarkPaid(ctx context.Context, id, paymentRef string) (*flashsa
 // retake sells a released order's units again to its buyer, engine first
 // (through engineWork, as a purchase's reserve) and then the database's guard.
 func (s *Service) retake(ctx context.Context, o *flashsale.Order, paymentRef string) (*flashsale.Order, error) {
-	defer s.engineWork.enter()() // the engine retakes before the database does (see Purchase)
+	s.engineWork.enter()
+	defer s.engineWork.leave() // the engine retakes before the database does (see Purchase)
 	switch s.sells() {
 	case flashsale.SellingDB:
 		return s.retakeDirect(ctx, o, paymentRef)
