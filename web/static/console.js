@@ -347,6 +347,11 @@ function addFigures(d, f, at) {
 // setView takes a fresh admin view of the open sale; the list's row of
 // this sale follows the dashboard, not its own 5 s.
 function setView(d, v) {
+  // A view read before a change this page has already drawn (a stream
+  // message or a poll in flight while the operator closed the sale) must
+  // not undo it: its revision is older. Figures move without a revision,
+  // so an equal one is taken.
+  if (d.view && d.view.id === v.id && v.revision < d.view.revision) return;
   d.view = v;
   if (v.revision !== d.changesRev) loadChanges(d);
   const i = list.sales.findIndex((s) => s.id === d.id);
