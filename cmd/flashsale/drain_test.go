@@ -21,13 +21,7 @@ func TestDrainEmbedded(t *testing.T) {
 	if testing.Short() {
 		t.Skip("storm skipped in -short")
 	}
-	bin := buildBinary(t)
-	dir, addr := t.TempDir(), testenv.FreeAddr(t)
-	env := []string{
-		"FLASHSALE_ADDR=" + addr, "FLASHSALE_DATA_DIR=" + dir, "FLASHSALE_SHUTDOWN_DELAY=1s",
-		"FLASHSALE_ADMIN_TOKEN=" + testAdminToken, "FLASHSALE_JWT_SECRET=" + testJWTSecret, "FLASHSALE_LOG_LEVEL=error",
-	}
-	base := "http://" + addr
+	bin, env, base := drainSetup(t, "1s")
 	proc := startBinary(t, bin, env...)
 	waitReady(t, base)
 	cl := newClient(base, testAdminToken, testJWTSecret)
@@ -132,13 +126,7 @@ func TestDrainDistributed(t *testing.T) {
 // again and serves), instead of the signal being swallowed until the whole
 // FLASHSALE_SHUTDOWN_DELAY has passed.
 func TestDrainSecondSignal(t *testing.T) {
-	bin := buildBinary(t)
-	dir, addr := t.TempDir(), testenv.FreeAddr(t)
-	env := []string{
-		"FLASHSALE_ADDR=" + addr, "FLASHSALE_DATA_DIR=" + dir, "FLASHSALE_SHUTDOWN_DELAY=60s",
-		"FLASHSALE_ADMIN_TOKEN=" + testAdminToken, "FLASHSALE_JWT_SECRET=" + testJWTSecret, "FLASHSALE_LOG_LEVEL=error",
-	}
-	base := "http://" + addr
+	bin, env, base := drainSetup(t, "60s")
 	proc := startBinary(t, bin, env...)
 	waitReady(t, base)
 	if err := proc.Process.Signal(syscall.SIGTERM); err != nil {
@@ -171,4 +159,15 @@ func TestDrainSecondSignal(t *testing.T) {
 	}
 	startBinary(t, bin, env...)
 	waitReady(t, base)
+}
+
+// drainSetup is an embedded instance's binary, environment (its own data
+// dir and port, the given FLASHSALE_SHUTDOWN_DELAY) and base URL.
+func drainSetup(t *testing.T, delay string) (bin string, env []string, base string) {
+	t.Helper()
+	dir, addr := t.TempDir(), testenv.FreeAddr(t)
+	return buildBinary(t), []string{
+		"FLASHSALE_ADDR=" + addr, "FLASHSALE_DATA_DIR=" + dir, "FLASHSALE_SHUTDOWN_DELAY=" + delay,
+		"FLASHSALE_ADMIN_TOKEN=" + testAdminToken, "FLASHSALE_JWT_SECRET=" + testJWTSecret, "FLASHSALE_LOG_LEVEL=error",
+	}, "http://" + addr
 }

@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"net"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -20,12 +21,7 @@ func FreePort(tb testing.TB) int {
 // FreeAddr is FreePort as a host:port.
 func FreeAddr(tb testing.TB) string {
 	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(FreePort(tb)))
 }
 
 // WaitUntil polls cond every 20 ms until it holds or within passes. It
