@@ -821,7 +821,7 @@ func TestNoDriverRetry(t *testing.T) {
 	mustLoad(t, e, snap)
 	r := newReservation(snap, "u", 0, 1, 1)
 	var sent atomic.Int64
-	proxy.Watch(func(chunk []byte) { sent.Add(int64(bytes.Count(chunk, []byte(r.OrderID)))) })
+	proxy.Watch(func(_ int, chunk []byte) { sent.Add(int64(bytes.Count(chunk, []byte(r.OrderID)))) })
 	proxy.HoldReplies(true)
 	_, err = e.ReserveSpending(ctx, r, "token-1", time.Now().Add(time.Minute))
 	proxy.HoldReplies(false)
@@ -837,7 +837,7 @@ func TestNoDriverRetry(t *testing.T) {
 	}
 	r2 := newReservation(snap, "u2", 0, 1, 1)
 	var sent2 atomic.Int64
-	proxy.Watch(func(chunk []byte) { sent2.Add(int64(bytes.Count(chunk, []byte(r2.OrderID)))) })
+	proxy.Watch(func(_ int, chunk []byte) { sent2.Add(int64(bytes.Count(chunk, []byte(r2.OrderID)))) })
 	if _, err := e.ReserveSpending(ctx, r2, "token-2", time.Now().Add(time.Minute)); err != nil {
 		t.Fatalf("reserve with Redis answering: %v", err)
 	}

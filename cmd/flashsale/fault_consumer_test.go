@@ -175,19 +175,23 @@ func TestFaultConsumerKilledBeforeCommit(t *testing.T) {
 			// of a transaction with no order of the sale in it (another of
 			// instance 0's transactions; CI caught one) is let through, and
 			// the next one caught, until a consumer batch's is. Instance 1
-			// consumes too, so an order of its open transaction can be
-			// uncommitted at that moment (CI caught one, never rolled back
-			// while its link was paused): only the orders instance 0 itself
-			// sent an INSERT of count as its.
-			inserted := watchInserts(db0)
+			// consumes too, and an order can move between the two (a
+			// transaction that failed hands its deliveries back to the
+			// broker), so an uncommitted order counts as the held
+			// transaction's only if that session sent its INSERT since its
+			// previous COMMIT: CI caught an order of instance 1's open
+			// transaction taken for instance 0's, which could neither commit
+			// nor roll back once instance 1's link was paused.
+			sent := watchTransactions(db0)
 			for deadline := time.Now().Add(15 * time.Second); len(pending) == 0; {
 				caught := db0.HoldRequest(func(chunk []byte) bool { return bytes.Contains(chunk, []byte("\x03COMMIT")) })
+				var conn int
 				select {
-				case <-caught:
+				case conn = <-caught:
 				case <-time.After(time.Until(deadline)):
 					t.Error("instance 0's consumer sent no COMMIT of a batch in 15 s")
 				}
-				if pending = inserted(uncommitted(t, db, id)); len(pending) > 0 || time.Now().After(deadline) {
+				if pending = sent(conn, uncommitted(t, db, id)); len(pending) > 0 || time.Now().After(deadline) {
 					break
 				}
 				db0.HoldRequest(nil) // not a batch's: deliver it
@@ -198,10 +202,16 @@ func TestFaultConsumerKilledBeforeCommit(t *testing.T) {
 			db0.Cut() // the held COMMIT is thrown away and the server rolls back
 			lost, _ = db0.Discarded()
 			db0.HoldRequest(nil)
-			testenv.WaitUntil(t, 15*time.Second, "the killed transaction's orders to be rolled back", func() bool {
+			if !testenv.WaitUntil(t, 15*time.Second, "the killed transaction's orders to be rolled back", func() bool {
 				seen := orderRows(t, db, id, sql.LevelReadUncommitted) // committed or not
 				return !slices.ContainsFunc(pending, func(oid string) bool { return seen[oid] })
-			})
+			}) {
+				// Say which: committed (someone wrote them) or still open.
+				dirty, committed := orderRows(t, db, id, sql.LevelReadUncommitted), orderRows(t, db, id, sql.LevelReadCommitted)
+				for _, oid := range pending {
+					t.Logf("order %s: present %v, committed %v", oid, dirty[oid], committed[oid])
+				}
+			}
 			db1.Pause(false)
 			waitRequeued(t, c)
 			c.start(t, 0)
@@ -231,7 +241,7 @@ func watchOrders(p *faultproxy.Proxy, ids []string) (unseen func() []string) {
 	for _, id := range ids {
 		left[id] = []byte(id)
 	}
-	p.Watch(func(chunk []byte) {
+	p.Watch(func(_ int, chunk []byte) {
 		mu.Lock()
 		defer mu.Unlock()
 		for id, b := range left {
@@ -247,25 +257,33 @@ func watchOrders(p *faultproxy.Proxy, ids []string) (unseen func() []string) {
 	}
 }
 
-// watchInserts watches what a client sends its database through p for
-// INSERTs into orders, and returns a filter keeping the order IDs among ids
-// that one of them carried (the store interpolates its parameters, so the
-// IDs are in the statement's text).
-func watchInserts(p *faultproxy.Proxy) (inserted func(ids []string) []string) {
+// watchTransactions watches what a client sends its database through p,
+// session by session, and returns a filter keeping the order IDs among ids
+// that an INSERT of the transaction ended by conn's last COMMIT carried
+// (the store interpolates its parameters, so the IDs are in the
+// statement's text). Watch sees a request as it is read, before a hold
+// can catch it, so a caught COMMIT's transaction is known.
+func watchTransactions(p *faultproxy.Proxy) (sent func(conn int, ids []string) []string) {
 	var mu sync.Mutex
-	var stmts [][]byte
-	p.Watch(func(chunk []byte) {
-		if bytes.Contains(chunk, []byte("INSERT INTO orders")) {
-			mu.Lock()
-			defer mu.Unlock()
-			stmts = append(stmts, bytes.Clone(chunk))
+	open := map[int][][]byte{} // INSERTs since the session's last COMMIT or ROLLBACK
+	last := map[int][][]byte{} // the INSERTs of the transaction its last COMMIT ended
+	p.Watch(func(conn int, chunk []byte) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case bytes.Contains(chunk, []byte("INSERT INTO orders")):
+			open[conn] = append(open[conn], bytes.Clone(chunk))
+		case bytes.Contains(chunk, []byte("\x03COMMIT")):
+			last[conn], open[conn] = open[conn], nil
+		case bytes.Contains(chunk, []byte("\x03ROLLBACK")):
+			open[conn] = nil
 		}
 	})
-	return func(ids []string) []string {
+	return func(conn int, ids []string) []string {
 		mu.Lock()
 		defer mu.Unlock()
 		return slices.DeleteFunc(ids, func(id string) bool {
-			return !slices.ContainsFunc(stmts, func(s []byte) bool { return bytes.Contains(s, []byte(id)) })
+			return !slices.ContainsFunc(last[conn], func(s []byte) bool { return bytes.Contains(s, []byte(id)) })
 		})
 	}
 }

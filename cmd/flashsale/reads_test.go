@@ -30,7 +30,7 @@ func TestUnknownSalesAtTheDatabase(t *testing.T) {
 	}
 	var mu sync.Mutex
 	queries := make([]int, len(ids))
-	proxy.Watch(func(chunk []byte) {
+	proxy.Watch(func(_ int, chunk []byte) {
 		mu.Lock()
 		defer mu.Unlock()
 		for i, id := range ids {

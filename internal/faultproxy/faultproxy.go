@@ -53,10 +53,11 @@ type Proxy struct {
 	pause       bool
 	holdReplies bool
 	latency     time.Duration
-	discarded   [2]int64                // bytes read and never delivered, by direction (see Discarded)
-	match       func(chunk []byte) bool // see HoldRequest; nil when off
-	watch       func(chunk []byte)      // see Watch; nil when off
-	caught      chan struct{}           // closed when match has caught its request
+	discarded   [2]int64                     // bytes read and never delivered, by direction (see Discarded)
+	match       func(chunk []byte) bool      // see HoldRequest; nil when off
+	watch       func(conn int, chunk []byte) // see Watch; nil when off
+	caught      chan int                     // gets the connection match caught its request on
+	conns       int                          // connections accepted so far: the next one's number
 }
 
 // Start listens on 127.0.0.1:0 and forwards every accepted connection to
@@ -146,14 +147,15 @@ func (p *Proxy) HoldReplies(on bool) { p.set(func() { p.holdReplies = on }) }
 // HoldRequest holds the first client-to-upstream chunk that match accepts
 // (a chunk is what one read took: a request the client wrote at once, up to
 // 32 KiB) and everything after it on that connection; every other
-// connection, and the replies, flow as usual. The returned channel is
-// closed when the request is caught. HoldRequest(nil) turns it off and
+// connection, and the replies, flow as usual. The returned channel gets
+// the number of the connection the request was caught on (as Watch numbers
+// them). HoldRequest(nil) turns it off and
 // delivers what was held, in order (it returns nil); Cut discards it
 // instead. It makes the loss of one chosen request certain: catch a
 // database client's COMMIT, kill the client, Cut, and the transaction was
 // never committed, though every statement before it ran. match runs under
 // the proxy's lock: it must be quick and must not call the proxy.
-func (p *Proxy) HoldRequest(match func(chunk []byte) bool) <-chan struct{} {
+func (p *Proxy) HoldRequest(match func(chunk []byte) bool) <-chan int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	defer p.broadcast()
@@ -163,16 +165,18 @@ func (p *Proxy) HoldRequest(match func(chunk []byte) bool) <-chan struct{} {
 		}
 		return nil
 	}
-	p.caught = make(chan struct{})
+	p.caught = make(chan int, 1)
 	return p.caught
 }
 
 // Watch, with a non-nil fn, shows fn every chunk of client-to-upstream
-// bytes as the proxy reads it, so a test can see what a client asked of its
-// dependency (an order ID in a database statement, say) without changing
-// anything. Watch(nil) stops it. fn runs under the proxy's lock: it must be
-// quick, must not keep the chunk, and must not call the proxy.
-func (p *Proxy) Watch(fn func(chunk []byte)) { p.set(func() { p.watch = fn }) }
+// bytes as the proxy reads it, with the number of the connection it came
+// on (connections are numbered from 1 as they are accepted), so a test can
+// see what a client asked of its dependency (an order ID in a database
+// statement, say, and in which session) without changing anything.
+// Watch(nil) stops it. fn runs under the proxy's lock: it must be quick,
+// must not keep the chunk, and must not call the proxy.
+func (p *Proxy) Watch(fn func(conn int, chunk []byte)) { p.set(func() { p.watch = fn }) }
 
 // Pause, while on, lets nothing flow either way on any connection, like a
 // SIGSTOP of the peer: writes still succeed (the stopped peer's kernel would
@@ -280,7 +284,8 @@ func (p *Proxy) serve() {
 			continue
 		}
 		ctx, cancel := context.WithCancel(p.ctx)
-		l := &link{p: p, client: c, ctx: ctx, cancel: cancel}
+		p.conns++
+		l := &link{p: p, id: p.conns, client: c, ctx: ctx, cancel: cancel}
 		p.links[l] = struct{}{}
 		p.wg.Add(1)
 		p.mu.Unlock()
@@ -291,6 +296,7 @@ func (p *Proxy) serve() {
 // link is one client connection and its upstream connection.
 type link struct {
 	p      *Proxy
+	id     int // its number, from 1 in the order of acceptance
 	client net.Conn
 	ctx    context.Context // cancelled by close: wakes waiters, aborts the dial
 	cancel context.CancelFunc
@@ -398,7 +404,7 @@ func (l *link) read(pp *pipe) {
 			pp.queue = append(pp.queue, chunk{data: bytes.Clone(buf[:n]), due: time.Now().Add(p.latency)})
 			pp.queued += n
 			if p.watch != nil && !pp.reply {
-				p.watch(buf[:n])
+				p.watch(l.id, buf[:n])
 			}
 		}
 		if err != nil {
@@ -456,7 +462,7 @@ func (l *link) write(pp *pipe) {
 		case held:
 		case len(pp.queue) > 0 && !pp.reply && p.match != nil && p.match(pp.queue[0].data):
 			l.holding, p.match = true, nil // caught: this one and what follows wait
-			close(p.caught)
+			p.caught <- l.id
 			p.mu.Unlock()
 			continue
 		case len(pp.queue) > 0:

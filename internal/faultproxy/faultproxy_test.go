@@ -285,7 +285,10 @@ func TestHoldRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	select {
-	case <-caught:
+	case conn := <-caught:
+		if conn != 1 {
+			t.Fatalf("caught on connection %d, want 1 (held, accepted first)", conn)
+		}
 	case <-time.After(ioWait):
 		t.Fatal("COMMIT not caught")
 	}
@@ -328,9 +331,9 @@ func TestWatch(t *testing.T) {
 	_, p, c := startWarm(t)
 	var mu sync.Mutex
 	var seen []string
-	p.Watch(func(chunk []byte) {
+	p.Watch(func(conn int, chunk []byte) {
 		mu.Lock()
-		seen = append(seen, string(chunk))
+		seen = append(seen, fmt.Sprint(conn, ":", string(chunk)))
 		mu.Unlock()
 	})
 	roundTrip(t, c, "order-1")
@@ -338,8 +341,8 @@ func TestWatch(t *testing.T) {
 	roundTrip(t, c, "order-2")
 	mu.Lock()
 	defer mu.Unlock()
-	if len(seen) != 1 || seen[0] != "order-1" {
-		t.Fatalf("watched %q, want [order-1]: each request once, none after Watch(nil), no reply", seen)
+	if len(seen) != 1 || seen[0] != "1:order-1" {
+		t.Fatalf("watched %q, want [1:order-1]: each request once with its connection, none after Watch(nil), no reply", seen)
 	}
 }
 
