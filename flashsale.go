@@ -20,17 +20,79 @@ var Version = "dev"
 // change is a conditional update inside the same transaction as the order
 // row it belongs to, so the database refuses an oversell even if the stock
 // engine in front of it were wrong.
-type Store interface {
+//
+// It is a bundle of roles, not one interface: each part of the service
+// takes the role it uses, and each decorator (metrics, tracing) wraps every
+// role method by method, so a method added to a role does not compile until
+// every wrapper handles it. A store package's Roles method fills it; the
+// optional capabilities are nil where the database has none, and nothing
+// asks a concrete type what it can do.
+type Store struct {
+	SaleStore
+	OrderStore
+	Books
+	NoticeStore
+	Database
+
+	// Modes and Forces are where the instances of a deployment agree: the
+	// sell mode (ModeBoard) and the operator's override of the breaker
+	// (ForceBoard). The SQL servers keep them; nil for SQLite, which has
+	// no other instance to agree with.
+	Modes  ModeBoard
+	Forces ForceBoard
+}
+
+// StoreOf is s in every role, with no boards: what a store package's Roles
+// does, for a value that plays them all (a test's fake, a wrapper that
+// overrides a method or two).
+func StoreOf(s interface {
+	SaleStore
+	OrderStore
+	Books
+	NoticeStore
+	Database
+}) Store {
+	return Store{SaleStore: s, OrderStore: s, Books: s, NoticeStore: s, Database: s}
+}
+
+// SaleStore keeps sales, their nights and their change log.
+type SaleStore interface {
 	// CreateSale inserts a validated sale with its nights.
 	CreateSale(ctx context.Context, s *Sale) error
 	// Sale returns one sale, or ErrNotFound.
 	Sale(ctx context.Context, id string) (*Sale, error)
 	// Sales returns the sales that end after now, ordered by start time.
 	Sales(ctx context.Context, now time.Time) ([]*Sale, error)
-	// NightStocks returns the database's counters for each night of a sale,
-	// in night order. Available is Stock - Held - Sold.
-	NightStocks(ctx context.Context, saleID string) ([]NightStock, error)
+	// ListSales returns up to q.Limit sales matching q, newest first (see
+	// SaleQuery), nights included.
+	ListSales(ctx context.Context, q SaleQuery) ([]*Sale, error)
+	// UpdateSale replaces a sale's fields with s's if, and only if, its
+	// revision is still rev (ErrStale otherwise; ErrNotFound when there
+	// is no such sale), sets s.Revision to rev+1 and appends c (its
+	// Revision set likewise) to the change log, in one transaction.
+	// Changed nights are rewritten only while no order holds or bought a
+	// room of the sale (ErrStockInUse otherwise); the counters of nights
+	// are never written here.
+	UpdateSale(ctx context.Context, s *Sale, rev int64, c SaleChange) error
+	// AdjustStock adds d.Delta rooms to one night (a negative delta takes
+	// them away) if, and only if, the stock stays at most MaxStock and at
+	// least held + sold: ErrStockInUse otherwise, and nothing changes. It
+	// bumps the sale's revision and appends c in the same transaction,
+	// and returns the night's counters after the change. ErrNotFound for
+	// an unknown sale or night.
+	AdjustStock(ctx context.Context, saleID string, d StockDelta, c SaleChange) (*NightStock, error)
+	// SaleChanges returns a sale's change log, oldest first.
+	SaleChanges(ctx context.Context, saleID string) ([]SaleChange, error)
+	// DeleteSale removes a test sale (Sale.Test) with its nights, orders,
+	// change log, events and their delivery log, in one transaction:
+	// ErrNotTestSale for any other sale (real sales are never deleted),
+	// ErrNotFound when there is none.
+	DeleteSale(ctx context.Context, id string) error
+}
 
+// OrderStore keeps orders and moves them through their statuses, with the
+// night and user counters in the same transaction.
+type OrderStore interface {
 	// PlaceOrders writes a batch of reservations in one transaction (the
 	// group commit). The returned slice has one entry per reservation:
 	//   nil               the order was inserted as held and its units taken;
@@ -67,8 +129,6 @@ type Store interface {
 	// being paid, cancelled or expired there), so several reapers share the
 	// work and each order is expired exactly once.
 	ExpireHolds(ctx context.Context, now time.Time, limit int) ([]*Order, error)
-	// Snapshot returns what a stock engine needs to rebuild a sale.
-	Snapshot(ctx context.Context, saleID string) (*StockSnapshot, error)
 	// FailOrder records a reservation the order path gave up on (the queue
 	// dead-lettered it: its data was refused, or its write kept failing
 	// while the database answered) as a failed order with reason, taking no
@@ -78,34 +138,25 @@ type Store interface {
 	// row is written without the key. ErrNotFound when the sale does not
 	// exist (there is nothing to attach the order to).
 	FailOrder(ctx context.Context, r Reservation, reason string) error
-	// ListSales returns up to q.Limit sales matching q, newest first (see
-	// SaleQuery), nights included.
-	ListSales(ctx context.Context, q SaleQuery) ([]*Sale, error)
-	// UpdateSale replaces a sale's fields with s's if, and only if, its
-	// revision is still rev (ErrStale otherwise; ErrNotFound when there
-	// is no such sale), sets s.Revision to rev+1 and appends c (its
-	// Revision set likewise) to the change log, in one transaction.
-	// Changed nights are rewritten only while no order holds or bought a
-	// room of the sale (ErrStockInUse otherwise); the counters of nights
-	// are never written here.
-	UpdateSale(ctx context.Context, s *Sale, rev int64, c SaleChange) error
-	// AdjustStock adds d.Delta rooms to one night (a negative delta takes
-	// them away) if, and only if, the stock stays at most MaxStock and at
-	// least held + sold: ErrStockInUse otherwise, and nothing changes. It
-	// bumps the sale's revision and appends c in the same transaction,
-	// and returns the night's counters after the change. ErrNotFound for
-	// an unknown sale or night.
-	AdjustStock(ctx context.Context, saleID string, d StockDelta, c SaleChange) (*NightStock, error)
-	// SaleChanges returns a sale's change log, oldest first.
-	SaleChanges(ctx context.Context, saleID string) ([]SaleChange, error)
-	// DeleteSale removes a test sale (Sale.Test) with its nights, orders,
-	// change log, events and their delivery log, in one transaction:
-	// ErrNotTestSale for any other sale (real sales are never deleted),
-	// ErrNotFound when there is none.
-	DeleteSale(ctx context.Context, id string) error
 	// SaleOrders returns up to q.Limit of a sale's orders, newest first
 	// (see OrderQuery).
 	SaleOrders(ctx context.Context, saleID string, q OrderQuery) ([]*Order, error)
+}
+
+// Books is what the audit and a stock engine's rebuild read: the
+// database's counters and every order's units, per sale.
+type Books interface {
+	// NightStocks returns the database's counters for each night of a sale,
+	// in night order. Available is Stock - Held - Sold.
+	NightStocks(ctx context.Context, saleID string) ([]NightStock, error)
+
+	// Snapshot returns what a stock engine needs to rebuild a sale.
+	Snapshot(ctx context.Context, saleID string) (*StockSnapshot, error)
+}
+
+// NoticeStore is the outbox of order events (notice.go) and the log of
+// their deliveries.
+type NoticeStore interface {
 	// The outbox of order events (notice.go). PlaceOrders, Transition,
 	// ExpireHolds and FailOrder append each order's OrderNotice in the
 	// same transaction as its change (a duplicate writes none), and
@@ -139,6 +190,13 @@ type Store interface {
 	// caller repeats while either is limit. Seq is never reused after a
 	// delete.
 	PruneOutbox(ctx context.Context, before time.Time, limit int) (notices, deliveries int, err error)
+}
+
+// Database is the store's own life: its schema, its health, its end.
+type Database interface {
+	// Migrate applies the migrations this binary embeds that the database
+	// lacks, idempotently, safe when several instances start at once.
+	Migrate(ctx context.Context) error
 	// PendingMigrations returns the migrations this binary embeds that the
 	// database has not recorded as applied, in order (none when its schema
 	// is current), for readiness: an instance started against a database
@@ -152,13 +210,39 @@ type Store interface {
 
 // StockEngine is the one place stock is deducted before the database sees
 // an order. Reserve is a single atomic step; nothing else takes stock.
-type StockEngine interface {
-	// Load installs a sale's stock from a snapshot (preheat, or rebuild at
-	// start). If the sale is already loaded and has started at now, it
-	// returns ErrAlreadyStarted and changes nothing, so a stray preheat can
-	// never reset stock mid-sale. A zero now always loads: only the fenced
-	// rebuild passes it, once nothing of the sale is in flight.
-	Load(ctx context.Context, snap *StockSnapshot, now time.Time) error
+//
+// Like Store, it is a bundle of roles: the purchase path (Reserver) and
+// the keeping of a sale's stock (StockKeeper), filled by an engine
+// package's Roles method, with the optional capabilities (Outbox, Breaker)
+// nil where the engine has none.
+type StockEngine struct {
+	Reserver
+	StockKeeper
+
+	// Outbox is the engine's outbox of reservations the order path has
+	// not confirmed yet, or nil when the engine keeps none (the in-process
+	// engine: its writer commits before Reserve's caller answers). The
+	// queue path needs one.
+	Outbox Outbox
+	// Breaker is the circuit breaker the engine sits behind, for /readyz
+	// and the operators' switch; nil where there is none (the in-process
+	// engine cannot fail on its own).
+	Breaker Breaker
+}
+
+// EngineOf is e in both roles, with no outbox and no breaker: what an
+// engine package's Roles does, for a value that plays them both (a test's
+// fake, a wrapper that overrides a method or two).
+func EngineOf(e interface {
+	Reserver
+	StockKeeper
+}) StockEngine {
+	return StockEngine{Reserver: e, StockKeeper: e}
+}
+
+// Reserver is the purchase path through the engine: take units, give them
+// back, and answer what a reservation is.
+type Reserver interface {
 	// Reserve atomically checks the idempotency key, the user's limit and
 	// every night of the stay, then deducts and records the reservation
 	// under r.OrderID. On ErrDuplicate it returns the ID of the order that
@@ -194,6 +278,29 @@ type StockEngine interface {
 	// Reservation returns a recorded reservation by order ID, or ErrNotFound.
 	// The distributed shape uses it to answer for orders still in flight.
 	Reservation(ctx context.Context, orderID string) (*Reservation, error)
+	// SoldOut reports, without I/O, that a stay certainly cannot be served
+	// (false when the engine cannot tell). The purchase path asks it before
+	// spending a token, so a sold-out sale costs neither a token nor a round
+	// trip; a wrapper that dropped it would make every sold-out answer cost
+	// one.
+	SoldOut(saleID string, firstNight, nights int) bool
+	// Shard names, without I/O, the part of the engine that holds a sale's
+	// stock, where parts fail on their own (a Redis Cluster's master for the
+	// sale's slot); "" when the engine fails as one. The circuit breaker
+	// keeps one state per shard, so a dead master refuses only its own
+	// sales' purchases.
+	Shard(saleID string) string
+}
+
+// StockKeeper installs, adjusts and reads a sale's stock: preheat, the
+// operators' changes, the audit, and the engine's health.
+type StockKeeper interface {
+	// Load installs a sale's stock from a snapshot (preheat, or rebuild at
+	// start). If the sale is already loaded and has started at now, it
+	// returns ErrAlreadyStarted and changes nothing, so a stray preheat can
+	// never reset stock mid-sale. A zero now always loads: only the fenced
+	// rebuild passes it, once nothing of the sale is in flight.
+	Load(ctx context.Context, snap *StockSnapshot, now time.Time) error
 	// AdjustStock adds delta units to one night of a loaded sale (a
 	// negative delta takes them away) in one atomic step: ErrStockInUse
 	// and nothing changes when fewer than -delta are available. Units it
@@ -208,26 +315,9 @@ type StockEngine interface {
 	// particular order. ErrNotLoaded if it has none. The audit compares the
 	// two; it is not a hot-path call.
 	Snapshot(ctx context.Context, saleID string) (*StockSnapshot, error)
-	// SoldOut reports, without I/O, that a stay certainly cannot be served
-	// (false when the engine cannot tell). The purchase path asks it before
-	// spending a token, so a sold-out sale costs neither a token nor a round
-	// trip; a wrapper that dropped it would make every sold-out answer cost
-	// one.
-	SoldOut(saleID string, firstNight, nights int) bool
-	// Shard names, without I/O, the part of the engine that holds a sale's
-	// stock, where parts fail on their own (a Redis Cluster's master for the
-	// sale's slot); "" when the engine fails as one. The circuit breaker
-	// keeps one state per shard, so a dead master refuses only its own
-	// sales' purchases.
-	Shard(saleID string) string
 	// Ping reports whether the engine answers, for readiness and the
 	// circuit breaker (an in-process engine always does).
 	Ping(ctx context.Context) error
-	// Outbox returns the engine's outbox of reservations the order path has
-	// not confirmed yet, or nil when the engine keeps none (the in-process
-	// engine: its writer commits before Reserve's caller answers). The queue
-	// path needs one.
-	Outbox() Outbox
 }
 
 // Outbox closes the gap between "the engine took the units" and "the order

@@ -55,45 +55,37 @@ type Puzzle struct {
 // (a decimal counter is the usual one).
 const MaxSolution = 64
 
-// Service is the use-case layer the HTTP API drives. Implemented by package funnel.
-type Service interface {
-	CreateSale(ctx context.Context, s *Sale) (*Sale, error)
-	// AdminSale and PublicSale return ErrNotFound for an unknown sale.
-	AdminSale(ctx context.Context, id string) (*SaleView, error)
+// Service is the use-case layer the HTTP API drives, by the roles its
+// endpoints use: each group of handlers needs one, and a test's fake plays
+// only the one it tests. Package funnel implements every role; its Roles
+// method fills it.
+type Service struct {
+	Shop
+	SaleDesk
+	Payments
+	Records
+	Operations
+}
+
+// ServiceOf is s in every role: what funnel's Roles does, for a value that
+// plays them all (a test's fake, a wrapper that overrides a method).
+func ServiceOf(s interface {
+	Shop
+	SaleDesk
+	Payments
+	Records
+	Operations
+}) Service {
+	return Service{Shop: s, SaleDesk: s, Payments: s, Records: s, Operations: s}
+}
+
+// Shop is what guests do: read the sales, take a token, buy, read and
+// cancel their orders.
+type Shop interface {
+	// PublicSale returns ErrNotFound for an unknown sale.
 	PublicSale(ctx context.Context, id string) (*SaleView, error)
 	// Sales lists upcoming and active sales.
 	Sales(ctx context.Context) ([]*SaleView, error)
-	// Preheat reloads a sale's stock into the engine; ErrAlreadyStarted once it started.
-	Preheat(ctx context.Context, id string) error
-
-	// The operators' lifecycle of a sale (lifecycle.go). Each change is
-	// recorded in the sale's change log and reaches every instance within
-	// a second.
-	//
-	// ListSales returns a page of sales (newest first) and the cursor of
-	// the next page, "" after the last one. A page may hold fewer than
-	// q.Limit sales when q.Status is active or sold_out.
-	ListSales(ctx context.Context, q SaleQuery) ([]*SaleView, string, error)
-	// UpdateSale applies an edit (see SalePatch.Apply for what may change
-	// once the sale started); ErrEnded once it ended.
-	UpdateSale(ctx context.Context, id string, p SalePatch) (*SaleView, error)
-	// PauseSale pauses (or, with false, resumes) a sale: tokens and
-	// purchases answer ErrPaused meanwhile. Idempotent.
-	PauseSale(ctx context.Context, id string, paused bool) (*SaleView, error)
-	// CloseSale ends a sale now. Idempotent.
-	CloseSale(ctx context.Context, id string) (*SaleView, error)
-	// AdjustStock adds rooms to a night, buyable at once, or takes back
-	// rooms neither held nor sold (ErrStockInUse otherwise).
-	AdjustStock(ctx context.Context, id string, d StockDelta) (*SaleView, error)
-	// SaleChanges returns a sale's change log, oldest first.
-	SaleChanges(ctx context.Context, id string) ([]SaleChange, error)
-	// DeleteSale removes a test sale and everything of it (ErrNotTestSale
-	// for a real one), on every instance within a second.
-	DeleteSale(ctx context.Context, id string) error
-	// SaleOrders returns a page of a sale's orders (newest first) and the
-	// next page's cursor, "" after the last one.
-	SaleOrders(ctx context.Context, id string, q OrderQuery) ([]*Order, string, error)
-
 	// Challenge returns a puzzle for a sale that asks for one (EConflict
 	// for a sale that does not).
 	Challenge(ctx context.Context, u User, saleID string) (*Puzzle, error)
@@ -111,20 +103,64 @@ type Service interface {
 	RefuseSoldOut(ctx context.Context, saleID string) bool
 	// Order returns the user's order; someone else's is ErrNotFound.
 	Order(ctx context.Context, u User, id string) (*Order, error)
+	Cancel(ctx context.Context, u User, id string) (*Order, error)
+}
+
+// SaleDesk is the operators' lifecycle of a sale (lifecycle.go). Each
+// change is recorded in the sale's change log and reaches every instance
+// within a second.
+type SaleDesk interface {
+	CreateSale(ctx context.Context, s *Sale) (*Sale, error)
+	// AdminSale returns ErrNotFound for an unknown sale.
+	AdminSale(ctx context.Context, id string) (*SaleView, error)
+	// ListSales returns a page of sales (newest first) and the cursor of
+	// the next page, "" after the last one. A page may hold fewer than
+	// q.Limit sales when q.Status is active or sold_out.
+	ListSales(ctx context.Context, q SaleQuery) ([]*SaleView, string, error)
+	// UpdateSale applies an edit (see SalePatch.Apply for what may change
+	// once the sale started); ErrEnded once it ended.
+	UpdateSale(ctx context.Context, id string, p SalePatch) (*SaleView, error)
+	// PauseSale pauses (or, with false, resumes) a sale: tokens and
+	// purchases answer ErrPaused meanwhile. Idempotent.
+	PauseSale(ctx context.Context, id string, paused bool) (*SaleView, error)
+	// CloseSale ends a sale now. Idempotent.
+	CloseSale(ctx context.Context, id string) (*SaleView, error)
+	// AdjustStock adds rooms to a night, buyable at once, or takes back
+	// rooms neither held nor sold (ErrStockInUse otherwise).
+	AdjustStock(ctx context.Context, id string, d StockDelta) (*SaleView, error)
+	// DeleteSale removes a test sale and everything of it (ErrNotTestSale
+	// for a real one), on every instance within a second.
+	DeleteSale(ctx context.Context, id string) error
+}
+
+// Payments is the payment platform's side of an order.
+type Payments interface {
 	// OrderByID returns any order, for the operators and the payment
 	// service (their tokens, never a user's); ErrNotFound when none.
 	OrderByID(ctx context.Context, id string) (*Order, error)
-	Cancel(ctx context.Context, u User, id string) (*Order, error)
 	// MarkPaid is the payment platform's confirmation: idempotent for one
 	// payment_ref; a second ref on a paid order (EAlreadyPaid) and a
 	// payment of a cancelled order (EOrderCancelled) are refused.
 	MarkPaid(ctx context.Context, id, paymentRef string) (*Order, error)
+}
 
+// Records are what happened to a sale and its orders, for the operators.
+type Records interface {
+	// SaleChanges returns a sale's change log, oldest first.
+	SaleChanges(ctx context.Context, id string) ([]SaleChange, error)
+	// SaleOrders returns a page of a sale's orders (newest first) and the
+	// next page's cursor, "" after the last one.
+	SaleOrders(ctx context.Context, id string, q OrderQuery) ([]*Order, string, error)
 	// Deliveries reads the order events' delivery log; NoticeStatus says
 	// how far each configured transport's delivery is.
 	Deliveries(ctx context.Context, q DeliveryQuery) ([]Delivery, error)
 	NoticeStatus(ctx context.Context) ([]NoticeTransport, error)
+}
 
+// Operations keep a sale's books and the instance's health.
+type Operations interface {
+	// Preheat reloads a sale's stock into the engine; ErrAlreadyStarted once it started.
+	Preheat(ctx context.Context, id string) error
 	// Audit proves one sale's books balance (I6), or lists what does not;
 	// ErrNotFound for an unknown sale. An unbalanced sale is a report, not
 	// an error.
@@ -133,7 +169,6 @@ type Service interface {
 	// (never touching the database's counters: the database is the truth),
 	// then audits again and returns that report with the steps it took.
 	Repair(ctx context.Context, saleID string) (*Audit, error)
-
 	// Ready reports whether the service can sell now, and what each
 	// dependency said.
 	Ready(ctx context.Context) *Readiness

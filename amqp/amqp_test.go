@@ -319,13 +319,13 @@ func TestEndToEndSQLite(t *testing.T) {
 	}
 	p := MustPublisher(t, cfg)
 	db, path := MustOpenSQLite(t)
-	sale := mustCreateSale(t, db, stock)
+	sale := mustCreateSale(t, db.Roles(), stock)
 	c := StartConsumer(t, cfg, db)
 
 	rs := publishAll(t, p, sale.ID, n, 500)
 	checkFor(t, 60*time.Second, "all orders acked", func() bool { return c.Stats().Acked == uint64(n) })
 
-	checkRows(t, db, path, rs, map[flashsale.OrderStatus]int{flashsale.OrderHeld: stock, flashsale.OrderFailed: n - stock})
+	checkRows(t, db.Roles(), path, rs, map[flashsale.OrderStatus]int{flashsale.OrderHeld: stock, flashsale.OrderFailed: n - stock})
 	nights, err := db.NightStocks(t.Context(), sale.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -433,7 +433,7 @@ func TestConsumerKilled(t *testing.T) {
 	p := MustPublisher(t, cfg)
 	db, path := MustOpenSQLite(t)
 	const n = 500
-	sale := mustCreateSale(t, db, n)
+	sale := mustCreateSale(t, db.Roles(), n)
 	rs := publishAll(t, p, sale.ID, n, 50)
 
 	h := &hooked{Handler: db}
@@ -447,7 +447,7 @@ func TestConsumerKilled(t *testing.T) {
 	go c.Run(context.Background())
 
 	checkFor(t, 30*time.Second, "all orders acked", func() bool { return c.Stats().Acked == n })
-	checkRows(t, db, path, rs, map[flashsale.OrderStatus]int{flashsale.OrderHeld: n})
+	checkRows(t, db.Roles(), path, rs, map[flashsale.OrderStatus]int{flashsale.OrderHeld: n})
 	if got, want := h.dups.Load(), first.Load(); got < want {
 		t.Errorf("duplicates = %d, want at least the killed batch of %d", got, want)
 	}

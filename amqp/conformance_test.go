@@ -18,7 +18,7 @@ func TestWriterConformance(t *testing.T) {
 		cfg := MustConfig(tb)
 		db, _ := MustOpenSQLite(tb)
 		StartConsumer(tb, cfg, db)
-		return writertest.Harness{Writer: MustPublisher(tb, cfg), Store: db}
+		return writertest.Harness{Writer: MustPublisher(tb, cfg), Store: db.Roles()}
 	})
 }
 

@@ -21,7 +21,7 @@ import (
 )
 
 // Handler writes a batch of reservations in one transaction, with the
-// contract of flashsale.Store.PlaceOrders: one error per reservation, or a
+// contract of flashsale.OrderStore.PlaceOrders: one error per reservation, or a
 // transaction error and nothing changed. Ping tells an outage (the
 // database does not answer: hold the batch and retry for as long as it
 // takes) from a transaction this batch made fail (retry it, and give up on
@@ -32,7 +32,7 @@ type Handler interface {
 	Ping(ctx context.Context) error
 }
 
-var _ Handler = flashsale.Store(nil)
+var _ Handler = flashsale.Store{}
 
 const (
 	// writeTimeout bounds one batch's rate wait and transaction. The batch

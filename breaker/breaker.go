@@ -82,11 +82,12 @@ func (e *Engine) refused(p *part, forced bool) error {
 }
 
 // Engine is a flashsale.StockEngine behind a circuit breaker. Every call
-// that reaches the engine's server goes through it; SoldOut (no I/O) and
-// Load and Snapshot (the rebuild's and the audit's, which must try even
-// while the breaker is open) go straight through.
+// that reaches the engine's server goes through it; SoldOut and Shard (no
+// I/O), Load and Snapshot (the rebuild's and the audit's, which must try
+// even while the breaker is open) and AdjustStock (the operator's, who is
+// told the engine's own answer) go straight through, each by name.
 type Engine struct {
-	flashsale.StockEngine
+	next     flashsale.StockEngine
 	whole    *part    // the whole engine's state; every call's on an engine of one shard
 	shards   sync.Map // shard -> *part, on an engine of several
 	sharded  atomic.Bool
@@ -134,7 +135,7 @@ func (e *Engine) newPart(attrs ...any) *part {
 // partOf is the breaker of saleID's shard: the whole engine's when the
 // engine is one shard.
 func (e *Engine) partOf(saleID string) *part {
-	shard := e.StockEngine.Shard(saleID)
+	shard := e.next.Shard(saleID)
 	if shard == "" {
 		return e.whole
 	}
@@ -147,13 +148,20 @@ func (e *Engine) partOf(saleID string) *part {
 }
 
 var (
-	_ flashsale.StockEngine = (*Engine)(nil)
+	_ flashsale.Reserver    = (*Engine)(nil)
+	_ flashsale.StockKeeper = (*Engine)(nil)
 	_ flashsale.Breaker     = (*Engine)(nil)
 )
 
+// Roles is the engine behind the breaker, outbox included, as the service
+// takes it, with the breaker itself as its Breaker.
+func (e *Engine) Roles() flashsale.StockEngine {
+	return flashsale.StockEngine{Reserver: e, StockKeeper: e, Outbox: e.outbox, Breaker: e}
+}
+
 // New wraps next.
 func New(next flashsale.StockEngine, cfg Config) *Engine {
-	e := &Engine{StockEngine: next, log: cfg.Logger}
+	e := &Engine{next: next, log: cfg.Logger}
 	if e.log == nil {
 		e.log = slog.Default()
 	}
@@ -180,7 +188,7 @@ func New(next flashsale.StockEngine, cfg Config) *Engine {
 		},
 	}
 	e.whole = e.newPart()
-	if ob := next.Outbox(); ob != nil {
+	if ob := next.Outbox; ob != nil {
 		e.outbox = outbox{e: e, next: ob}
 	}
 	auto := flashsale.BreakerAuto
@@ -245,69 +253,69 @@ func (e *Engine) allow(p *part) (done func(error), err error) {
 
 func ignore(error) {}
 
-// Reserve implements flashsale.StockEngine.
+// Reserve implements flashsale.next.
 func (e *Engine) Reserve(ctx context.Context, r *flashsale.Reservation) (string, error) {
 	done, err := e.allow(e.partOf(r.SaleID))
 	if err != nil {
 		return "", err
 	}
-	existing, err := e.StockEngine.Reserve(ctx, r)
+	existing, err := e.next.Reserve(ctx, r)
 	done(err)
 	return existing, err
 }
 
-// ReserveSpending implements flashsale.StockEngine.
+// ReserveSpending implements flashsale.next.
 func (e *Engine) ReserveSpending(ctx context.Context, r *flashsale.Reservation, token string, expires time.Time) (string, error) {
 	done, err := e.allow(e.partOf(r.SaleID))
 	if err != nil {
 		return "", err
 	}
-	existing, err := e.StockEngine.ReserveSpending(ctx, r, token, expires)
+	existing, err := e.next.ReserveSpending(ctx, r, token, expires)
 	done(err)
 	return existing, err
 }
 
-// Release implements flashsale.StockEngine.
+// Release implements flashsale.next.
 func (e *Engine) Release(ctx context.Context, saleID, orderID string) error {
-	return e.do(e.partOf(saleID), func() error { return e.StockEngine.Release(ctx, saleID, orderID) })
+	return e.do(e.partOf(saleID), func() error { return e.next.Release(ctx, saleID, orderID) })
 }
 
-// Retake implements flashsale.StockEngine.
+// Retake implements flashsale.next.
 func (e *Engine) Retake(ctx context.Context, saleID, orderID string) error {
-	return e.do(e.partOf(saleID), func() error { return e.StockEngine.Retake(ctx, saleID, orderID) })
+	return e.do(e.partOf(saleID), func() error { return e.next.Retake(ctx, saleID, orderID) })
 }
 
-// Lookup implements flashsale.StockEngine.
+// Lookup implements flashsale.next.
 func (e *Engine) Lookup(ctx context.Context, saleID, userID, key string) (string, error) {
 	done, err := e.allow(e.partOf(saleID))
 	if err != nil {
 		return "", err
 	}
-	id, err := e.StockEngine.Lookup(ctx, saleID, userID, key)
+	id, err := e.next.Lookup(ctx, saleID, userID, key)
 	done(err)
 	return id, err
 }
 
-// Reservation implements flashsale.StockEngine. It names no sale: on an
+// Reservation implements flashsale.next. It names no sale: on an
 // engine of shards its order index may be on any of them, so it is not
 // counted against one (nor against the whole engine, which a dead master
 // would then seem to be).
 func (e *Engine) Reservation(ctx context.Context, orderID string) (*flashsale.Reservation, error) {
 	var r *flashsale.Reservation
 	err := e.doWhole(func() (err error) {
-		r, err = e.StockEngine.Reservation(ctx, orderID)
+		r, err = e.next.Reservation(ctx, orderID)
 		return err
 	})
 	return r, err
 }
 
-// Available implements flashsale.StockEngine.
+// Available implements flashsale.next.
 func (e *Engine) Available(ctx context.Context, saleID string) ([]int, error) {
 	done, err := e.allow(e.partOf(saleID))
 	if err != nil {
 		return nil, err
 	}
-	units, err := e.StockEngine.Available(ctx, saleID)
+	units, err := e.next.Available(ctx, saleID)
 	done(err)
 	return units, err
 }
@@ -315,12 +323,34 @@ func (e *Engine) Available(ctx context.Context, saleID string) ([]int, error) {
 // Ping implements flashsale.StockEngine: a ping is a call like any other, so
 // /readyz both sees the breaker open and probes it.
 func (e *Engine) Ping(ctx context.Context) error {
-	return e.do(e.whole, func() error { return e.StockEngine.Ping(ctx) })
+	return e.do(e.whole, func() error { return e.next.Ping(ctx) })
 }
 
-// Outbox implements flashsale.StockEngine: the engine's outbox behind the
-// same breaker (it lives on the same server).
-func (e *Engine) Outbox() flashsale.Outbox { return e.outbox }
+// Load implements flashsale.StockKeeper, past the breaker: a rebuild must
+// try even while it is open.
+func (e *Engine) Load(ctx context.Context, snap *flashsale.StockSnapshot, now time.Time) error {
+	return e.next.Load(ctx, snap, now)
+}
+
+// Snapshot implements flashsale.StockKeeper, past the breaker: the audit
+// must try even while it is open.
+func (e *Engine) Snapshot(ctx context.Context, saleID string) (*flashsale.StockSnapshot, error) {
+	return e.next.Snapshot(ctx, saleID)
+}
+
+// AdjustStock implements flashsale.StockKeeper, past the breaker: the
+// operator is told the engine's own answer.
+func (e *Engine) AdjustStock(ctx context.Context, saleID string, night, delta int) error {
+	return e.next.AdjustStock(ctx, saleID, night, delta)
+}
+
+// SoldOut implements flashsale.Reserver: no I/O, nothing to break.
+func (e *Engine) SoldOut(saleID string, firstNight, nights int) bool {
+	return e.next.SoldOut(saleID, firstNight, nights)
+}
+
+// Shard implements flashsale.Reserver: a name, computed without I/O.
+func (e *Engine) Shard(saleID string) string { return e.next.Shard(saleID) }
 
 func (e *Engine) do(p *part, call func() error) error {
 	done, err := e.allow(p)

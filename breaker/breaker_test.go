@@ -26,7 +26,7 @@ var quiet = slog.New(slog.DiscardHandler)
 func TestConformance(t *testing.T) {
 	t.Run("InMemory", func(t *testing.T) {
 		stocktest.Run(t, func(testing.TB) flashsale.StockEngine {
-			return breaker.New(inmem.NewEngine(), breaker.Config{Logger: quiet})
+			return breaker.New(inmem.NewEngine().Roles(), breaker.Config{Logger: quiet}).Roles()
 		})
 	})
 	t.Run("Redis", func(t *testing.T) {
@@ -47,11 +47,11 @@ func TestConformance(t *testing.T) {
 		})
 		// The suite skips the outbox of an engine that keeps none: a
 		// wrapper that dropped Redis's would pass it unseen.
-		if breaker.New(e, breaker.Config{Logger: quiet}).Outbox() == nil {
+		if breaker.New(e.Roles(), breaker.Config{Logger: quiet}).Roles().Outbox == nil {
 			t.Fatal("the breaker dropped the Redis engine's outbox")
 		}
 		stocktest.Run(t, func(testing.TB) flashsale.StockEngine {
-			return breaker.New(e, breaker.Config{Logger: quiet})
+			return breaker.New(e.Roles(), breaker.Config{Logger: quiet}).Roles()
 		})
 	})
 }
@@ -97,8 +97,8 @@ func TestCounting(t *testing.T) {
 		{"Canceled", fmt.Errorf("redis: %w", context.Canceled), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := &flaky{StockEngine: inmem.NewEngine(), err: tc.err}
-			b := breaker.New(f, breaker.Config{Failures: 3, OpenFor: time.Hour, Logger: quiet})
+			f := &flaky{StockEngine: inmem.NewEngine().Roles(), err: tc.err}
+			b := breaker.New(flashsale.EngineOf(f), breaker.Config{Failures: 3, OpenFor: time.Hour, Logger: quiet})
 			for range 10 {
 				b.Available(ctx, "s")
 			}
@@ -131,8 +131,8 @@ func TestCounting(t *testing.T) {
 // the breaker, its failure opens it again.
 func TestHalfOpen(t *testing.T) {
 	ctx := context.Background()
-	f := &flaky{StockEngine: inmem.NewEngine(), err: flashsale.ErrUnavailable}
-	b := breaker.New(f, breaker.Config{Failures: 2, OpenFor: 100 * time.Millisecond, Logger: quiet})
+	f := &flaky{StockEngine: inmem.NewEngine().Roles(), err: flashsale.ErrUnavailable}
+	b := breaker.New(flashsale.EngineOf(f), breaker.Config{Failures: 2, OpenFor: 100 * time.Millisecond, Logger: quiet})
 	b.Available(ctx, "s")
 	b.Available(ctx, "s")
 	if st := b.Status(); st.State != flashsale.BreakerOpen || st.ConsecutiveFailures != 0 {
@@ -161,8 +161,8 @@ func TestHalfOpen(t *testing.T) {
 // TestForce: an operator pins the breaker open or closed, and hands it back.
 func TestForce(t *testing.T) {
 	ctx := context.Background()
-	f := &flaky{StockEngine: inmem.NewEngine()}
-	b := breaker.New(f, breaker.Config{Failures: 1, OpenFor: time.Hour, Logger: quiet})
+	f := &flaky{StockEngine: inmem.NewEngine().Roles()}
+	b := breaker.New(flashsale.EngineOf(f), breaker.Config{Failures: 1, OpenFor: time.Hour, Logger: quiet})
 	if err := b.Force(flashsale.BreakerForceOpen); err != nil {
 		t.Fatal(err)
 	}
@@ -232,8 +232,8 @@ func TestRedisLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.Close() })
-	c := &counted{StockEngine: e}
-	b := breaker.New(c, breaker.Config{Failures: 5, OpenFor: 300 * time.Millisecond, Logger: quiet})
+	c := &counted{StockEngine: e.Roles()}
+	b := breaker.New(flashsale.EngineOf(c), breaker.Config{Failures: 5, OpenFor: 300 * time.Millisecond, Logger: quiet})
 	saleID := ulid.Make().String()
 	if err := b.Load(ctx, &flashsale.StockSnapshot{
 		Sale: &flashsale.Sale{ID: saleID, PerUserLimit: 1, EndsAt: time.Now().Add(time.Hour),
@@ -322,8 +322,8 @@ func (s *sharded) Available(ctx context.Context, saleID string) ([]int, error) {
 // refused every sale while one master was down.
 func TestShards(t *testing.T) {
 	ctx := context.Background()
-	s := &sharded{flaky: flaky{StockEngine: inmem.NewEngine(), err: fmt.Errorf("redis: %w", flashsale.ErrUnavailable)}}
-	b := breaker.New(s, breaker.Config{Failures: 3, OpenFor: time.Hour, Logger: quiet})
+	s := &sharded{flaky: flaky{StockEngine: inmem.NewEngine().Roles(), err: fmt.Errorf("redis: %w", flashsale.ErrUnavailable)}}
+	b := breaker.New(flashsale.EngineOf(s), breaker.Config{Failures: 3, OpenFor: time.Hour, Logger: quiet})
 	for range 10 {
 		b.Available(ctx, "a")
 	}

@@ -48,7 +48,7 @@ func TestAdmission(t *testing.T) {
 	var eng *stuckEngine
 	e := mustOpenAudit(t, func(in *inmem.Engine) flashsale.StockEngine {
 		eng = &stuckEngine{Engine: in, stuck: map[string]bool{}, release: make(chan struct{})}
-		return eng
+		return flashsale.EngineOf(eng)
 	}, func(cfg *funnel.Config, _ *inmem.Writer) { cfg.MaxInFlight, cfg.MaxInFlightPerSale = 3, 2 })
 	noToken := func(s *flashsale.Sale) { s.PurchaseToken = false }
 	hot, other, third := e.sale(t, noToken, 10), e.sale(t, noToken, 10), e.sale(t, noToken, 10)

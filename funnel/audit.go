@@ -165,7 +165,7 @@ func (s *Service) auditOnce(ctx context.Context, saleID string, dbOnly bool, sen
 		default:
 			in.Engine = eng
 		}
-		if ob := s.engine.Outbox(); ob != nil && in.Engine != nil {
+		if ob := s.engine.Outbox; ob != nil && in.Engine != nil {
 			un, err := ob.Unconfirmed(ctx, s.now(), auditOutboxMax)
 			if err != nil {
 				return nil, fmt.Errorf("audit sale=%s: outbox: %w", saleID, err)
@@ -222,7 +222,7 @@ func (s *Service) repair(ctx context.Context, saleID string) (before, after *fla
 	if engineWrong(after) {
 		sale, serr := s.sales.get(ctx, saleID)
 		switch {
-		case s.engine.Outbox() != nil && has(after, flashsale.FindingStranded):
+		case s.engine.Outbox != nil && has(after, flashsale.FindingStranded):
 			r.step(flashsale.RepairRebuild, "", errStrandedLeft)
 		case serr != nil:
 			r.step(flashsale.RepairRebuild, "", serr)
@@ -391,7 +391,7 @@ func (r *repairer) release(ctx context.Context, id string) {
 func (r *repairer) republish(ctx context.Context, id string) {
 	s := r.s
 	if s.audit.republish == nil {
-		if s.engine.Outbox() != nil {
+		if s.engine.Outbox != nil {
 			// The engine sits in front of a queue: the reservation is a 202.
 			r.step(flashsale.RepairRepublish, id, errNoRepublish)
 		}

@@ -41,7 +41,7 @@ func mustOpenAudit(tb testing.TB, wrap func(*inmem.Engine) flashsale.StockEngine
 	engine := inmem.NewEngine()
 	writer := inmem.NewWriter(store, inmem.WriterConfig{}, nil)
 	cfg := funnel.Config{
-		Store: store, Engine: engine, Writer: writer,
+		Store: store.Roles(), Engine: engine.Roles(), Writer: writer,
 		Secret: []byte("test-secret"), Now: c.Now, ReapInterval: time.Hour, AuditInterval: -1,
 	}
 	if wrap != nil {
@@ -55,7 +55,7 @@ func mustOpenAudit(tb testing.TB, wrap func(*inmem.Engine) flashsale.StockEngine
 	if err := svc.Start(ctx); err != nil {
 		tb.Fatal(err)
 	}
-	e := &env{svc: svc, store: store, engine: engine, writer: writer, clock: c, path: path}
+	e := &env{svc: svc, store: store.Roles(), engine: engine, writer: writer, clock: c, path: path}
 	tb.Cleanup(func() { e.close(tb) })
 	return e
 }
@@ -496,7 +496,7 @@ func TestAuditStranded(t *testing.T) {
 		// sell it again; the next repair, with the queue back, republishes.
 		q := &queueWriter{err: fmt.Errorf("publish: %w", flashsale.ErrUnavailable)}
 		e := mustOpenAudit(t, func(e *inmem.Engine) flashsale.StockEngine {
-			return &outboxEngine{Engine: e, ob: &fakeOutbox{}}
+			return flashsale.StockEngine{Reserver: e, StockKeeper: e, Outbox: &fakeOutbox{}}
 		}, func(cfg *funnel.Config, _ *inmem.Writer) { cfg.Republish = q })
 		s := e.auditSale(t)
 		r := strand(t, e, s)
@@ -547,7 +547,7 @@ func TestAuditStranded(t *testing.T) {
 		q := &queueWriter{}
 		e := mustOpenAudit(t, func(e *inmem.Engine) flashsale.StockEngine {
 			ob = &fakeOutbox{}
-			return &outboxEngine{Engine: e, ob: ob}
+			return flashsale.StockEngine{Reserver: e, StockKeeper: e, Outbox: ob}
 		}, func(cfg *funnel.Config, _ *inmem.Writer) { cfg.Republish = q })
 		s := e.auditSale(t)
 		r := strand(t, e, s)
@@ -594,14 +594,6 @@ func TestAuditStranded(t *testing.T) {
 		}
 	})
 }
-
-// outboxEngine is the in-process engine with an outbox, as Redis has.
-type outboxEngine struct {
-	*inmem.Engine
-	ob *fakeOutbox
-}
-
-func (o *outboxEngine) Outbox() flashsale.Outbox { return o.ob }
 
 type fakeOutbox struct {
 	mu sync.Mutex
@@ -668,7 +660,10 @@ func (f *flickerEngine) Snapshot(ctx context.Context, saleID string) (*flashsale
 // is not reported.
 func TestAuditSettles(t *testing.T) {
 	var f *flickerEngine
-	e := mustOpenAudit(t, func(e *inmem.Engine) flashsale.StockEngine { f = &flickerEngine{Engine: e}; return f }, nil)
+	e := mustOpenAudit(t, func(e *inmem.Engine) flashsale.StockEngine {
+		f = &flickerEngine{Engine: e}
+		return flashsale.EngineOf(f)
+	}, nil)
 	s := e.auditSale(t)
 	e.mustBuy(t, alice, flashsale.PurchaseRequest{SaleID: s.ID})
 	f.mu.Lock()

@@ -22,7 +22,7 @@ import (
 // guest's landing page). It owns one lock (mu, never held across a call
 // out) and one goroutine (run).
 type catalog struct {
-	store  flashsale.Store
+	store  flashsale.SaleStore
 	obs    Observer
 	log    *slog.Logger
 	now    func() time.Time
@@ -59,7 +59,7 @@ const (
 	listJitter = 250 * time.Millisecond
 )
 
-func newCatalog(store flashsale.Store, obs Observer, log *slog.Logger, now func() time.Time, period time.Duration) *catalog {
+func newCatalog(store flashsale.SaleStore, obs Observer, log *slog.Logger, now func() time.Time, period time.Duration) *catalog {
 	return &catalog{
 		store: store, obs: obs, log: log, now: now, period: period,
 		sales: make(map[string]*flashsale.Sale),

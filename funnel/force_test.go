@@ -17,13 +17,6 @@ import (
 	"github.com/flashsale/flashsale/postgres"
 )
 
-// forceStore is a SQL store with its breaker-override board.
-type forceStore interface {
-	flashsale.Store
-	flashsale.ForceBoard
-	Migrate(context.Context) error
-}
-
 // flakyForces is a board the test can cut this instance off from.
 type flakyForces struct {
 	flashsale.ForceBoard
@@ -51,17 +44,18 @@ type forceInstance struct {
 	forces *flakyForces
 }
 
-func startForceInstance(t *testing.T, store forceStore) *forceInstance {
+func startForceInstance(t *testing.T, store flashsale.Store) *forceInstance {
 	t.Helper()
 	if err := store.Migrate(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	brk := breaker.New(inmem.NewEngine(), breaker.Config{Logger: slog.New(slog.DiscardHandler)})
+	brk := breaker.New(inmem.NewEngine().Roles(), breaker.Config{Logger: slog.New(slog.DiscardHandler)})
 	writer := inmem.NewWriter(store, inmem.WriterConfig{}, nil)
-	forces := &flakyForces{ForceBoard: store}
+	forces := &flakyForces{ForceBoard: store.Forces}
+	store.Forces = forces
 	testenv.Load(t) // a load a timed test waits out (testenv.Alone)
 	svc := funnel.New(funnel.Config{
-		Store: store, Engine: brk, Writer: writer, Breaker: brk, Forces: forces, ForcePoll: 50 * time.Millisecond,
+		Store: store, Engine: brk.Roles(), Writer: writer, ForcePoll: 50 * time.Millisecond,
 		Secret: []byte("test-secret"), ReapInterval: time.Hour, AuditInterval: -1,
 	})
 	if err := svc.Start(t.Context()); err != nil {
@@ -106,20 +100,20 @@ func (in *forceInstance) waitForced(t *testing.T, f flashsale.BreakerForce) {
 // catches up; a switch the board cannot store is refused and changes
 // nothing.
 func TestForceEverywhere(t *testing.T) {
-	for name, open := range map[string]func(t *testing.T, url string) forceStore{
-		"MySQL": func(t *testing.T, url string) forceStore {
+	for name, open := range map[string]func(t *testing.T, url string) flashsale.Store{
+		"MySQL": func(t *testing.T, url string) flashsale.Store {
 			s, err := mysql.Open(t.Context(), url, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			return s
+			return s.Roles()
 		},
-		"PostgreSQL": func(t *testing.T, url string) forceStore {
+		"PostgreSQL": func(t *testing.T, url string) flashsale.Store {
 			s, err := postgres.Open(t.Context(), url, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			return s
+			return s.Roles()
 		},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -28,7 +28,9 @@ const (
 	MaxRooms = 1000
 )
 
-// Config wires a Service to its parts. Store, Engine and Writer are required.
+// Config wires a Service to its parts. Store, Engine and Writer are
+// required; what they can do beyond their roles (the store's boards, the
+// engine's outbox and breaker) is in their optional capabilities.
 type Config struct {
 	Store  flashsale.Store
 	Engine flashsale.StockEngine
@@ -97,18 +99,14 @@ type Config struct {
 	// Facts looks up the user facts eligibility rules need that a token
 	// does not carry (nil: none beyond the token's). See eligible.go.
 	Facts flashsale.UserFacts
-	// Breaker is the circuit breaker Engine sits behind (the same value),
-	// for /readyz and the operators' switch; nil where there is none.
-	Breaker flashsale.Breaker
-	// Forces, when set with Breaker, is the deployment's breaker override
-	// (force.go), reread every ForcePoll (default ForcePollDefault).
-	Forces    flashsale.ForceBoard
+	// Store.Forces, when set with Engine.Breaker, is the deployment's breaker
+	// override (force.go), reread every ForcePoll (default
+	// ForcePollDefault).
 	ForcePoll time.Duration
-	// Board, when set, is the breaker's db mode (see mode.go): while the
-	// breaker is open the deployment sells from the database. Every
+	// Store.Modes, when set, is the breaker's db mode (see mode.go): while
+	// the breaker is open the deployment sells from the database. Every
 	// instance of a deployment must have it or none. SellLease and
 	// DirectLimit default to SellLeaseDefault and DirectLimitDefault.
-	Board       flashsale.ModeBoard
 	SellLease   time.Duration
 	DirectLimit int
 	// Observer is told what the funnel does (metrics); nil: nothing.
@@ -162,7 +160,8 @@ type parts struct {
 	obs     Observer
 }
 
-var _ flashsale.Service = (*Service)(nil)
+// Roles is the service as the HTTP API takes it: every role is this one.
+func (s *Service) Roles() flashsale.Service { return flashsale.ServiceOf(s) }
 
 // New returns a Service. Call Start before serving and Close after.
 func New(cfg Config) *Service {
@@ -176,7 +175,7 @@ func New(cfg Config) *Service {
 	sg := newSigner(cfg.TokenKeys, cfg.Secret)
 	sg.ttl = cmp.Or(cfg.TokenTTL, TokenTTLDefault)
 	s := &Service{
-		parts: parts{store: cfg.Store, engine: cfg.Engine, writer: cfg.Writer, breaker: cfg.Breaker,
+		parts: parts{store: cfg.Store, engine: cfg.Engine, writer: cfg.Writer, breaker: cfg.Engine.Breaker,
 			log: log, now: cfg.Now, obs: obs},
 		signer: sg,
 		sales:  sales,
@@ -188,7 +187,7 @@ func New(cfg Config) *Service {
 		audit:    newAuditConfig(cfg),
 		queued:   cfg.Queued,
 		sell:     newSeller(cfg),
-		force:    newForceSwitch(cfg.Forces, cfg.Breaker, cfg.ForcePoll, log),
+		force:    newForceSwitch(cfg.Store.Forces, cfg.Engine.Breaker, cfg.ForcePoll, log),
 		instance: instance,
 	}
 	s.healing = &healer{parts: &s.parts, sales: sales, work: &s.engineWork, engineMode: s.engineMode, instance: instance,

@@ -74,13 +74,13 @@ func mustOpenAt(tb testing.TB, path string, c *clock) *env {
 	writer := inmem.NewWriter(store, inmem.WriterConfig{}, nil)
 	testenv.Load(tb) // a load a timed test waits out (testenv.Alone)
 	svc := funnel.New(funnel.Config{
-		Store: store, Engine: engine, Writer: writer,
+		Store: store.Roles(), Engine: engine.Roles(), Writer: writer,
 		Secret: []byte("test-secret"), Now: c.Now, ReapInterval: time.Hour,
 	})
 	if err := svc.Start(ctx); err != nil {
 		tb.Fatal(err)
 	}
-	e := &env{svc: svc, store: store, engine: engine, writer: writer, clock: c, path: path}
+	e := &env{svc: svc, store: store.Roles(), engine: engine, writer: writer, clock: c, path: path}
 	tb.Cleanup(func() { e.close(tb) })
 	return e
 }
@@ -642,7 +642,7 @@ func TestSaleLookupCollapses(t *testing.T) {
 	// database knows it.
 	testenv.Load(t) // a load a timed test waits out (testenv.Alone)
 	b := funnel.New(funnel.Config{
-		Store: counting, Engine: inmem.NewEngine(), Writer: writer,
+		Store: flashsale.StoreOf(counting), Engine: inmem.NewEngine().Roles(), Writer: writer,
 		Secret: []byte("test-secret"), Now: a.clock.Now, ReapInterval: time.Hour,
 	})
 	var wg sync.WaitGroup
@@ -684,17 +684,17 @@ func TestRetryAfterUnavailable(t *testing.T) {
 	c := newClock()
 	store := mustSQLite(t, filepath.Join(t.TempDir(), "fs.db"))
 	defer store.Close()
-	flaky := &flakyStore{Store: store}
+	flaky := &flakyStore{Store: store.Roles()}
 	engine := inmem.NewEngine()
 	writer := inmem.NewWriter(flaky, inmem.WriterConfig{}, nil)
 	defer writer.Close()
 	testenv.Load(t) // a load a timed test waits out (testenv.Alone)
 	svc := funnel.New(funnel.Config{
-		Store: flaky, Engine: engine, Writer: writer,
+		Store: flashsale.StoreOf(flaky), Engine: engine.Roles(), Writer: writer,
 		Secret: []byte("test-secret"), Now: c.Now, ReapInterval: time.Hour,
 	})
 	defer svc.Close()
-	e := &env{svc: svc, store: store, engine: engine, writer: writer, clock: c}
+	e := &env{svc: svc, store: store.Roles(), engine: engine, writer: writer, clock: c}
 	s := e.sale(t, nil, 1)
 
 	flaky.fail.Store(1)

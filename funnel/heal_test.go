@@ -168,7 +168,7 @@ func TestHealFence(t *testing.T) {
 	writer := inmem.NewWriter(store, inmem.WriterConfig{}, nil)
 	defer writer.Close()
 	svc := New(Config{
-		Store: store, Engine: engine, Writer: writer, Secret: []byte("s"),
+		Store: store.Roles(), Engine: flashsale.EngineOf(engine), Writer: writer, Secret: []byte("s"),
 		Fence: fence, Drainer: &fakeDrainer{events: events}, Instance: "self",
 		HealGrace: 50 * time.Millisecond, ReapInterval: time.Hour,
 	})
@@ -242,7 +242,7 @@ func TestRebuildInProcess(t *testing.T) {
 	// A slow order path keeps reservations in flight for a while, as a
 	// group commit under load does.
 	slow := slowWriter{writer}
-	svc := New(Config{Store: store, Engine: engine, Writer: slow, Secret: []byte("s"), ReapInterval: time.Hour})
+	svc := New(Config{Store: store.Roles(), Engine: engine.Roles(), Writer: slow, Secret: []byte("s"), ReapInterval: time.Hour})
 	start := time.Now().Add(-time.Minute)
 	const stock = 300
 	sale, err := svc.CreateSale(ctx, &flashsale.Sale{

@@ -51,16 +51,16 @@ func TestIndeterminateWrite(t *testing.T) {
 	c := newClock()
 	sq := mustSQLite(t, filepath.Join(t.TempDir(), "fs.db"))
 	defer sq.Close()
-	store := &downStore{Store: sq}
+	store := &downStore{Store: sq.Roles()}
 	engine := inmem.NewEngine()
 	writer := &unsureWriter{}
 	testenv.Load(t) // a load a timed test waits out (testenv.Alone)
 	svc := funnel.New(funnel.Config{
-		Store: store, Engine: engine, Writer: writer,
+		Store: flashsale.StoreOf(store), Engine: engine.Roles(), Writer: writer,
 		Secret: []byte("test-secret"), Now: c.Now, ReapInterval: time.Hour,
 	})
 	defer svc.Close()
-	e := &env{svc: svc, store: sq, engine: engine, clock: c}
+	e := &env{svc: svc, store: sq.Roles(), engine: engine, clock: c}
 	s := e.sale(t, nil, 1)
 
 	req := flashsale.PurchaseRequest{SaleID: s.ID, IdempotencyKey: "k", Token: e.token(t, alice, s.ID)}
@@ -140,11 +140,11 @@ func TestRefusedWriteAfterDeadline(t *testing.T) {
 	engine := inmem.NewEngine()
 	testenv.Load(t) // a load a timed test waits out (testenv.Alone)
 	svc := funnel.New(funnel.Config{
-		Store: sq, Engine: deadlineEngine{engine}, Writer: lateWriter{},
+		Store: sq.Roles(), Engine: flashsale.EngineOf(deadlineEngine{engine}), Writer: lateWriter{},
 		Secret: []byte("test-secret"), Now: c.Now, ReapInterval: time.Hour,
 	})
 	defer svc.Close()
-	e := &env{svc: svc, store: sq, engine: engine, clock: c}
+	e := &env{svc: svc, store: sq.Roles(), engine: engine, clock: c}
 	s := e.sale(t, nil, 1)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)

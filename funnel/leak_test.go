@@ -24,6 +24,12 @@ type memBoards struct {
 	parts map[string]flashsale.SellPart
 }
 
+// withBoards is s with both boards b.
+func withBoards(s flashsale.Store, b *memBoards) flashsale.Store {
+	s.Modes, s.Forces = b, b
+	return s
+}
+
 func (b *memBoards) SetBreakerForce(_ context.Context, f flashsale.BreakerForce) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -81,16 +87,16 @@ func TestCloseLeavesNoGoroutine(t *testing.T) {
 	ctx := context.Background()
 	store := mustStore(t)
 	engine := inmem.NewEngine()
-	brk := breaker.New(engine, breaker.Config{Logger: slog.New(slog.DiscardHandler)})
+	brk := breaker.New(engine.Roles(), breaker.Config{Logger: slog.New(slog.DiscardHandler)})
 	writer := inmem.NewWriter(store, inmem.WriterConfig{}, nil)
 	boards := &memBoards{mode: flashsale.SellMode{Phase: flashsale.PhaseEngine}, parts: map[string]flashsale.SellPart{}}
 	events := &eventLog{}
 	fast := 10 * time.Millisecond
 	svc := New(Config{
-		Store: store, Engine: brk, Writer: writer, Secret: []byte("s"),
+		Store: withBoards(store.Roles(), boards), Engine: brk.Roles(), Writer: writer, Secret: []byte("s"),
 		Fence: &fakeFence{beats: map[string]string{}, events: events}, Drainer: &fakeDrainer{events: events},
-		Breaker: brk, Forces: boards, ForcePoll: fast, Board: boards,
-		Sinks: []flashsale.NoticeSink{nopSink{}}, NoticePoll: fast, OutboxRetention: time.Hour,
+		ForcePoll: fast,
+		Sinks:     []flashsale.NoticeSink{nopSink{}}, NoticePoll: fast, OutboxRetention: time.Hour,
 		ReapInterval: fast, SaleRefresh: fast, AuditInterval: fast, PhantomInterval: fast,
 	})
 	if err := svc.Start(ctx); err != nil {
@@ -106,7 +112,7 @@ func TestCloseLeavesNoGoroutine(t *testing.T) {
 
 	t.Run("catalog", func(t *testing.T) {
 		store := mustStore(t)
-		c := newCatalog(store, nopObserver{}, slog.New(slog.DiscardHandler), time.Now, fast)
+		c := newCatalog(store.Roles(), nopObserver{}, slog.New(slog.DiscardHandler), time.Now, fast)
 		runAndStop(t, c.run)
 		c.close()
 		store.Close()
@@ -115,7 +121,7 @@ func TestCloseLeavesNoGoroutine(t *testing.T) {
 	t.Run("dispatcher", func(t *testing.T) {
 		store := mustStore(t)
 		log := slog.New(slog.DiscardHandler)
-		d := &dispatcher{store: store, sales: newCatalog(store, nopObserver{}, log, time.Now, fast), log: log, now: time.Now,
+		d := &dispatcher{store: store.Roles(), sales: newCatalog(store.Roles(), nopObserver{}, log, time.Now, fast), log: log, now: time.Now,
 			instance: "self", sinks: []flashsale.NoticeSink{nopSink{}, nopSink{}}, poll: fast, retention: time.Hour}
 		runAndStop(t, d.run)
 		d.sales.close()
@@ -125,8 +131,8 @@ func TestCloseLeavesNoGoroutine(t *testing.T) {
 	t.Run("healer", func(t *testing.T) {
 		store := mustStore(t)
 		log := slog.New(slog.DiscardHandler)
-		p := &parts{store: store, engine: inmem.NewEngine(), log: log, now: time.Now, obs: nopObserver{}}
-		h := &healer{parts: p, sales: newCatalog(store, nopObserver{}, log, time.Now, fast), work: &inflight{},
+		p := &parts{store: store.Roles(), engine: inmem.NewEngine().Roles(), log: log, now: time.Now, obs: nopObserver{}}
+		h := &healer{parts: p, sales: newCatalog(store.Roles(), nopObserver{}, log, time.Now, fast), work: &inflight{},
 			engineMode: func() bool { return true }, instance: "self",
 			fence: &fakeFence{beats: map[string]string{}, events: events}, drainer: &fakeDrainer{events: events},
 			grace: fast, wake: make(chan struct{}, 1)}

@@ -355,7 +355,7 @@ func (m *muteEngine) Available(ctx context.Context, saleID string) ([]int, error
 // twice (TestDistributedLifecycle's books came out two rooms apart).
 func TestSavedChangeAnswers(t *testing.T) {
 	var m *muteEngine
-	e := mustOpenAudit(t, func(e *inmem.Engine) flashsale.StockEngine { m = &muteEngine{Engine: e}; return m }, nil)
+	e := mustOpenAudit(t, func(e *inmem.Engine) flashsale.StockEngine { m = &muteEngine{Engine: e}; return flashsale.EngineOf(m) }, nil)
 	ctx := context.Background()
 	s := e.sale(t, nil, 3)
 	date := s.Nights[0].Date

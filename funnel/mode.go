@@ -90,11 +90,11 @@ type refusal struct {
 }
 
 func newSeller(cfg Config) *seller {
-	if cfg.Board == nil {
+	if cfg.Store.Modes == nil {
 		return nil
 	}
 	sl := &seller{
-		board:   cfg.Board,
+		board:   cfg.Store.Modes,
 		lease:   cfg.SellLease,
 		base:    time.Now(),
 		slots:   make(chan struct{}, max(cfg.DirectLimit, 1)),
@@ -266,7 +266,7 @@ func (s *Service) modeReturning(ctx context.Context, m flashsale.SellMode, sel f
 	// Reservations the engine holds but never handed to the queue (a
 	// lost confirm before it went out) are relayed first, or the
 	// rebuild would not count them and sell their rooms again.
-	if ob := s.engine.Outbox(); ob != nil {
+	if ob := s.engine.Outbox; ob != nil {
 		left, err := ob.Unconfirmed(ctx, s.now(), 1)
 		if err != nil || len(left) > 0 {
 			return

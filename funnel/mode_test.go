@@ -17,28 +17,21 @@ import (
 	"github.com/flashsale/flashsale/postgres"
 )
 
-// boardStore is a SQL store with its sell-mode board.
-type boardStore interface {
-	flashsale.Store
-	flashsale.ModeBoard
-	Migrate(context.Context) error
-}
-
-func sqlStores(t *testing.T) map[string]func(t *testing.T) boardStore {
-	return map[string]func(t *testing.T) boardStore{
-		"MySQL": func(t *testing.T) boardStore {
+func sqlStores(t *testing.T) map[string]func(t *testing.T) flashsale.Store {
+	return map[string]func(t *testing.T) flashsale.Store{
+		"MySQL": func(t *testing.T) flashsale.Store {
 			s, err := mysql.Open(t.Context(), testenv.MySQLDatabase(t), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			return s
+			return s.Roles()
 		},
-		"PostgreSQL": func(t *testing.T) boardStore {
+		"PostgreSQL": func(t *testing.T) flashsale.Store {
 			s, err := postgres.Open(t.Context(), testenv.PostgresDatabase(t), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			return s
+			return s.Roles()
 		},
 	}
 }
@@ -66,22 +59,23 @@ type dbModeEnv struct {
 	board *flakyBoard
 }
 
-func openDBMode(t *testing.T, open func(t *testing.T) boardStore) *dbModeEnv {
+func openDBMode(t *testing.T, open func(t *testing.T) flashsale.Store) *dbModeEnv {
 	t.Helper()
 	store := open(t)
 	if err := store.Migrate(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	engine := inmem.NewEngine()
-	brk := breaker.New(engine, breaker.Config{})
+	brk := breaker.New(engine.Roles(), breaker.Config{})
 	writer := inmem.NewWriter(store, inmem.WriterConfig{}, nil)
-	board := &flakyBoard{ModeBoard: store}
+	board := &flakyBoard{ModeBoard: store.Modes}
+	store.Modes = board
 	c := newClock()
 	testenv.Load(t) // a load a timed test waits out (testenv.Alone)
 	svc := funnel.New(funnel.Config{
-		Store: store, Engine: brk, Writer: writer, Breaker: brk,
-		Board: board, SellLease: 1500 * time.Millisecond,
-		Secret: []byte("test-secret"), Now: c.Now, ReapInterval: time.Hour, AuditInterval: -1,
+		Store: store, Engine: brk.Roles(), Writer: writer,
+		SellLease: 1500 * time.Millisecond,
+		Secret:    []byte("test-secret"), Now: c.Now, ReapInterval: time.Hour, AuditInterval: -1,
 	})
 	if err := svc.Start(t.Context()); err != nil {
 		t.Fatal(err)

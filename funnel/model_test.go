@@ -250,13 +250,13 @@ func (mm *modelMachine) open(c *clock) {
 	// The reaper's own loop never fires during a run: the reap action
 	// calls Reap itself, so every expiry happens at a step rapid chose.
 	svc := funnel.New(funnel.Config{
-		Store: store, Engine: engine, Writer: writer,
+		Store: store.Roles(), Engine: engine.Roles(), Writer: writer,
 		Secret: []byte("test-secret"), Now: c.Now, ReapInterval: time.Hour,
 	})
 	if err := svc.Start(ctx); err != nil {
 		mm.t.Fatalf("start: %v", err)
 	}
-	mm.e = &env{svc: svc, store: store, engine: engine, writer: writer, clock: c, path: mm.path}
+	mm.e = &env{svc: svc, store: store.Roles(), engine: engine, writer: writer, clock: c, path: mm.path}
 }
 
 func (mm *modelMachine) close() {

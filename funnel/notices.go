@@ -26,7 +26,7 @@ import (
 // the outbox's pruning (prune.go). It owns those goroutines: run starts
 // them and returns once they have all ended.
 type dispatcher struct {
-	store    flashsale.Store
+	store    flashsale.NoticeStore
 	sales    *catalog // marks a test sale's events
 	log      *slog.Logger
 	now      func() time.Time

@@ -110,13 +110,13 @@ func TestNoticesWebhook(t *testing.T) {
 	writer := inmem.NewWriter(store, inmem.WriterConfig{}, nil)
 	defer writer.Close()
 	testenv.Load(t) // a load a timed test waits out (testenv.Alone)
-	svc := funnel.New(funnel.Config{Store: store, Engine: inmem.NewEngine(), Writer: writer, Secret: []byte("s"),
+	svc := funnel.New(funnel.Config{Store: store.Roles(), Engine: inmem.NewEngine().Roles(), Writer: writer, Secret: []byte("s"),
 		Now: c.Now, ReapInterval: 20 * time.Millisecond, NoticePoll: 10 * time.Millisecond, Sinks: []flashsale.NoticeSink{sink}})
 	if err := svc.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	defer svc.Close()
-	e := &env{svc: svc, store: store, clock: c}
+	e := &env{svc: svc, store: store.Roles(), clock: c}
 	s := e.sale(t, nil, 3)
 	var orders []*flashsale.Order
 	for _, u := range []flashsale.User{alice, bob, carol} {

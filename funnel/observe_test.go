@@ -17,7 +17,7 @@ import (
 func mustOpenMetrics(tb testing.TB) (*env, *metrics.Metrics) {
 	tb.Helper()
 	m := metrics.New(metrics.Config{})
-	e := mustOpenAudit(tb, func(e *inmem.Engine) flashsale.StockEngine { return m.Engine(e) }, func(cfg *funnel.Config, _ *inmem.Writer) {
+	e := mustOpenAudit(tb, func(e *inmem.Engine) flashsale.StockEngine { return m.Engine(e.Roles()) }, func(cfg *funnel.Config, _ *inmem.Writer) {
 		cfg.Store = m.Store(cfg.Store)
 		cfg.Observer = m.Funnel()
 		cfg.Limiter, cfg.Limits = inmem.NewLimiter(), funnel.Limits{PerUser: flashsale.PerSecond(20, 40)}

@@ -136,7 +136,7 @@ func (deafReservations) Reservation(context.Context, string) (*flashsale.Reserva
 // unknown is still a 404.
 func TestPaymentEngineUnanswered(t *testing.T) {
 	ctx := context.Background()
-	deaf := mustOpenAudit(t, func(e *inmem.Engine) flashsale.StockEngine { return deafReservations{e} }, nil)
+	deaf := mustOpenAudit(t, func(e *inmem.Engine) flashsale.StockEngine { return flashsale.EngineOf(deafReservations{e.Roles()}) }, nil)
 	_, err := deaf.svc.MarkPaid(ctx, "01M8XNJ3Y6F43S393V9B6D3J7N", "charge-1")
 	if flashsale.ErrorCode(err) != flashsale.EUnavailable {
 		t.Fatalf("pay while the engine does not answer: %v (%s), want unavailable", err, flashsale.ErrorCode(err))

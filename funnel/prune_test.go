@@ -24,7 +24,7 @@ func TestOutboxPruned(t *testing.T) {
 	start := func(retention time.Duration) (*funnel.Service, func()) {
 		writer := inmem.NewWriter(store, inmem.WriterConfig{}, nil)
 		testenv.Load(t) // a load a timed test waits out (testenv.Alone)
-		svc := funnel.New(funnel.Config{Store: store, Engine: inmem.NewEngine(), Writer: writer, Secret: []byte("s"),
+		svc := funnel.New(funnel.Config{Store: store.Roles(), Engine: inmem.NewEngine().Roles(), Writer: writer, Secret: []byte("s"),
 			Now: c.Now, OutboxRetention: retention})
 		if err := svc.Start(ctx); err != nil {
 			t.Fatal(err)
@@ -41,7 +41,7 @@ func TestOutboxPruned(t *testing.T) {
 	}
 
 	svc, stop := start(0)
-	e := &env{svc: svc, store: store, clock: c}
+	e := &env{svc: svc, store: store.Roles(), clock: c}
 	s := e.sale(t, nil, 5)
 	for _, u := range []flashsale.User{alice, bob} {
 		if _, err := e.buy(t, u, flashsale.PurchaseRequest{SaleID: s.ID}); err != nil {

@@ -41,7 +41,7 @@ func TestCheapReads(t *testing.T) {
 	var store *readCountingStore
 	e := mustOpenAudit(t, nil, func(cfg *funnel.Config, _ *inmem.Writer) {
 		store = &readCountingStore{Store: cfg.Store}
-		cfg.Store = store
+		cfg.Store = flashsale.StoreOf(store)
 		cfg.SaleRefresh = time.Hour
 	})
 	e.sale(t, nil, 5)

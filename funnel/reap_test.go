@@ -61,10 +61,10 @@ func TestReapExpiresWhileReleasing(t *testing.T) {
 	// Not started: the test's Reap is the only one, polling every 10 ms.
 	testenv.Load(t) // a load a timed test waits out (testenv.Alone)
 	svc := funnel.New(funnel.Config{
-		Store: store, Engine: g, Writer: writer,
+		Store: store.Roles(), Engine: flashsale.EngineOf(g), Writer: writer,
 		Secret: []byte("test-secret"), Now: c.Now, ReapInterval: 10 * time.Millisecond,
 	})
-	e := &env{svc: svc, store: store, engine: g.Engine, writer: writer, clock: c}
+	e := &env{svc: svc, store: store.Roles(), engine: g.Engine, writer: writer, clock: c}
 	t.Cleanup(func() { e.close(t) })
 
 	s := e.sale(t, func(s *flashsale.Sale) { s.PurchaseToken = false }, first+second)

@@ -41,15 +41,15 @@ func (f *flakyList) Sale(ctx context.Context, id string) (*flashsale.Sale, error
 func TestRefreshKeepsListedOut(t *testing.T) {
 	ctx := context.Background()
 	c := newClock()
-	store := &flakyList{Store: mustSQLite(t, filepath.Join(t.TempDir(), "fs.db"))}
+	store := &flakyList{Store: mustSQLite(t, filepath.Join(t.TempDir(), "fs.db")).Roles()}
 	writer := inmem.NewWriter(store, inmem.WriterConfig{}, nil)
-	svc := funnel.New(funnel.Config{Store: store, Engine: inmem.NewEngine(), Writer: writer,
+	svc := funnel.New(funnel.Config{Store: flashsale.StoreOf(store), Engine: inmem.NewEngine().Roles(), Writer: writer,
 		Secret: []byte("test-secret"), Now: c.Now, ReapInterval: time.Hour, SaleRefresh: 20 * time.Millisecond})
 	if err := svc.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { svc.Close(); writer.Close(); store.Close() })
-	e := &env{svc: svc, store: store, clock: c}
+	e := &env{svc: svc, store: flashsale.StoreOf(store), clock: c}
 	s := e.sale(t, func(s *flashsale.Sale) { s.Nights = []flashsale.Night{{Date: day(e, 21), Stock: 5}} })
 	c.Advance(5 * time.Second) // no longer a sale created this second
 	store.short.Store(true)

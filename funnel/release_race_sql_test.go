@@ -74,7 +74,7 @@ func mustOpenSQLRace(tb testing.TB, store flashsale.Store, g *switchEngine, log 
 	writer := inmem.NewWriter(store, inmem.WriterConfig{}, logger)
 	testenv.Load(tb) // a load a timed test waits out (testenv.Alone)
 	svc := funnel.New(funnel.Config{
-		Store: store, Engine: g, Writer: writer,
+		Store: store, Engine: flashsale.EngineOf(g), Writer: writer,
 		Secret: []byte("test-secret"), Now: c.Now, ReapInterval: time.Hour,
 		AuditInterval: -1, // a repair would hide what the race left behind
 		Logger:        logger,
@@ -123,7 +123,7 @@ func TestPaidWhileReaperReleasesSQL(t *testing.T) {
 				store.Close()
 				t.Fatal(err)
 			}
-			return store
+			return store.Roles()
 		}},
 		{"PostgreSQL", func(t *testing.T) flashsale.Store {
 			ctx := context.Background()
@@ -135,7 +135,7 @@ func TestPaidWhileReaperReleasesSQL(t *testing.T) {
 				store.Close()
 				t.Fatal(err)
 			}
-			return store
+			return store.Roles()
 		}},
 	}
 	for _, st := range stores {

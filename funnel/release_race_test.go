@@ -65,13 +65,13 @@ func mustOpenGated(tb testing.TB, g *gatedEngine) *env {
 	writer := inmem.NewWriter(store, inmem.WriterConfig{}, nil)
 	testenv.Load(tb) // a load a timed test waits out (testenv.Alone)
 	svc := funnel.New(funnel.Config{
-		Store: store, Engine: g, Writer: writer,
+		Store: store.Roles(), Engine: flashsale.EngineOf(g), Writer: writer,
 		Secret: []byte("test-secret"), Now: c.Now, ReapInterval: time.Hour,
 	})
 	if err := svc.Start(ctx); err != nil {
 		tb.Fatal(err)
 	}
-	e := &env{svc: svc, store: store, engine: g.Engine, writer: writer, clock: c}
+	e := &env{svc: svc, store: store.Roles(), engine: g.Engine, writer: writer, clock: c}
 	tb.Cleanup(func() { e.close(tb) })
 	return e
 }

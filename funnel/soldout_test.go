@@ -78,7 +78,7 @@ func (firstNightOut) SoldOut(saleID string, first, nights int) bool { return fir
 // TestRefuseSoldOutEveryNight: a sale with one night sold out and rooms on
 // another is not refused: a guest may still buy the other night.
 func TestRefuseSoldOutEveryNight(t *testing.T) {
-	e := mustOpenAudit(t, func(e *inmem.Engine) flashsale.StockEngine { return firstNightOut{e} }, nil)
+	e := mustOpenAudit(t, func(e *inmem.Engine) flashsale.StockEngine { return flashsale.EngineOf(firstNightOut{e.Roles()}) }, nil)
 	sale := e.sale(t, func(s *flashsale.Sale) { s.PurchaseToken = false }, 1, 1)
 	if e.svc.RefuseSoldOut(context.Background(), sale.ID) {
 		t.Fatal("refused with the second night not sold out")

@@ -32,7 +32,7 @@ var engines = []struct {
 	name string
 	open func(testing.TB) flashsale.StockEngine
 }{
-	{"InMemory", func(testing.TB) flashsale.StockEngine { return inmem.NewEngine() }},
+	{"InMemory", func(testing.TB) flashsale.StockEngine { return inmem.NewEngine().Roles() }},
 	{"Redis", func(tb testing.TB) flashsale.StockEngine {
 		url := testenv.URL(tb, testenv.Redis)
 		prefix := testenv.Name("fs-tok-") + ":"
@@ -46,14 +46,14 @@ var engines = []struct {
 				tb.Error(err)
 			}
 		})
-		return e
+		return e.Roles()
 	}},
 }
 
 func mustDeploy(tb testing.TB, engine flashsale.StockEngine) *deployment {
 	tb.Helper()
 	store := mustSQLite(tb, filepath.Join(tb.TempDir(), "fs.db"))
-	d := &deployment{store: store, engine: engine, writer: inmem.NewWriter(store, inmem.WriterConfig{}, nil), clock: newClock()}
+	d := &deployment{store: store.Roles(), engine: engine, writer: inmem.NewWriter(store, inmem.WriterConfig{}, nil), clock: newClock()}
 	tb.Cleanup(func() { d.writer.Close(); store.Close() })
 	return d
 }

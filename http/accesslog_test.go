@@ -59,7 +59,7 @@ func TestAccessLog(t *testing.T) {
 	a := newAccessLog(slog.New(slog.NewJSONHandler(&out, nil)), 10, 0)
 	t.Cleanup(func() { a.Close() })
 	sold := &stubService{}
-	s := NewServer(sold, Config{JWTSecret: testSecret, AdminToken: testAdmin, Now: func() time.Time { return t0 }, AccessLog: a})
+	s := NewServer(flashsale.ServiceOf(sold), Config{JWTSecret: testSecret, AdminToken: testAdmin, Now: func() time.Time { return t0 }, AccessLog: a})
 	for range 100 {
 		if w := do(t, s, "GET", "/api/sales", "", ""); w.Code != http.StatusOK {
 			t.Fatalf("list: %d", w.Code)
@@ -191,7 +191,7 @@ func TestLatencyBuckets(t *testing.T) {
 func BenchmarkHandlerPurchaseSoldOutAccessLog(b *testing.B) {
 	a := NewAccessLog(slog.New(slog.NewJSONHandler(io.Discard, nil)), AccessLogSampleDefault)
 	b.Cleanup(func() { a.Close() })
-	s := NewServer(&stubService{soldOut: true}, Config{JWTSecret: testSecret, AdminToken: testAdmin,
+	s := NewServer(flashsale.ServiceOf(&stubService{soldOut: true}), Config{JWTSecret: testSecret, AdminToken: testAdmin,
 		Now: func() time.Time { return t0 }, AccessLog: a})
 	benchmarkSoldOut(b, s)
 }

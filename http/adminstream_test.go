@@ -51,7 +51,7 @@ func mustOpenStreamServer(t *testing.T) *Server {
 	t.Helper()
 	mx := metrics.New(metrics.Config{})
 	s := MustOpenServer(t, func(c *funnel.Config) { c.Observer = mx.Funnel() })
-	h := fshttp.NewServer(s.Svc, fshttp.Config{
+	h := fshttp.NewServer(s.Svc.Roles(), fshttp.Config{
 		JWTSecret: []byte(jwtSecret), AdminToken: adminToken, RequestTimeout: 50 * time.Millisecond,
 		Route: mx.Route, Gather: mx.Registry().Gather, Metrics: mx.Handler(),
 	})

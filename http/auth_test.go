@@ -115,7 +115,7 @@ func TestAuthenticate(t *testing.T) {
 		{"AdminTokenOnUserRoute", "Bearer " + testAdmin, flashsale.User{}, false},
 		{"TooLong", "Bearer " + strings.Repeat("a", maxTokenLen+1), flashsale.User{}, false},
 	}
-	s := NewServer(&stubService{}, Config{JWTSecret: testSecret, AdminToken: testAdmin, Now: func() time.Time { return t0 }})
+	s := NewServer(flashsale.ServiceOf(&stubService{}), Config{JWTSecret: testSecret, AdminToken: testAdmin, Now: func() time.Time { return t0 }})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := httptest.NewRequest("GET", "/api/orders/o1", nil)
@@ -146,7 +146,7 @@ func TestAuthenticate(t *testing.T) {
 // 401 JSON error through the real handler.
 func TestAuthenticateHTTP(t *testing.T) {
 	svc := &stubService{}
-	s := NewServer(svc, Config{JWTSecret: testSecret, AdminToken: testAdmin, Now: func() time.Time { return t0 }})
+	s := NewServer(flashsale.ServiceOf(svc), Config{JWTSecret: testSecret, AdminToken: testAdmin, Now: func() time.Time { return t0 }})
 	for _, auth := range []string{"", "Bearer", "Bearer x.y.z"} {
 		r := httptest.NewRequest("GET", "/api/orders/o1", nil)
 		r.Header.Set("Authorization", auth)
@@ -164,7 +164,7 @@ func TestAuthenticateHTTP(t *testing.T) {
 
 func TestAuthenticateNoSecret(t *testing.T) {
 	// With no secret configured, even a token signed with the empty key is refused.
-	s := NewServer(&stubService{}, Config{Now: func() time.Time { return t0 }})
+	s := NewServer(flashsale.ServiceOf(&stubService{}), Config{Now: func() time.Time { return t0 }})
 	tok := sign(t, jwt.SigningMethodHS256, []byte{}, jwt.MapClaims{"sub": "alice", "exp": t0.Add(time.Hour).Unix()})
 	if _, err := s.verifyUser(tok); !errors.Is(err, errUnauthenticated) {
 		t.Fatalf("err = %v, want unauthenticated", err)
@@ -174,7 +174,7 @@ func TestAuthenticateNoSecret(t *testing.T) {
 // TestAuthenticateCacheExpiry checks a cached token stops working at its exp.
 func TestAuthenticateCacheExpiry(t *testing.T) {
 	c := &clock{t: t0}
-	s := NewServer(&stubService{}, Config{JWTSecret: testSecret, Now: c.Now})
+	s := NewServer(flashsale.ServiceOf(&stubService{}), Config{JWTSecret: testSecret, Now: c.Now})
 	tok := sign(t, jwt.SigningMethodHS256, testSecret, jwt.MapClaims{"sub": "alice", "exp": t0.Add(time.Minute).Unix()})
 	if _, err := s.verifyUser(tok); err != nil {
 		t.Fatal(err)
@@ -216,7 +216,7 @@ func TestRequireAdmin(t *testing.T) {
 		{"Garbage", "Bearer a.b.c", http.StatusUnauthorized, flashsale.EUnauthenticated},
 		{"Basic", "Basic " + testAdmin, http.StatusUnauthorized, flashsale.EUnauthenticated},
 	}
-	s := NewServer(&stubService{}, Config{JWTSecret: testSecret, AdminToken: testAdmin, Now: func() time.Time { return t0 }})
+	s := NewServer(flashsale.ServiceOf(&stubService{}), Config{JWTSecret: testSecret, AdminToken: testAdmin, Now: func() time.Time { return t0 }})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := httptest.NewRequest("GET", "/api/admin/sales/s1", nil)
@@ -234,7 +234,7 @@ func TestRequireAdmin(t *testing.T) {
 	}
 
 	t.Run("NoAdminTokenConfigured", func(t *testing.T) {
-		s := NewServer(&stubService{}, Config{JWTSecret: testSecret})
+		s := NewServer(flashsale.ServiceOf(&stubService{}), Config{JWTSecret: testSecret})
 		r := httptest.NewRequest("GET", "/api/admin/sales/s1", nil)
 		r.Header.Set("Authorization", "Bearer ")
 		w := httptest.NewRecorder()
@@ -245,7 +245,7 @@ func TestRequireAdmin(t *testing.T) {
 
 func TestDemoLogin(t *testing.T) {
 	c := &clock{t: t0}
-	s := NewServer(&stubService{}, Config{JWTSecret: testSecret, Demo: true, Now: c.Now})
+	s := NewServer(flashsale.ServiceOf(&stubService{}), Config{JWTSecret: testSecret, Demo: true, Now: c.Now})
 	w := do(t, s, "POST", "/api/demo/login", "", `{"user_id":"guest-1","tier":"silver"}`)
 	if w.Code != http.StatusOK {
 		t.Fatalf("status = %d: %s", w.Code, w.Body)
@@ -276,7 +276,7 @@ func TestDemoLogin(t *testing.T) {
 	// With an issuer and audience required, the demo login's tokens carry
 	// them and verify.
 	t.Run("IssuerAudience", func(t *testing.T) {
-		s := NewServer(&stubService{}, Config{JWTSecret: testSecret, Demo: true, Now: c.Now, JWTIssuer: "https://login.example", JWTAudience: "flashsale"})
+		s := NewServer(flashsale.ServiceOf(&stubService{}), Config{JWTSecret: testSecret, Demo: true, Now: c.Now, JWTIssuer: "https://login.example", JWTAudience: "flashsale"})
 		w := do(t, s, "POST", "/api/demo/login", "", `{"user_id":"guest-1"}`)
 		var got flashsale.PurchaseToken
 		if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil || w.Code != http.StatusOK {
@@ -288,7 +288,7 @@ func TestDemoLogin(t *testing.T) {
 	})
 
 	t.Run("NotRegisteredOutsideDemo", func(t *testing.T) {
-		s := NewServer(&stubService{}, Config{JWTSecret: testSecret})
+		s := NewServer(flashsale.ServiceOf(&stubService{}), Config{JWTSecret: testSecret})
 		w := do(t, s, "POST", "/api/demo/login", "", `{"user_id":"guest-1"}`)
 		wantError(t, w, http.StatusNotFound, flashsale.ENotFound)
 	})
@@ -298,7 +298,7 @@ func TestDemoLogin(t *testing.T) {
 // parse and HMAC on every request.
 func BenchmarkAuthenticate(b *testing.B) {
 	tok := sign(b, jwt.SigningMethodHS256, testSecret, jwt.MapClaims{"sub": "alice", "tier": "gold", "exp": t0.Add(time.Hour).Unix()})
-	s := NewServer(&stubService{}, Config{JWTSecret: testSecret, Now: func() time.Time { return t0 }})
+	s := NewServer(flashsale.ServiceOf(&stubService{}), Config{JWTSecret: testSecret, Now: func() time.Time { return t0 }})
 	b.Run("Cached", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {

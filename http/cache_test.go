@@ -3,13 +3,15 @@ package http
 import (
 	"testing"
 	"time"
+
+	"github.com/flashsale/flashsale"
 )
 
 // TestNoStoreForBearers: an answer to a bearer (an order, an admin view,
 // an error) is Cache-Control: no-store, so no cache on the way keeps it for
 // someone else; a public read keeps its own caching.
 func TestNoStoreForBearers(t *testing.T) {
-	s := NewServer(&stubService{}, Config{JWTSecret: testSecret, AdminToken: testAdmin, Now: func() time.Time { return t0 }})
+	s := NewServer(flashsale.ServiceOf(&stubService{}), Config{JWTSecret: testSecret, AdminToken: testAdmin, Now: func() time.Time { return t0 }})
 	for _, tt := range []struct {
 		method, path, auth string
 		noStore            bool

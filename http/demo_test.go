@@ -113,7 +113,7 @@ func TestDemoPay(t *testing.T) {
 
 	t.Run("NotRegisteredOutsideDemo", func(t *testing.T) {
 		// The same service behind a server without demo mode.
-		nd := fshttp.NewServer(s.Svc, fshttp.Config{JWTSecret: []byte(jwtSecret), AdminToken: adminToken})
+		nd := fshttp.NewServer(s.Svc.Roles(), fshttp.Config{JWTSecret: []byte(jwtSecret), AdminToken: adminToken})
 		w := serve(nd.Handler(), "POST", "/api/demo/orders/"+bobs+"/pay", "Bearer "+bob)
 		if w.Code != http.StatusNotFound || !strings.Contains(w.Body.String(), `"not_found"`) {
 			t.Fatalf("outside demo mode: %d %s", w.Code, w.Body)

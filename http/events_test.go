@@ -168,7 +168,7 @@ func startHub(t *testing.T, svc flashsale.Service, tune func(*eventHub)) (*event
 // the stream outlives the deadline.
 func TestEvents(t *testing.T) {
 	svc := newEventService()
-	s := NewServer(svc, Config{JWTSecret: testSecret, RequestTimeout: 50 * time.Millisecond})
+	s := NewServer(flashsale.ServiceOf(svc), Config{JWTSecret: testSecret, RequestTimeout: 50 * time.Millisecond})
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close) // before the streams' cancels, so those run first
 	start := time.Now()
@@ -208,7 +208,7 @@ func TestEventsCoalesced(t *testing.T) {
 	}
 	svc := newEventService()
 	svc.tick = true
-	_, srv := startHub(t, svc, func(h *eventHub) { h.poll = time.Millisecond })
+	_, srv := startHub(t, flashsale.ServiceOf(svc), func(h *eventHub) { h.poll = time.Millisecond })
 	var wg sync.WaitGroup
 	for range 3 {
 		ch, _, cancel := openStream(t, srv.URL+"/api/sales/s1/events")
@@ -249,7 +249,7 @@ func TestEventsCoalesced(t *testing.T) {
 // it; when the clients go, the loops end and the reads stop.
 func TestEventsOneBroadcasterPerSale(t *testing.T) {
 	svc := newEventService()
-	h, srv := startHub(t, svc, func(h *eventHub) { h.poll = 10 * time.Millisecond })
+	h, srv := startHub(t, flashsale.ServiceOf(svc), func(h *eventHub) { h.poll = 10 * time.Millisecond })
 	var cancels []context.CancelFunc
 	for _, id := range []string{"s1", "s2"} {
 		for range 20 {
@@ -285,7 +285,7 @@ func TestEventsOneBroadcasterPerSale(t *testing.T) {
 // TestEventsHeartbeat: a stream whose figures stand still still sends a
 // comment line, so proxies keep it open.
 func TestEventsHeartbeat(t *testing.T) {
-	_, srv := startHub(t, newEventService(), func(h *eventHub) { h.heartbeat = 50 * time.Millisecond })
+	_, srv := startHub(t, flashsale.ServiceOf(newEventService()), func(h *eventHub) { h.heartbeat = 50 * time.Millisecond })
 	ch, _, _ := openStream(t, srv.URL+"/api/sales/s1/events")
 	next(t, ch, time.Second)
 	select {
@@ -302,7 +302,7 @@ func TestEventsHeartbeat(t *testing.T) {
 // http.Server has both) do not end a stream.
 func TestEventsServerTimeouts(t *testing.T) {
 	svc := newEventService()
-	s := NewServer(svc, Config{JWTSecret: testSecret})
+	s := NewServer(flashsale.ServiceOf(svc), Config{JWTSecret: testSecret})
 	srv := httptest.NewUnstartedServer(s.Handler())
 	srv.Config.ReadTimeout, srv.Config.WriteTimeout = 200*time.Millisecond, 200*time.Millisecond
 	srv.Start()
@@ -319,7 +319,7 @@ func TestEventsServerTimeouts(t *testing.T) {
 // TestEventsShutdown: Shutdown waits for idle connections, and a stream is
 // never idle; the hub ends its streams when the server shuts down.
 func TestEventsShutdown(t *testing.T) {
-	h, srv := startHub(t, newEventService(), nil)
+	h, srv := startHub(t, flashsale.ServiceOf(newEventService()), nil)
 	ch, _, _ := openStream(t, srv.URL+"/api/sales/s1/events")
 	next(t, ch, time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
@@ -357,9 +357,9 @@ func TestEventsBadInput(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			svc := newEventService()
 			svc.err = tt.err
-			s := NewServer(svc, Config{})
+			s := NewServer(flashsale.ServiceOf(svc), Config{})
 			if tt.limit {
-				s = limited(svc)
+				s = limited(flashsale.ServiceOf(svc))
 				do(t, s, "GET", "/api/sales/s2", "", "") // spends the burst
 			}
 			w := do(t, s, tt.method, tt.path, "", "")
@@ -379,7 +379,7 @@ func FuzzEventsPath(f *testing.F) {
 	}
 	svc := newEventService()
 	svc.err = flashsale.ErrNotFound
-	s := NewServer(svc, Config{})
+	s := NewServer(flashsale.ServiceOf(svc), Config{})
 	f.Fuzz(func(t *testing.T, id string) {
 		path := "/api/sales/" + url.PathEscape(id) + "/events"
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
@@ -405,7 +405,7 @@ func FuzzEventsPath(f *testing.F) {
 // next is a 429 with Retry-After, another address is not affected, and a
 // stream that ends frees its place.
 func TestEventsPerClientCap(t *testing.T) {
-	h, srv := startHub(t, newEventService(), func(h *eventHub) { h.s.streamsPerClient = 3 })
+	h, srv := startHub(t, flashsale.ServiceOf(newEventService()), func(h *eventHub) { h.s.streamsPerClient = 3 })
 	var cancels []context.CancelFunc
 	for range 3 {
 		ch, _, cancel := openStream(t, srv.URL+"/api/sales/s1/events")

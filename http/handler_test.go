@@ -52,8 +52,6 @@ func (s *stubService) sawDeadline(ctx context.Context) {
 	s.mu.Unlock()
 }
 
-var _ flashsale.Service = (*stubService)(nil)
-
 func (s *stubService) record(u flashsale.User) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -284,7 +282,7 @@ func wantError(tb testing.TB, w *httptest.ResponseRecorder, status int, code str
 }
 
 func newStubServer(svc *stubService) *Server {
-	return NewServer(svc, Config{JWTSecret: testSecret, AdminToken: testAdmin, Now: func() time.Time { return t0 }})
+	return NewServer(flashsale.ServiceOf(svc), Config{JWTSecret: testSecret, AdminToken: testAdmin, Now: func() time.Time { return t0 }})
 }
 
 func TestRoutes(t *testing.T) {
@@ -569,7 +567,7 @@ func TestErrorMapping(t *testing.T) {
 		t.Run(tt.code, func(t *testing.T) {
 			var logs bytes.Buffer
 			svc := &stubService{err: tt.err}
-			s := NewServer(svc, Config{JWTSecret: testSecret, Now: func() time.Time { return t0 },
+			s := NewServer(flashsale.ServiceOf(svc), Config{JWTSecret: testSecret, Now: func() time.Time { return t0 },
 				Logger: newTestLogger(&logs)})
 			w := do(t, s, "POST", "/api/sales/s1/purchase", "alice", "")
 			wantError(t, w, tt.status, tt.code)
@@ -632,7 +630,7 @@ func TestBreakerEndpoints(t *testing.T) {
 
 func TestPanicIsInternal(t *testing.T) {
 	var logs bytes.Buffer
-	s := NewServer(panicService{}, Config{JWTSecret: testSecret, Logger: newTestLogger(&logs)})
+	s := NewServer(flashsale.ServiceOf(panicService{}), Config{JWTSecret: testSecret, Logger: newTestLogger(&logs)})
 	wantError(t, do(t, s, "GET", "/api/sales", "", ""), http.StatusInternalServerError, flashsale.EInternal)
 	if !strings.Contains(logs.String(), "boom") {
 		t.Errorf("panic not logged: %q", logs.String())
@@ -648,7 +646,7 @@ func (panicService) Sales(context.Context) ([]*flashsale.SaleView, error) { pani
 // code table and enum list exactly the codes of the status map, with the
 // same statuses.
 func TestOpenAPIInSync(t *testing.T) {
-	s := NewServer(&stubService{}, Config{Demo: true})
+	s := NewServer(flashsale.ServiceOf(&stubService{}), Config{Demo: true})
 	var routes []string
 	for _, rt := range s.routes() {
 		routes = append(routes, rt.pattern)
@@ -887,7 +885,7 @@ func BenchmarkHandlerPurchaseRefused(b *testing.B) {
 func TestPurchaseSoldOutFirst(t *testing.T) {
 	svc := &stubService{soldOut: true}
 	var timed atomic.Int64
-	s := NewServer(svc, Config{JWTSecret: testSecret, AdminToken: testAdmin, Now: func() time.Time { return t0 },
+	s := NewServer(flashsale.ServiceOf(svc), Config{JWTSecret: testSecret, AdminToken: testAdmin, Now: func() time.Time { return t0 },
 		Route: func(pattern string) func(time.Duration) {
 			if pattern != purchaseRoute {
 				return nil

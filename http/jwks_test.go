@@ -108,7 +108,7 @@ func TestPlatformJWT(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { keys.Close() })
-	s := NewServer(&stubService{}, Config{JWTSecret: testSecret, JWKS: keys,
+	s := NewServer(flashsale.ServiceOf(&stubService{}), Config{JWTSecret: testSecret, JWKS: keys,
 		JWTIssuer: "https://idp.example", JWTAudience: "flashsale", Now: func() time.Time { return t0 }})
 	fetches := func() int64 { return p.fetches.Load() }
 	if n := fetches(); n != 1 {
@@ -251,7 +251,7 @@ func TestPlatformJWTUnavailable(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { keys.Close() })
-	s := NewServer(&stubService{}, Config{JWTSecret: testSecret, JWKS: keys, Now: func() time.Time { return t0 }})
+	s := NewServer(flashsale.ServiceOf(&stubService{}), Config{JWTSecret: testSecret, JWKS: keys, Now: func() time.Time { return t0 }})
 	ecKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	w := do(t, s, "POST", "/api/sales/s1/purchase", "Bearer "+platformToken(t, jwt.SigningMethodES256, "ec-1", ecKey, nil), "{}")
 	wantError(t, w, http.StatusServiceUnavailable, flashsale.EUnavailable)

@@ -357,7 +357,7 @@ func TestAdminDeadline(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			svc := &stubService{}
-			s := NewServer(svc, Config{JWTSecret: testSecret, AdminToken: testAdmin, RequestTimeout: tt.timeout, Now: func() time.Time { return t0 }})
+			s := NewServer(flashsale.ServiceOf(svc), Config{JWTSecret: testSecret, AdminToken: testAdmin, RequestTimeout: tt.timeout, Now: func() time.Time { return t0 }})
 			left := func(method, path, auth string) time.Duration {
 				t.Helper()
 				start := time.Now()

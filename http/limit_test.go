@@ -23,7 +23,7 @@ func newLimitedServer(t *testing.T, svc *stubService, readPerIP flashsale.Rate, 
 	for _, p := range trusted {
 		prefixes = append(prefixes, netip.MustParsePrefix(p))
 	}
-	return NewServer(svc, Config{JWTSecret: testSecret, AdminToken: testAdmin, Now: func() time.Time { return t0 },
+	return NewServer(flashsale.ServiceOf(svc), Config{JWTSecret: testSecret, AdminToken: testAdmin, Now: func() time.Time { return t0 },
 		Limiter: l, ReadPerIP: readPerIP, TrustedProxies: prefixes})
 }
 

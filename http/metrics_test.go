@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/flashsale/flashsale"
 )
 
 // TestRouteTimer: every route's requests are timed under its pattern, what
@@ -25,7 +27,7 @@ func TestRouteTimer(t *testing.T) {
 		}
 	}
 	metrics := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("# metrics\n")) })
-	s := NewServer(&stubService{}, Config{Route: route, Metrics: metrics})
+	s := NewServer(flashsale.ServiceOf(&stubService{}), Config{Route: route, Metrics: metrics})
 	for _, path := range []string{"/healthz", "/healthz", "/nope", "/metrics"} {
 		do(t, s, "GET", path, "", "")
 	}
@@ -40,7 +42,7 @@ func TestRouteTimer(t *testing.T) {
 	if w := do(t, s, "GET", "/metrics", "", ""); w.Code != http.StatusOK || w.Body.String() != "# metrics\n" {
 		t.Errorf("GET /metrics = %d %q", w.Code, w.Body.String())
 	}
-	if w := do(t, NewServer(&stubService{}, Config{}), "GET", "/metrics", "", ""); w.Code != http.StatusNotFound {
+	if w := do(t, NewServer(flashsale.ServiceOf(&stubService{}), Config{}), "GET", "/metrics", "", ""); w.Code != http.StatusNotFound {
 		t.Errorf("GET /metrics without a handler = %d, want 404", w.Code)
 	}
 }

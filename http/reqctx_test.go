@@ -42,7 +42,7 @@ func TestRequestID(t *testing.T) {
 		{"Control", "req\x7f", false},
 	}
 	svc := &ridService{}
-	s := NewServer(svc, Config{JWTSecret: testSecret, Now: func() time.Time { return t0 }})
+	s := NewServer(flashsale.ServiceOf(svc), Config{JWTSecret: testSecret, Now: func() time.Time { return t0 }})
 	seen := map[string]bool{}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

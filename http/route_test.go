@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"net/url"
 	"testing"
+
+	"github.com/flashsale/flashsale"
 )
 
 // muxMatch is what the ServeMux does with method and target: the pattern
@@ -55,7 +57,7 @@ func checkFastRoute(t *testing.T, s *Server, method, target string) (taken bool)
 // agree with the ServeMux on every path it would serve them, and leave it
 // everything else.
 func TestFastRoute(t *testing.T) {
-	s := NewServer(&stubService{}, Config{JWTSecret: testSecret, AdminToken: testAdmin})
+	s := NewServer(flashsale.ServiceOf(&stubService{}), Config{JWTSecret: testSecret, AdminToken: testAdmin})
 	for _, tt := range []struct {
 		method, target string
 		taken          bool
@@ -88,7 +90,7 @@ func FuzzFastRoute(f *testing.F) {
 	for _, s := range []string{"/api/sales/x/purchase", "/api/sales/x/token", "/api/sales/%2e%2e/purchase", "/api/sales/x%2F/token", "/api/sales/./token"} {
 		f.Add("POST", s)
 	}
-	s := NewServer(&stubService{}, Config{JWTSecret: testSecret, AdminToken: testAdmin})
+	s := NewServer(flashsale.ServiceOf(&stubService{}), Config{JWTSecret: testSecret, AdminToken: testAdmin})
 	f.Fuzz(func(t *testing.T, method, target string) {
 		checkFastRoute(t, s, method, target)
 	})

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/flashsale/flashsale"
 )
 
 // TestScopedTokens: operators and the payment service each have their own
@@ -12,7 +14,7 @@ import (
 // confirm a payment once the payment service has a token; a user JWT is
 // 403 on both; no token is 401.
 func TestScopedTokens(t *testing.T) {
-	s := NewServer(&stubService{}, Config{JWTSecret: testSecret, Now: func() time.Time { return t0 },
+	s := NewServer(flashsale.ServiceOf(&stubService{}), Config{JWTSecret: testSecret, Now: func() time.Time { return t0 },
 		AdminToken: "op-old, op-new", PaymentToken: "pay-1,pay-2"})
 	const (
 		createSale = "POST /api/admin/sales"
@@ -56,7 +58,7 @@ func TestScopedTokens(t *testing.T) {
 
 	// Without a payment token of its own the payment service uses the
 	// operators' (one deployment, one secret).
-	s = NewServer(&stubService{}, Config{JWTSecret: testSecret, AdminToken: "op", Now: func() time.Time { return t0 }})
+	s = NewServer(flashsale.ServiceOf(&stubService{}), Config{JWTSecret: testSecret, AdminToken: "op", Now: func() time.Time { return t0 }})
 	if w := do(t, s, "POST", "/api/orders/o1/paid", "Bearer op", `{"payment_ref":"charge-1"}`); w.Code != http.StatusOK {
 		t.Errorf("paid with the admin token and no payment token: %d %s", w.Code, w.Body)
 	}

@@ -56,7 +56,7 @@ func MustOpenServer(tb testing.TB, mods ...func(*funnel.Config)) *Server {
 	engine := inmem.NewEngine()
 	writer := inmem.NewWriter(store, inmem.WriterConfig{}, nil)
 	cfg := funnel.Config{
-		Store: store, Engine: engine, Writer: writer,
+		Store: store.Roles(), Engine: engine.Roles(), Writer: writer,
 		Secret: []byte("e2e-token-secret"), Now: time.Now,
 		// No hold expires during a test; the reaper must not change counters
 		// between the before and after snapshots.
@@ -71,7 +71,7 @@ func MustOpenServer(tb testing.TB, mods ...func(*funnel.Config)) *Server {
 		store.Close()
 		tb.Fatal(err)
 	}
-	h := fshttp.NewServer(svc, fshttp.Config{
+	h := fshttp.NewServer(svc.Roles(), fshttp.Config{
 		JWTSecret: []byte(jwtSecret), AdminToken: adminToken, Demo: true,
 	})
 	s := &Server{Server: httptest.NewServer(h.Handler()), Store: store, Engine: engine, Svc: svc}

@@ -12,7 +12,11 @@ import (
 	"github.com/flashsale/flashsale"
 )
 
-var _ flashsale.StockEngine = (*Engine)(nil)
+// Roles is the engine as the service takes it. It keeps no outbox: the
+// embedded shape's writer commits before a purchase is answered.
+func (e *Engine) Roles() flashsale.StockEngine {
+	return flashsale.StockEngine{Reserver: e, StockKeeper: e}
+}
 
 // Engine is the embedded stock engine: exact, in process, one lock per sale
 // so that a storm on one sale never slows another.
@@ -335,10 +339,6 @@ func (e *Engine) SoldOut(saleID string, first, nights int) bool {
 
 // Ping always succeeds: the engine is in the process.
 func (e *Engine) Ping(context.Context) error { return nil }
-
-// Outbox returns nil: the in-process engine's writer commits the order
-// before the purchase is answered, so there is nothing to relay.
-func (e *Engine) Outbox() flashsale.Outbox { return nil }
 
 // Snapshot copies the sale's units left and its reservations.
 func (e *Engine) Snapshot(ctx context.Context, saleID string) (*flashsale.StockSnapshot, error) {

@@ -13,14 +13,14 @@ import (
 )
 
 func TestEngine(t *testing.T) {
-	stocktest.Run(t, func(tb testing.TB) flashsale.StockEngine { return inmem.NewEngine() })
+	stocktest.Run(t, func(tb testing.TB) flashsale.StockEngine { return inmem.NewEngine().Roles() })
 }
 
 // TestEngineShared runs the suite on one engine for every test, as the
 // Redis engine runs it on one server.
 func TestEngineShared(t *testing.T) {
 	e := inmem.NewEngine()
-	stocktest.Run(t, func(tb testing.TB) flashsale.StockEngine { return e })
+	stocktest.Run(t, func(tb testing.TB) flashsale.StockEngine { return e.Roles() })
 }
 
 // benchPool is how many distinct order and user IDs a benchmark cycles

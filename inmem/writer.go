@@ -53,7 +53,7 @@ type WriterStats struct {
 // Lock order: mu only guards sending on queue against Close closing it; it
 // is never held while waiting.
 type Writer struct {
-	store     flashsale.Store
+	store     flashsale.OrderStore
 	logger    *slog.Logger
 	maxBatch  int
 	committed func(int, time.Duration, error)
@@ -80,7 +80,7 @@ type writeResult struct {
 }
 
 // NewWriter starts a writer over store. Close it to stop the goroutine.
-func NewWriter(store flashsale.Store, cfg WriterConfig, logger *slog.Logger) *Writer {
+func NewWriter(store flashsale.OrderStore, cfg WriterConfig, logger *slog.Logger) *Writer {
 	if cfg.MaxBatch <= 0 {
 		cfg.MaxBatch = WriterMaxBatchDefault
 	}

@@ -44,7 +44,7 @@ func mustOpenStoreNoClose(tb testing.TB) *sqlite.Store {
 
 // MustNewWriter starts a writer over store and closes it when the test ends
 // (before the store, since cleanups run last-registered first).
-func MustNewWriter(tb testing.TB, store flashsale.Store, cfg inmem.WriterConfig) *inmem.Writer {
+func MustNewWriter(tb testing.TB, store flashsale.OrderStore, cfg inmem.WriterConfig) *inmem.Writer {
 	tb.Helper()
 	w := inmem.NewWriter(store, cfg, slog.New(slog.DiscardHandler))
 	tb.Cleanup(func() {
@@ -58,7 +58,7 @@ func MustNewWriter(tb testing.TB, store flashsale.Store, cfg inmem.WriterConfig)
 var saleSeq atomic.Int64
 
 // mustCreateSale creates a one-night sale with stock rooms and a limit.
-func mustCreateSale(tb testing.TB, store flashsale.Store, stock, limit int) *flashsale.Sale {
+func mustCreateSale(tb testing.TB, store flashsale.SaleStore, stock, limit int) *flashsale.Sale {
 	tb.Helper()
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	s := &flashsale.Sale{
@@ -82,7 +82,7 @@ func newRes(s *flashsale.Sale, orderID, userID, key string) *flashsale.Reservati
 	}
 }
 
-func checkStatus(tb testing.TB, store flashsale.Store, id string, want flashsale.OrderStatus) {
+func checkStatus(tb testing.TB, store flashsale.OrderStore, id string, want flashsale.OrderStatus) {
 	tb.Helper()
 	o, err := store.Order(tb.Context(), id)
 	if err != nil {
@@ -93,7 +93,7 @@ func checkStatus(tb testing.TB, store flashsale.Store, id string, want flashsale
 	}
 }
 
-func checkNoOrder(tb testing.TB, store flashsale.Store, id string) {
+func checkNoOrder(tb testing.TB, store flashsale.OrderStore, id string) {
 	tb.Helper()
 	if o, err := store.Order(tb.Context(), id); !errors.Is(err, flashsale.ErrNotFound) {
 		tb.Fatalf("Order(%s) = %+v, %v, want ErrNotFound", id, o, err)
@@ -103,12 +103,12 @@ func checkNoOrder(tb testing.TB, store flashsale.Store, id string) {
 // gatedStore holds every PlaceOrders until release is closed, so a test can
 // fill the writer's queue behind a transaction in flight.
 type gatedStore struct {
-	flashsale.Store
+	*sqlite.Store
 	entered chan struct{}
 	release chan struct{}
 }
 
-func newGatedStore(s flashsale.Store) *gatedStore {
+func newGatedStore(s *sqlite.Store) *gatedStore {
 	return &gatedStore{Store: s, entered: make(chan struct{}, 1000), release: make(chan struct{})}
 }
 
@@ -341,6 +341,6 @@ func BenchmarkWriter(b *testing.B) {
 func TestWriterConformance(t *testing.T) {
 	writertest.Run(t, func(tb testing.TB) writertest.Harness {
 		store := MustOpenStore(tb)
-		return writertest.Harness{Writer: MustNewWriter(tb, store, inmem.WriterConfig{}), Store: store}
+		return writertest.Harness{Writer: MustNewWriter(tb, store, inmem.WriterConfig{}), Store: store.Roles()}
 	})
 }

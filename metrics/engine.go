@@ -18,22 +18,20 @@ func (m *Metrics) Engine(next flashsale.StockEngine) flashsale.StockEngine {
 		reservation: op("reservation"), available: op("available"), adjustStock: op("adjust_stock"), snapshot: op("snapshot"),
 		ping: op("ping"), confirm: op("outbox_confirm"), unconfirmed: op("outbox_unconfirmed"),
 	}
-	if ob := next.Outbox(); ob != nil {
-		e.outbox = &outbox{e: e, next: ob}
+	w := flashsale.StockEngine{Reserver: e, StockKeeper: e, Breaker: next.Breaker}
+	if next.Outbox != nil {
+		w.Outbox = &outbox{e: e, next: next.Outbox}
 	}
-	return e
+	return w
 }
 
 type engine struct {
-	next   flashsale.StockEngine
-	outbox flashsale.Outbox // nil when next keeps none
+	next flashsale.StockEngine
 
 	load, reserve, reserveSpending, release, retake, lookup *call
 	reservation, available, snapshot, ping, adjustStock     *call
 	confirm, unconfirmed                                    *call
 }
-
-var _ flashsale.StockEngine = (*engine)(nil)
 
 func (e *engine) Load(ctx context.Context, snap *flashsale.StockSnapshot, now time.Time) error {
 	start := time.Now()
@@ -117,8 +115,6 @@ func (e *engine) Ping(ctx context.Context) error {
 	e.ping.done(start, err)
 	return err
 }
-
-func (e *engine) Outbox() flashsale.Outbox { return e.outbox }
 
 type outbox struct {
 	e    *engine

@@ -104,9 +104,9 @@ func mustExercise(tb testing.TB) *metrics.Metrics {
 	f.Audited("S1", 2, 0, nil)
 	m.Route("POST /api/sales/{id}/purchase")(time.Millisecond)
 	m.Commit(3, time.Millisecond, errors.New("disk"))
-	e := m.Engine(inmem.NewEngine())
+	e := m.Engine(inmem.NewEngine().Roles())
 	e.Ping(context.Background())
-	s := m.Store(fakeStore{})
+	s := m.Store(flashsale.StoreOf(fakeStore{}))
 	s.Transition(context.Background(), "O1", flashsale.OrderHeld, flashsale.OrderPaid, "p", time.Now())
 	s.PlaceOrders(context.Background(), []flashsale.Reservation{{}})
 	return m
@@ -245,7 +245,7 @@ func TestObserveAllocs(t *testing.T) {
 	f := m.Funnel()
 	f.Sale(live("S1"))
 	route := m.Route("POST /api/sales/{id}/purchase")
-	e := m.Engine(inmem.NewEngine())
+	e := m.Engine(inmem.NewEngine().Roles())
 	for name, fn := range map[string]func(){
 		"purchase": func() { f.Purchase("S1", flashsale.ErrSoldOut) },
 		"other":    func() { f.Purchase("nope", flashsale.ErrNotFound) },
@@ -262,7 +262,7 @@ func TestObserveAllocs(t *testing.T) {
 // TestEngine: the wrapper is a stock engine like any other.
 func TestEngine(t *testing.T) {
 	m := metrics.New(metrics.Config{})
-	stocktest.Run(t, func(testing.TB) flashsale.StockEngine { return m.Engine(inmem.NewEngine()) })
+	stocktest.Run(t, func(testing.TB) flashsale.StockEngine { return m.Engine(inmem.NewEngine().Roles()) })
 }
 
 // TestHandler: the registry is served in the text format.

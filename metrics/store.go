@@ -44,7 +44,7 @@ func (m *Metrics) Store(next flashsale.Store) flashsale.Store {
 	for i, r := range placeResults {
 		s.placed[i] = m.dbPlaced.WithLabelValues(r.name)
 	}
-	return s
+	return flashsale.Store{SaleStore: s, OrderStore: s, Books: s, NoticeStore: s, Database: s, Modes: next.Modes, Forces: next.Forces}
 }
 
 type store struct {
@@ -59,8 +59,6 @@ type store struct {
 	pruneOutbox, pendingMigrations                                       *call
 	placed                                                               [len(placeResults)]prometheus.Counter
 }
-
-var _ flashsale.Store = (*store)(nil)
 
 func (s *store) CreateSale(ctx context.Context, sale *flashsale.Sale) error {
 	start := time.Now()
@@ -258,3 +256,6 @@ func (s *store) Ping(ctx context.Context) error {
 }
 
 func (s *store) Close() error { return s.next.Close() }
+
+// Migrate runs once, at start-up, before the metrics matter.
+func (s *store) Migrate(ctx context.Context) error { return s.next.Migrate(ctx) }

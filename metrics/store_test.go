@@ -24,6 +24,6 @@ func TestStore(t *testing.T) {
 		if err := s.Migrate(tb.Context()); err != nil {
 			tb.Fatal(err)
 		}
-		return m.Store(s)
+		return m.Store(s.Roles())
 	})
 }

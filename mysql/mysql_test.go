@@ -23,7 +23,7 @@ import (
 )
 
 func TestStore(t *testing.T) {
-	storetest.Run(t, func(tb testing.TB) flashsale.Store { return MustOpenStore(tb) })
+	storetest.Run(t, func(tb testing.TB) flashsale.Store { return MustOpenStore(tb).Roles() })
 }
 
 // MustOpenStore opens a migrated store on a fresh database that is dropped
@@ -93,13 +93,13 @@ func TestOpen(t *testing.T) {
 // BenchmarkPlaceOrders measures the group commit at the batch sizes the
 // embedded writer and the queue consumer produce.
 func BenchmarkPlaceOrders(b *testing.B) {
-	storetest.BenchPlaceOrders(b, func(tb testing.TB) flashsale.Store { return MustOpenStore(tb) })
+	storetest.BenchPlaceOrders(b, func(tb testing.TB) flashsale.Store { return MustOpenStore(tb).Roles() })
 }
 
 // BenchmarkExpireHolds measures releasing a reaper batch of 256 holds, alone
 // and against a concurrent PlaceOrders, and the per-hold way it replaced.
 func BenchmarkExpireHolds(b *testing.B) {
-	storetest.BenchExpireHolds(b, func(tb testing.TB) flashsale.Store { return MustOpenStore(tb) })
+	storetest.BenchExpireHolds(b, func(tb testing.TB) flashsale.Store { return MustOpenStore(tb).Roles() })
 }
 
 // syncBuffer is a bytes.Buffer that a logger may write from one goroutine

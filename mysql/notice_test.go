@@ -11,7 +11,7 @@ import (
 func TestNoticeOrder(t *testing.T) {
 	s := MustOpenStore(t)
 	ctx := t.Context()
-	storetest.RunNoticeOrder(t, s, func() (func() error, error) {
+	storetest.RunNoticeOrder(t, s.Roles(), func() (func() error, error) {
 		other, err := s.DB().BeginTx(ctx, nil)
 		if err != nil {
 			return nil, err

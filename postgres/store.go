@@ -76,7 +76,11 @@ var dialect = sqlstore.Dialect{
 	InsertNights: insertNights,
 }
 
-var _ flashsale.Store = (*Store)(nil)
+// Roles is the store as the service takes it, with the boards where
+// the deployment's instances agree.
+func (s *Store) Roles() flashsale.Store {
+	return flashsale.Store{SaleStore: s, OrderStore: s, Books: s, NoticeStore: s, Database: s, Modes: s, Forces: s}
+}
 
 // MaxConnsDefault caps one instance's connections to the database.
 const MaxConnsDefault = 16

@@ -138,7 +138,11 @@ type Engine struct {
 	lazy lazyWriter // writes nobody waits for: confirms, stale index entries
 }
 
-var _ flashsale.StockEngine = (*Engine)(nil)
+// Roles is the engine as the service takes it, its own outbox included:
+// reserve.lua records every reservation there.
+func (e *Engine) Roles() flashsale.StockEngine {
+	return flashsale.StockEngine{Reserver: e, StockKeeper: e, Outbox: e}
+}
 
 // Open connects to Redis, subscribes to the sold-out broadcast and returns
 // an Engine. url is redis://[user:pass@]host:port[/db] for one node, or a

@@ -26,10 +26,6 @@ import (
 
 var _ flashsale.Outbox = (*Engine)(nil)
 
-// Outbox returns the engine itself: reserve.lua records every reservation
-// in the outbox.
-func (e *Engine) Outbox() flashsale.Outbox { return e }
-
 // Confirm records that the broker confirmed the publish of an order. It
 // only queues the removal from the outbox and returns: a background
 // goroutine removes every queued order of a sale with one ZREM, all sales

@@ -88,7 +88,7 @@ func redisURL(tb testing.TB) string {
 func TestStockEngine(t *testing.T) {
 	url := redisURL(t)
 	stocktest.Run(t, func(tb testing.TB) flashsale.StockEngine {
-		return MustOpenEngine(tb, url, newPrefix())
+		return MustOpenEngine(tb, url, newPrefix()).Roles()
 	})
 }
 
@@ -611,7 +611,7 @@ func TestCluster(t *testing.T) {
 	url := startCluster(t)
 	t.Run("Suite", func(t *testing.T) {
 		stocktest.Run(t, func(tb testing.TB) flashsale.StockEngine {
-			return MustOpenEngine(tb, url, newPrefix())
+			return MustOpenEngine(tb, url, newPrefix()).Roles()
 		})
 	})
 	t.Run("Broadcast", func(t *testing.T) {

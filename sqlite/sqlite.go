@@ -36,7 +36,11 @@ const BusyTimeout = 10 * time.Second
 //go:embed migrations/*.sql
 var migrations embed.FS
 
-var _ flashsale.Store = (*Store)(nil)
+// Roles is the store as the service takes it. SQLite keeps no boards:
+// its one instance has nobody to agree with.
+func (s *Store) Roles() flashsale.Store {
+	return flashsale.Store{SaleStore: s, OrderStore: s, Books: s, NoticeStore: s, Database: s}
+}
 
 // Store is the SQLite flashsale.Store.
 type Store struct {

@@ -46,7 +46,7 @@ func mustOpenPath(tb testing.TB, path string) *sqlite.Store {
 }
 
 func TestStore(t *testing.T) {
-	storetest.Run(t, func(tb testing.TB) flashsale.Store { return MustOpenStore(tb) })
+	storetest.Run(t, func(tb testing.TB) flashsale.Store { return MustOpenStore(tb).Roles() })
 }
 
 func testSale(id string) *flashsale.Sale {

@@ -105,7 +105,7 @@ func testCapabilities(t *testing.T, newEngine func(tb testing.TB) flashsale.Stoc
 	})
 	t.Run("Outbox", func(t *testing.T) {
 		e := newEngine(t)
-		ob := e.Outbox()
+		ob := e.Outbox
 		if ob == nil {
 			t.Skip("the engine keeps no outbox")
 		}

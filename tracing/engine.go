@@ -16,89 +16,92 @@ import (
 // client spans with db.system.name redis (one Lua script or one pipeline
 // each), anything else ("inmem") internal ones. SoldOut, Shard and Ping
 // pass straight through: the sold-out path's lock-free, allocation-free
-// answer, a name computed without I/O, and the readiness probe. The engine
-// is embedded, so a method added to flashsale.StockEngine later would pass
-// through untraced too: TestWrapsEveryMethod fails until it is traced here
-// or named a pass-through. Outbox returns the engine's outbox wrapped the same
+// answer, a name computed without I/O, and the readiness probe, each by
+// name: a method added to a role does not compile until it is traced here
+// or passed through on purpose. The engine's outbox is wrapped the same
 // way (nil when it keeps none). Off, it returns e itself.
 func (t *Tracing) Engine(e flashsale.StockEngine, system string) flashsale.StockEngine {
 	if t == nil {
 		return e
 	}
-	w := &engine{StockEngine: e, calls: calls{t: t, system: system, kind: trace.SpanKindInternal}}
+	w := &engine{next: e, calls: calls{t: t, system: system, kind: trace.SpanKindInternal}}
 	if system == "redis" {
 		w.kind, w.attrs = trace.SpanKindClient, []attribute.KeyValue{semconv.DBSystemNameRedis}
 	}
-	if ob := e.Outbox(); ob != nil {
-		w.outbox = &outbox{Outbox: ob, e: w}
+	roles := flashsale.StockEngine{Reserver: w, StockKeeper: w, Breaker: e.Breaker}
+	if e.Outbox != nil {
+		roles.Outbox = &outbox{Outbox: e.Outbox, e: w}
 	}
-	return w
+	return roles
 }
 
 type engine struct {
-	flashsale.StockEngine
+	next flashsale.StockEngine
 	calls
-	outbox flashsale.Outbox // nil when the engine keeps none
 }
 
-var _ flashsale.StockEngine = (*engine)(nil)
-
 func (e *engine) Load(ctx context.Context, snap *flashsale.StockSnapshot, now time.Time) error {
-	return run(&e.calls, ctx, "load", func(ctx context.Context) error { return e.StockEngine.Load(ctx, snap, now) },
+	return run(&e.calls, ctx, "load", func(ctx context.Context) error { return e.next.Load(ctx, snap, now) },
 		saleKey.String(snap.Sale.ID))
 }
 
 func (e *engine) Reserve(ctx context.Context, r *flashsale.Reservation) (string, error) {
-	return call(&e.calls, ctx, "reserve", func(ctx context.Context) (string, error) { return e.StockEngine.Reserve(ctx, r) },
+	return call(&e.calls, ctx, "reserve", func(ctx context.Context) (string, error) { return e.next.Reserve(ctx, r) },
 		saleKey.String(r.SaleID), orderKey.String(r.OrderID), requestKey.String(flashsale.RequestID(ctx)))
 }
 
 func (e *engine) ReserveSpending(ctx context.Context, r *flashsale.Reservation, token string, expires time.Time) (string, error) {
 	return call(&e.calls, ctx, "reserve_spending", func(ctx context.Context) (string, error) {
-		return e.StockEngine.ReserveSpending(ctx, r, token, expires)
+		return e.next.ReserveSpending(ctx, r, token, expires)
 	}, saleKey.String(r.SaleID), orderKey.String(r.OrderID), requestKey.String(flashsale.RequestID(ctx)))
 }
 
 func (e *engine) Release(ctx context.Context, saleID, orderID string) error {
-	return run(&e.calls, ctx, "release", func(ctx context.Context) error { return e.StockEngine.Release(ctx, saleID, orderID) },
+	return run(&e.calls, ctx, "release", func(ctx context.Context) error { return e.next.Release(ctx, saleID, orderID) },
 		saleKey.String(saleID), orderKey.String(orderID))
 }
 
 func (e *engine) AdjustStock(ctx context.Context, saleID string, night, delta int) error {
 	return run(&e.calls, ctx, "adjust_stock", func(ctx context.Context) error {
-		return e.StockEngine.AdjustStock(ctx, saleID, night, delta)
+		return e.next.AdjustStock(ctx, saleID, night, delta)
 	}, saleKey.String(saleID))
 }
 
 func (e *engine) Retake(ctx context.Context, saleID, orderID string) error {
-	return run(&e.calls, ctx, "retake", func(ctx context.Context) error { return e.StockEngine.Retake(ctx, saleID, orderID) },
+	return run(&e.calls, ctx, "retake", func(ctx context.Context) error { return e.next.Retake(ctx, saleID, orderID) },
 		saleKey.String(saleID), orderKey.String(orderID))
 }
 
 func (e *engine) Lookup(ctx context.Context, saleID, userID, key string) (string, error) {
 	return call(&e.calls, ctx, "lookup", func(ctx context.Context) (string, error) {
-		return e.StockEngine.Lookup(ctx, saleID, userID, key)
+		return e.next.Lookup(ctx, saleID, userID, key)
 	}, saleKey.String(saleID))
 }
 
 func (e *engine) Reservation(ctx context.Context, orderID string) (*flashsale.Reservation, error) {
 	return call(&e.calls, ctx, "reservation", func(ctx context.Context) (*flashsale.Reservation, error) {
-		return e.StockEngine.Reservation(ctx, orderID)
+		return e.next.Reservation(ctx, orderID)
 	}, orderKey.String(orderID))
 }
 
 func (e *engine) Available(ctx context.Context, saleID string) ([]int, error) {
-	return call(&e.calls, ctx, "available", func(ctx context.Context) ([]int, error) { return e.StockEngine.Available(ctx, saleID) },
+	return call(&e.calls, ctx, "available", func(ctx context.Context) ([]int, error) { return e.next.Available(ctx, saleID) },
 		saleKey.String(saleID))
 }
 
 func (e *engine) Snapshot(ctx context.Context, saleID string) (*flashsale.StockSnapshot, error) {
 	return call(&e.calls, ctx, "snapshot", func(ctx context.Context) (*flashsale.StockSnapshot, error) {
-		return e.StockEngine.Snapshot(ctx, saleID)
+		return e.next.Snapshot(ctx, saleID)
 	}, saleKey.String(saleID))
 }
 
-func (e *engine) Outbox() flashsale.Outbox { return e.outbox }
+func (e *engine) SoldOut(saleID string, firstNight, nights int) bool {
+	return e.next.SoldOut(saleID, firstNight, nights)
+}
+
+func (e *engine) Shard(saleID string) string { return e.next.Shard(saleID) }
+
+func (e *engine) Ping(ctx context.Context) error { return e.next.Ping(ctx) }
 
 // outbox traces the confirm that follows a publish (the purchase's last
 // Redis call) and the relay's scan.

@@ -123,9 +123,9 @@ func TestOff(t *testing.T) {
 	w := inmem.NewWriter(store, inmem.WriterConfig{}, slog.New(slog.DiscardHandler))
 	defer w.Close()
 	switch {
-	case tr.Store(store, "sqlite") != flashsale.Store(store):
+	case tr.Store(store.Roles(), "sqlite") != store.Roles():
 		t.Error("Store wrapped")
-	case tr.Engine(engine, "inmem") != flashsale.StockEngine(engine):
+	case tr.Engine(engine.Roles(), "inmem") != flashsale.StockEngine(engine.Roles()):
 		t.Error("Engine wrapped")
 	case tr.Writer(w) != flashsale.OrderWriter(w):
 		t.Error("Writer wrapped")
@@ -145,7 +145,7 @@ func TestOff(t *testing.T) {
 // and a store that cannot answer marks the span failed.
 func TestStore(t *testing.T) {
 	tr, exp := MustOpen(t)
-	s := tr.Store(mustOpenSQLite(t), "sqlite")
+	s := tr.Store(mustOpenSQLite(t).Roles(), "sqlite")
 	sale := newSale(2)
 	if err := s.CreateSale(t.Context(), sale); err != nil { // no span: none made
 		t.Fatal(err)
@@ -185,7 +185,7 @@ func TestStore(t *testing.T) {
 	exp.Reset()
 	closed := mustOpenSQLite(t)
 	closed.Close()
-	if _, err := tr.Store(closed, "sqlite").Sale(ctx, sale.ID); err == nil {
+	if _, err := tr.Store(closed.Roles(), "sqlite").Sale(ctx, sale.ID); err == nil {
 		t.Fatal("a closed store answered")
 	}
 	if spans := exp.GetSpans(); len(spans) != 1 || spans[0].Status.Code != codes.Error {
@@ -207,8 +207,8 @@ func TestEngine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := tr.Engine(inmem.NewEngine(), "inmem")
-	if e.Outbox() != nil {
+	e := tr.Engine(inmem.NewEngine().Roles(), "inmem")
+	if e.Outbox != nil {
 		t.Fatal("an outbox the engine does not keep")
 	}
 	ctx, req := parent(t, tr)

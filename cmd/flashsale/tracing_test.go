@@ -150,8 +150,8 @@ func TestTracingOff(t *testing.T) {
 	}
 	installed := func(m *app.Main) map[string]bool {
 		return map[string]bool{
-			"tracing": m.Tracing() != nil, "handler": fromTracing(m.Routes()), "store": fromTracing(m.Store()),
-			"engine": fromTracing(m.Engine()), "outbox": fromTracing(m.Engine().Outbox()), "queue": m.Tracing().Provider() != nil,
+			"tracing": m.Tracing() != nil, "handler": fromTracing(m.Routes()), "store": fromTracing(m.Store().OrderStore),
+			"engine": fromTracing(m.Engine().Reserver), "outbox": fromTracing(m.Engine().Outbox), "queue": m.Tracing().Provider() != nil,
 		}
 	}
 

@@ -119,7 +119,7 @@ func Audit(ctx context.Context, args []string, getenv func(string) string, stdou
 			q := queueConfig(cfg)
 			d.queue = &q
 		}
-		fc.Engine, fc.Fence, fc.Drainer = e, e, d
+		fc.Engine, fc.Fence, fc.Drainer = e.Roles(), e, d
 		if *repair {
 			if fc.Republish, err = openRepublish(openCtx, cfg, store, logger); err != nil {
 				return err
@@ -130,7 +130,7 @@ func Audit(ctx context.Context, args []string, getenv func(string) string, stdou
 		}
 	} else {
 		// Never consulted: AuditDatabase reads the database alone.
-		fc.Engine = inmem.NewEngine()
+		fc.Engine = inmem.NewEngine().Roles()
 		fmt.Fprintln(stdout, embeddedNote)
 	}
 	svc := funnel.New(fc)

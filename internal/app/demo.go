@@ -10,7 +10,7 @@ import (
 
 // seedDemo creates the sample hotel sale unless an open demo sale exists:
 // five Deluxe King rooms a night for Christmas, on sale from now.
-func seedDemo(ctx context.Context, svc flashsale.Service, store flashsale.Store, now time.Time) error {
+func seedDemo(ctx context.Context, svc flashsale.SaleDesk, store flashsale.Store, now time.Time) error {
 	sales, err := store.Sales(ctx, now)
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)

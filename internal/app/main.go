@@ -51,7 +51,6 @@ type Main struct {
 	fence     funnel.Fence
 	drainer   funnel.Drainer
 	republish flashsale.OrderWriter
-	breaker   flashsale.Breaker // in front of Redis; nil in the embedded shape
 	limiter   flashsale.Limiter
 	svc       *funnel.Service
 	http      *server // nil until open
@@ -125,12 +124,11 @@ func (m *Main) open(ctx context.Context) error {
 		return err
 	}
 	m.closers = append(m.closers, m.tracing.Close) // last: after everything that makes spans
-	var board boards
-	if m.store, board, err = openStoreBoard(ctx, cfg, m.log); err != nil {
+	if m.store, err = OpenStore(ctx, cfg, m.log); err != nil {
 		return err
 	}
 	if cfg.BreakerMode != BreakerDB {
-		board.mode = nil
+		m.store.Modes = nil // the breaker's db mode is off
 	}
 	m.closers = append(m.closers, m.store.Close)
 	m.metrics = metrics.New(metrics.Config{})
@@ -158,14 +156,14 @@ func (m *Main) open(ctx context.Context) error {
 		Store: m.store, Engine: m.engine, Writer: m.writer, Sinks: sinks, OutboxRetention: cfg.OutboxRetention,
 		Secret: []byte(jwtSecret), TokenKeys: cfg.TokenKeys, ReapInterval: cfg.ReapInterval, Logger: m.log,
 		Fence: m.fence, Drainer: m.drainer, Republish: m.republish, AuditInterval: cfg.AuditInterval, PhantomInterval: cfg.PhantomInterval,
-		AuditGrace: cfg.AuditGrace, Breaker: m.breaker, Forces: board.forces,
-		Board: board.mode, SellLease: cfg.SellLease, DirectLimit: cfg.DirectLimit,
+		AuditGrace: cfg.AuditGrace,
+		SellLease:  cfg.SellLease, DirectLimit: cfg.DirectLimit,
 		MaxInFlight: cfg.MaxInFlight, MaxInFlightPerSale: cfg.MaxInFlightPerSale,
 		Limiter: m.limiter, Limits: cfg.Limits, Facts: facts,
 		Queued: cfg.AMQPURL != "", Observer: m.metrics.Funnel(),
 	})
 	m.metrics.WatchStock(m.svc)
-	if board.mode != nil {
+	if m.store.Modes != nil {
 		m.metrics.WatchSelling(m.svc.SellMode)
 	}
 	if err := m.svc.Start(ctx); err != nil {
@@ -193,7 +191,7 @@ func (m *Main) open(ctx context.Context) error {
 	}
 	access := fshttp.NewAccessLog(m.log, cfg.AccessLogSample)
 	m.closers = append(m.closers, access.Close)
-	h := fshttp.NewServer(m.svc, fshttp.Config{
+	h := fshttp.NewServer(m.svc.Roles(), fshttp.Config{
 		JWTSecret: []byte(jwtSecret), AdminToken: adminToken, PaymentToken: cfg.PaymentToken, Demo: cfg.Demo, Logger: m.log,
 		JWKS: keys, JWTIssuer: cfg.JWTIssuer, JWTAudience: cfg.JWTAudience,
 		RequestTimeout: cfg.RequestTimeout,
@@ -247,21 +245,21 @@ func (m *Main) openStock(ctx context.Context) error {
 	m.closers = append(m.closers, local.Close)
 	m.limiter = local
 	if cfg.RedisURL == "" {
-		m.engine = inmem.NewEngine()
+		m.engine = inmem.NewEngine().Roles()
 	} else {
 		e, err := openRedis(ctx, cfg, m.log, m.tracing)
 		if err != nil {
 			return err // it says "open redis"
 		}
 		m.closers = append(m.closers, e.Close)
-		m.engine, m.fence = e, e
+		m.engine, m.fence = e.Roles(), e
 		var brk *breaker.Engine
 		if cfg.BreakerFailures > 0 {
 			// The fence stays outside the breaker: the heal loop asks it
 			// every tick, and a rebuild must try even while the breaker
 			// refuses purchases.
-			brk = breaker.New(e, breaker.Config{Failures: uint32(cfg.BreakerFailures), OpenFor: cfg.BreakerOpenFor, Logger: m.log})
-			m.engine, m.breaker = brk, brk
+			brk = breaker.New(e.Roles(), breaker.Config{Failures: uint32(cfg.BreakerFailures), OpenFor: cfg.BreakerOpenFor, Logger: m.log})
+			m.engine = brk.Roles()
 			m.metrics.WatchBreaker(brk)
 		}
 		// Limits every instance shares, counted locally while Redis is out.
@@ -282,7 +280,7 @@ func (m *Main) openStock(ctx context.Context) error {
 		}
 		return nil
 	}
-	outbox := m.engine.Outbox()
+	outbox := m.engine.Outbox
 	if outbox == nil {
 		return fmt.Errorf("FLASHSALE_AMQP_URL needs FLASHSALE_REDIS_URL: the queue path relies on the Redis outbox")
 	}

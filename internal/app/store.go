@@ -14,39 +14,20 @@ import (
 	"github.com/flashsale/flashsale/sqlite"
 )
 
-// migrator is what every store package offers besides flashsale.Store.
-type migrator interface {
-	flashsale.Store
-	Migrate(ctx context.Context) error
-}
-
-// openStore opens the database FLASHSALE_DATABASE_URL names and applies its
+// OpenStore opens the database FLASHSALE_DATABASE_URL names and applies its
 // migrations (idempotent, and safe when several instances start at once).
+// The store's boards (flashsale.Store.Modes and Forces) are the SQL
+// servers'; SQLite has none.
 func OpenStore(ctx context.Context, cfg Config, logger *slog.Logger) (flashsale.Store, error) {
-	s, _, err := openStoreBoard(ctx, cfg, logger)
-	return s, err
-}
-
-// boards are where the instances of a deployment agree, in the SQL
-// servers: the sell mode and the operator's breaker override (both nil for
-// SQLite, which has no other instances to agree with).
-type boards struct {
-	mode   flashsale.ModeBoard
-	forces flashsale.ForceBoard
-}
-
-// openStoreBoard is openStore, with the boards of the SQL servers.
-func openStoreBoard(ctx context.Context, cfg Config, logger *slog.Logger) (flashsale.Store, boards, error) {
 	var (
-		s     migrator
-		board boards
-		err   error
+		s   flashsale.Store
+		err error
 	)
 	system, path := database(cfg.DatabaseURL)
 	switch system {
 	case dbSQLite:
 		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-			return nil, boards{}, fmt.Errorf("create data dir: %w", err)
+			return flashsale.Store{}, fmt.Errorf("create data dir: %w", err)
 		}
 		// Create the file owner-only before SQLite does; its -wal and -shm
 		// files take the database file's mode. (err is the function's: a
@@ -54,29 +35,34 @@ func openStoreBoard(ctx context.Context, cfg Config, logger *slog.Logger) (flash
 		// ran on a nil store.)
 		var f *os.File
 		if f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600); err != nil {
-			return nil, boards{}, fmt.Errorf("create database: %w", err)
+			return flashsale.Store{}, fmt.Errorf("create database: %w", err)
 		}
 		f.Close()
-		s, err = sqlite.Open(ctx, path, logger)
+		var lite *sqlite.Store
+		if lite, err = sqlite.Open(ctx, path, logger); err == nil {
+			s = lite.Roles()
+		}
 	case dbMySQL:
 		var my *mysql.Store
-		my, err = mysql.Open(ctx, cfg.DatabaseURL, logger)
-		s, board = my, boards{my, my}
+		if my, err = mysql.Open(ctx, cfg.DatabaseURL, logger); err == nil {
+			s = my.Roles()
+		}
 	case dbPostgres:
 		var pg *postgres.Store
-		pg, err = postgres.Open(ctx, cfg.DatabaseURL, logger)
-		s, board = pg, boards{pg, pg}
+		if pg, err = postgres.Open(ctx, cfg.DatabaseURL, logger); err == nil {
+			s = pg.Roles()
+		}
 	default:
-		return nil, boards{}, fmt.Errorf("unsupported database url %s", MaskURL(cfg.DatabaseURL))
+		return flashsale.Store{}, fmt.Errorf("unsupported database url %s", MaskURL(cfg.DatabaseURL))
 	}
 	if err != nil {
-		return nil, boards{}, fmt.Errorf("open database: %w", err)
+		return flashsale.Store{}, fmt.Errorf("open database: %w", err)
 	}
 	if err := s.Migrate(ctx); err != nil {
 		s.Close()
-		return nil, boards{}, fmt.Errorf("migrate: %w", err)
+		return flashsale.Store{}, fmt.Errorf("migrate: %w", err)
 	}
-	return s, board, nil
+	return s, nil
 }
 
 // SQLiteURL is the database serve keeps in dataDir when
