@@ -33,16 +33,19 @@ type admission struct {
 	// limiter counts limits (nil: no limits).
 	limiter flashsale.Limiter
 	limits  Limits
+	// facts looks up what eligibility rules need beyond the token (nil:
+	// nothing). See eligible.go.
+	facts flashsale.UserFacts
 }
 
-func newAdmission(max, perSale int, limiter flashsale.Limiter, limits Limits) *admission {
+func newAdmission(max, perSale int, limiter flashsale.Limiter, limits Limits, facts flashsale.UserFacts) *admission {
 	if max <= 0 {
 		max = MaxInFlightDefault
 	}
 	if perSale <= 0 {
 		perSale = max / 2
 	}
-	return &admission{max: int64(max), perSale: int64(min(perSale, max)), limiter: limiter, limits: limits}
+	return &admission{max: int64(max), perSale: int64(min(perSale, max)), limiter: limiter, limits: limits, facts: facts}
 }
 
 // Limits are the purchase rates the funnel allows, each counted by the

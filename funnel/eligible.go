@@ -16,8 +16,8 @@ import (
 func (s *Service) eligible(ctx context.Context, u flashsale.User, sale *flashsale.Sale) error {
 	e := &sale.Eligibility
 	need := e.Needs() &^ u.Claimed
-	if need != 0 && s.facts != nil {
-		f, err := s.facts.Facts(ctx, u.ID)
+	if need != 0 && s.admit.facts != nil {
+		f, err := s.admit.facts.Facts(ctx, u.ID)
 		if err != nil {
 			return fmt.Errorf("eligible: sale=%s user=%s: %w", sale.ID, u.ID, err)
 		}

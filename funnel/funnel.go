@@ -121,14 +121,10 @@ type Service struct {
 	signer  *signer
 	sales   *catalog // every sale this instance has seen (catalog.go)
 	admit   *admission
-	facts   flashsale.UserFacts
 	events  *dispatcher // the order events' delivery (notices.go)
 	reapInt time.Duration
 	audit   auditConfig
 	soldOut soldOutLog
-	// queued says the order path is a queue that takes orders while the
-	// database is down (Config.Queued).
-	queued bool
 
 	// lifeMu serialises this instance's operator changes of sales
 	// (lifecycle.go), so a pause does not keep losing its conditional
@@ -141,7 +137,6 @@ type Service struct {
 	sell       *seller      // the breaker's db mode (mode.go); nil without a board
 	healing    *healer      // rebuilds what the engine lost (heal.go)
 	force      *forceSwitch // the deployment's breaker override (force.go); nil: this instance's own
-	instance   string       // this process's name in the fence and the boards
 
 	bg   context.CancelFunc // ends the background loops' context
 	done sync.WaitGroup
@@ -151,13 +146,17 @@ type Service struct {
 // the logger, the clock and the observer. breaker is the circuit breaker
 // engine sits behind, or nil.
 type parts struct {
-	store   flashsale.Store
-	engine  flashsale.StockEngine
-	writer  flashsale.OrderWriter
-	breaker flashsale.Breaker
-	log     *slog.Logger
-	now     func() time.Time
-	obs     Observer
+	store  flashsale.Store
+	engine flashsale.StockEngine // its Breaker is nil where there is none
+	writer flashsale.OrderWriter
+	log    *slog.Logger
+	now    func() time.Time
+	obs    Observer
+	// instance names this process in the fence and the boards.
+	instance string
+	// queued says the order path is a queue that takes orders while the
+	// database is down (Config.Queued).
+	queued bool
 }
 
 // Roles is the service as the HTTP API takes it: every role is this one.
@@ -175,22 +174,19 @@ func New(cfg Config) *Service {
 	sg := newSigner(cfg.TokenKeys, cfg.Secret)
 	sg.ttl = cmp.Or(cfg.TokenTTL, TokenTTLDefault)
 	s := &Service{
-		parts: parts{store: cfg.Store, engine: cfg.Engine, writer: cfg.Writer, breaker: cfg.Engine.Breaker,
-			log: log, now: cfg.Now, obs: obs},
+		parts: parts{store: cfg.Store, engine: cfg.Engine, writer: cfg.Writer,
+			log: log, now: cfg.Now, obs: obs, instance: instance, queued: cfg.Queued},
 		signer: sg,
 		sales:  sales,
 		events: &dispatcher{store: cfg.Store, sales: sales, log: log, now: cfg.Now, instance: instance,
 			sinks: cfg.Sinks, poll: cmp.Or(cfg.NoticePoll, NoticePollDefault), retention: cfg.OutboxRetention},
-		admit:    newAdmission(cfg.MaxInFlight, cfg.MaxInFlightPerSale, cfg.Limiter, cfg.Limits),
-		facts:    cfg.Facts,
-		reapInt:  cmp.Or(cfg.ReapInterval, ReapIntervalDefault),
-		audit:    newAuditConfig(cfg),
-		queued:   cfg.Queued,
-		sell:     newSeller(cfg),
-		force:    newForceSwitch(cfg.Store.Forces, cfg.Engine.Breaker, cfg.ForcePoll, log),
-		instance: instance,
+		admit:   newAdmission(cfg.MaxInFlight, cfg.MaxInFlightPerSale, cfg.Limiter, cfg.Limits, cfg.Facts),
+		reapInt: cmp.Or(cfg.ReapInterval, ReapIntervalDefault),
+		audit:   newAuditConfig(cfg),
+		sell:    newSeller(cfg),
+		force:   newForceSwitch(cfg.Store.Forces, cfg.Engine.Breaker, cfg.ForcePoll, log),
 	}
-	s.healing = &healer{parts: &s.parts, sales: sales, work: &s.engineWork, engineMode: s.engineMode, instance: instance,
+	s.healing = &healer{parts: &s.parts, sales: sales, work: &s.engineWork, engineMode: s.engineMode,
 		fence:   cfg.Fence,
 		drainer: cmp.Or[Drainer](cfg.Drainer, nopDrainer{}),
 		grace:   cmp.Or(cfg.HealGrace, HealGraceDefault),
@@ -461,7 +457,7 @@ func (s *Service) Sales(ctx context.Context) ([]*flashsale.SaleView, error) {
 // would blame both.
 func (s *Service) Ready(ctx context.Context) *flashsale.Readiness {
 	r := &flashsale.Readiness{Ready: true, Engine: "ok", Database: "ok", Selling: s.sells()}
-	if s.breaker != nil {
+	if s.engine.Breaker != nil {
 		r.Breaker = s.breakerStatus()
 	}
 	if s.sell != nil {
@@ -535,7 +531,7 @@ func (s *Service) dependenciesReady(r *flashsale.Readiness, engineErr, storeErr 
 // Breaker returns the stock engine's circuit breaker state; ErrNotFound
 // where there is none.
 func (s *Service) Breaker(context.Context) (*flashsale.BreakerStatus, error) {
-	if s.breaker == nil {
+	if s.engine.Breaker == nil {
 		return nil, errNoBreaker
 	}
 	return s.breakerStatus(), nil
@@ -544,7 +540,7 @@ func (s *Service) Breaker(context.Context) (*flashsale.BreakerStatus, error) {
 // ForceBreaker applies an operator's override to the breaker: to every
 // instance's with a ForceBoard (force.go), to this one's without.
 func (s *Service) ForceBreaker(ctx context.Context, f flashsale.BreakerForce) (*flashsale.BreakerStatus, error) {
-	if s.breaker == nil {
+	if s.engine.Breaker == nil {
 		return nil, errNoBreaker
 	}
 	if err := f.Valid(); err != nil {
@@ -554,7 +550,7 @@ func (s *Service) ForceBreaker(ctx context.Context, f flashsale.BreakerForce) (*
 		if err := s.force.everywhere(ctx, f); err != nil {
 			return nil, err
 		}
-	} else if err := s.breaker.Force(f); err != nil {
+	} else if err := s.engine.Breaker.Force(f); err != nil {
 		return nil, err
 	}
 	return s.breakerStatus(), nil
@@ -562,7 +558,7 @@ func (s *Service) ForceBreaker(ctx context.Context, f flashsale.BreakerForce) (*
 
 // breakerStatus is the breaker's status with the deployment's override.
 func (s *Service) breakerStatus() *flashsale.BreakerStatus {
-	st := s.breaker.Status()
+	st := s.engine.Breaker.Status()
 	if s.force != nil {
 		st.DeploymentForce = s.force.current()
 	}

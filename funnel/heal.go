@@ -103,7 +103,6 @@ type healer struct {
 	sales      *catalog
 	work       *inflight   // the Service's engineWork
 	engineMode func() bool // whether the deployment sells from the engine
-	instance   string
 
 	fence   Fence
 	drainer Drainer

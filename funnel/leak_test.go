@@ -131,10 +131,10 @@ func TestCloseLeavesNoGoroutine(t *testing.T) {
 	t.Run("healer", func(t *testing.T) {
 		store := mustStore(t)
 		log := slog.New(slog.DiscardHandler)
-		p := &parts{store: store.Roles(), engine: inmem.NewEngine().Roles(), log: log, now: time.Now, obs: nopObserver{}}
+		p := &parts{store: store.Roles(), engine: inmem.NewEngine().Roles(), log: log, now: time.Now, obs: nopObserver{}, instance: "self"}
 		h := &healer{parts: p, sales: newCatalog(store.Roles(), nopObserver{}, log, time.Now, fast), work: &inflight{},
-			engineMode: func() bool { return true }, instance: "self",
-			fence: &fakeFence{beats: map[string]string{}, events: events}, drainer: &fakeDrainer{events: events},
+			engineMode: func() bool { return true },
+			fence:      &fakeFence{beats: map[string]string{}, events: events}, drainer: &fakeDrainer{events: events},
 			grace: fast, wake: make(chan struct{}, 1)}
 		runAndStop(t, h.run)
 		h.sales.close()

@@ -195,7 +195,7 @@ func (s *Service) modeEngine(ctx context.Context, m flashsale.SellMode, sel flas
 		sl.selling.Store(flashsale.SellingEngine)
 		s.log.Warn("sell mode: selling from the stock engine", "epoch", m.Epoch)
 	}
-	if s.breaker != nil && s.breaker.Status().State == flashsale.BreakerOpen {
+	if s.engine.Breaker != nil && s.engine.Breaker.Status().State == flashsale.BreakerOpen {
 		next := flashsale.SellMode{Phase: flashsale.PhaseStopping, Epoch: m.Epoch + 1}
 		s.moveMode(ctx, m, next, "sell mode: the stock engine's breaker is open; moving every instance to the database")
 	}
@@ -244,7 +244,7 @@ func (s *Service) modeDB(ctx context.Context, m flashsale.SellMode, sel flashsal
 		sl.selling.Store(flashsale.SellingDB)
 		s.log.Warn("sell mode: selling from the database", "epoch", m.Epoch)
 	}
-	if s.breaker == nil || s.breaker.Status().State != flashsale.BreakerClosed {
+	if s.engine.Breaker == nil || s.engine.Breaker.Status().State != flashsale.BreakerClosed {
 		return
 	}
 	next := flashsale.SellMode{Phase: flashsale.PhaseReturning, Epoch: m.Epoch + 1}

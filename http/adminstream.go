@@ -165,8 +165,9 @@ func (a *adminStream) read(ctx context.Context, id string) ([]byte, error) {
 }
 
 // audit returns the sale's last audit and starts one when the last is
-// older than auditEvery. The audit runs on its own, under auditTimeout:
-// the stream goes on with the last result meanwhile.
+// older than auditEvery. The audit runs on its own, under auditTimeout and
+// the hub's life (a shutdown ends it): the stream goes on with the last
+// result meanwhile.
 func (a *adminStream) audit(id string) (*auditJSON, string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -183,7 +184,7 @@ func (a *adminStream) audit(id string) (*auditJSON, string) {
 }
 
 func (a *adminStream) runAudit(id string, c *auditCache) {
-	ctx, cancel := context.WithTimeout(context.Background(), auditTimeout)
+	ctx, cancel := context.WithTimeout(a.hub.life, auditTimeout)
 	defer cancel()
 	r, err := a.hub.s.svc.Audit(ctx, id)
 	a.mu.Lock()

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -249,4 +250,48 @@ func FuzzAdminStreamPath(f *testing.F) {
 			t.Fatalf("%q: %d %q", path, w.Code, w.Body)
 		}
 	})
+}
+
+// slowAudit is a service whose audits run until their context ends.
+type slowAudit struct {
+	flashsale.Service
+	started chan struct{} // gets one value per audit begun
+	ended   chan error    // gets each audit's context error as it ends
+}
+
+func (a *slowAudit) Audit(ctx context.Context, _ string) (*flashsale.Audit, error) {
+	a.started <- struct{}{}
+	<-ctx.Done()
+	a.ended <- ctx.Err()
+	return nil, ctx.Err()
+}
+
+// TestAdminStreamAuditEndsWithShutdown: the audit the operators' stream
+// runs on its own is the server's: shutting the server down ends it then,
+// not after its own timeout (it once ran on context.Background(), owned by
+// nobody).
+func TestAdminStreamAuditEndsWithShutdown(t *testing.T) {
+	s := MustOpenServer(t)
+	svc := &slowAudit{Service: s.Svc.Roles(), started: make(chan struct{}, 10), ended: make(chan error, 10)}
+	h := fshttp.NewServer(flashsale.ServiceOf(svc), fshttp.Config{JWTSecret: []byte(jwtSecret), AdminToken: adminToken})
+	srv := httptest.NewServer(h.Handler())
+	t.Cleanup(srv.Close)
+	id := s.CreateSale(t, `"purchase_token":false,`, 3)
+	openDashboard(t, &Server{Server: srv, Store: s.Store, Engine: s.Engine, Svc: s.Svc}, id)
+	select {
+	case <-svc.started:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the stream started no audit in 5 s")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	go srv.Config.Shutdown(ctx) // waits for the stream to end; the audit must not
+	select {
+	case err := <-svc.ended:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("the audit ended with %v, want canceled by the shutdown", err)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("the audit still ran 3 s after the server began shutting down")
+	}
 }

@@ -56,11 +56,17 @@ type eventHub struct {
 	shutdown chan struct{}         // closed when an http.Server serving us shuts down
 	closed   bool
 	running  atomic.Int32 // broadcasters whose loop has not returned
+
+	// life ends with close: the broadcasters and the admin stream's
+	// audits run under it, so none outlives the servers' shutdown.
+	life context.Context
+	end  context.CancelFunc
 }
 
 func newEventHub(s *Server) *eventHub {
 	h := &eventHub{s: s, poll: eventPoll, gap: eventGap, heartbeat: eventHeartbeat, wait: eventWriteTimeout,
 		rooms: map[string]*room{}, clients: map[string]int{}, servers: map[*http.Server]bool{}, shutdown: make(chan struct{})}
+	h.life, h.end = context.WithCancel(context.Background())
 	h.read = func(ctx context.Context, id string) ([]byte, error) {
 		v, err := s.svc.PublicSale(ctx, id)
 		if err != nil {
@@ -247,6 +253,7 @@ func (h *eventHub) close() {
 	if !h.closed {
 		h.closed = true
 		close(h.shutdown)
+		h.end()
 	}
 }
 
@@ -313,7 +320,7 @@ func (h *eventHub) broadcasters() int { return int(h.running.Load()) }
 // keeps the last figures: the stream goes quiet rather than wrong.
 func (h *eventHub) run(id string, rm *room) {
 	defer h.running.Add(-1)
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(h.life)
 	defer cancel()
 	t := time.NewTicker(h.poll)
 	defer t.Stop()

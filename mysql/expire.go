@@ -11,6 +11,7 @@ import (
 
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/internal/sqlrows"
+	"github.com/flashsale/flashsale/internal/sqlstore"
 )
 
 // ExpireHolds moves up to limit held orders whose hold ended at or before
@@ -41,32 +42,13 @@ import (
 // of waiting, so it never waits while holding a counter row. A deadlock
 // that remains is rerun by inTx.
 func (s *Store) ExpireHolds(ctx context.Context, now time.Time, limit int) ([]*flashsale.Order, error) {
-	if limit <= 0 {
-		return []*flashsale.Order{}, nil
-	}
-	// The reaper asks every 100 ms and almost always nothing is due:
-	// answer that with one indexed read instead of a locking transaction
-	// (three round trips on every instance, all sale long).
-	var due bool
-	if err := s.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM orders
-		WHERE status = 'held' AND hold_expires_at_ms <= ?)`, now.UnixMilli()).Scan(&due); err != nil {
-		return nil, fmt.Errorf("expire holds: %w", err)
-	}
-	if !due {
-		return []*flashsale.Order{}, nil
-	}
-	var orders []*flashsale.Order
-	err := s.inTx(ctx, "expire_holds", func(tx *sql.Tx) error {
-		var err error
-		if orders, err = expireHolds(ctx, tx, now, limit); err != nil {
-			return err
+	return sqlstore.ExpireHolds(ctx, s.shared, s.inTx, now, limit, func(ctx context.Context, tx *sql.Tx) ([]*flashsale.Order, error) {
+		orders, err := expireHolds(ctx, tx, now, limit)
+		if err != nil {
+			return nil, err
 		}
-		return s.writeNotices(ctx, tx, sqlrows.ExpireNotices(orders, now.UnixMilli()))
+		return orders, s.writeNotices(ctx, tx, sqlrows.ExpireNotices(orders, now.UnixMilli()))
 	})
-	if err != nil {
-		return nil, fmt.Errorf("expire holds: %w", err)
-	}
-	return orders, nil
 }
 
 func expireHolds(ctx context.Context, tx *sql.Tx, now time.Time, limit int) ([]*flashsale.Order, error) {

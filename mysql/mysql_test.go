@@ -37,15 +37,7 @@ func MustOpenStore(tb testing.TB) *mysql.Store {
 // another instance of a deployment would.
 func MustOpenStoreAt(tb testing.TB, url string) *mysql.Store {
 	tb.Helper()
-	s, err := mysql.Open(context.Background(), url, slog.New(slog.NewTextHandler(tb.Output(), nil)))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { s.Close() })
-	if err := s.Migrate(context.Background()); err != nil {
-		tb.Fatal(err)
-	}
-	return s
+	return storetest.MustOpen(tb, mysql.Open, url)
 }
 
 // MustCreateDatabase creates a database of the test's own and returns its URL.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/internal/sqlrows"
+	"github.com/flashsale/flashsale/internal/sqlstore"
 )
 
 // The statements of ExpireHolds after the locking read, sent as one
@@ -62,32 +63,13 @@ const (
 // instead of waiting, so it never waits while holding a night. A deadlock
 // that remains is rerun by inTx.
 func (s *Store) ExpireHolds(ctx context.Context, now time.Time, limit int) ([]*flashsale.Order, error) {
-	if limit <= 0 {
-		return []*flashsale.Order{}, nil
-	}
-	// The reaper asks every 100 ms and almost always nothing is due:
-	// answer that with one indexed read instead of a locking transaction
-	// (three round trips on every instance, all sale long).
-	var due bool
-	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM orders
-		WHERE status = 'held' AND hold_expires_at_ms <= $1)`, now.UnixMilli()).Scan(&due); err != nil {
-		return nil, fmt.Errorf("expire holds: %w", err)
-	}
-	if !due {
-		return []*flashsale.Order{}, nil
-	}
-	var orders []*flashsale.Order
-	err := s.inTx(ctx, "expire_holds", func(tx pgx.Tx) error {
-		var err error
-		if orders, err = expireHolds(ctx, tx, now, limit); err != nil {
-			return err
+	return sqlstore.ExpireHolds(ctx, s.shared, s.inTx, now, limit, func(ctx context.Context, tx pgx.Tx) ([]*flashsale.Order, error) {
+		orders, err := expireHolds(ctx, tx, now, limit)
+		if err != nil {
+			return nil, err
 		}
-		return s.writeNotices(ctx, tx, sqlrows.ExpireNotices(orders, now.UnixMilli()))
+		return orders, s.writeNotices(ctx, tx, sqlrows.ExpireNotices(orders, now.UnixMilli()))
 	})
-	if err != nil {
-		return nil, fmt.Errorf("expire holds: %w", err)
-	}
-	return orders, nil
 }
 
 func expireHolds(ctx context.Context, tx pgx.Tx, now time.Time, limit int) ([]*flashsale.Order, error) {

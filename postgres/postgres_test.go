@@ -3,7 +3,6 @@ package postgres_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -36,15 +35,7 @@ func MustOpenStore(tb testing.TB) *postgres.Store {
 // another instance of a deployment would.
 func MustOpenStoreAt(tb testing.TB, url string) *postgres.Store {
 	tb.Helper()
-	s, err := postgres.Open(context.Background(), url, slog.New(slog.NewTextHandler(tb.Output(), nil)))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { s.Close() })
-	if err := s.Migrate(context.Background()); err != nil {
-		tb.Fatal(err)
-	}
-	return s
+	return storetest.MustOpen(tb, postgres.Open, url)
 }
 
 // MustCreateDatabase returns the URL of a fresh, empty database named

@@ -24,6 +24,7 @@ import (
 	"github.com/flashsale/flashsale/inmem"
 	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/flashsale/flashsale/sqlite"
+	"github.com/flashsale/flashsale/storetest"
 	"github.com/flashsale/flashsale/tracing"
 )
 
@@ -50,15 +51,7 @@ func parent(tb testing.TB, tr *tracing.Tracing) (context.Context, trace.Span) {
 
 func mustOpenSQLite(tb testing.TB) *sqlite.Store {
 	tb.Helper()
-	s, err := sqlite.Open(tb.Context(), filepath.Join(tb.TempDir(), "flashsale.db"), slog.New(slog.DiscardHandler))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { s.Close() })
-	if err := s.Migrate(tb.Context()); err != nil {
-		tb.Fatal(err)
-	}
-	return s
+	return storetest.MustOpen(tb, sqlite.Open, filepath.Join(tb.TempDir(), "flashsale.db"))
 }
 
 func newSale(stock int) *flashsale.Sale {

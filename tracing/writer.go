@@ -18,15 +18,15 @@ func (t *Tracing) Writer(w flashsale.OrderWriter) flashsale.OrderWriter {
 	if t == nil {
 		return w
 	}
-	return &writer{OrderWriter: w, calls: calls{t: t, system: "group_commit", kind: trace.SpanKindInternal}}
+	return &writer{next: w, calls: calls{t: t, system: "group_commit", kind: trace.SpanKindInternal}}
 }
 
 type writer struct {
-	flashsale.OrderWriter
+	next flashsale.OrderWriter
 	calls
 }
 
 func (w *writer) Write(ctx context.Context, r *flashsale.Reservation) (flashsale.OrderStatus, error) {
-	return call(&w.calls, ctx, "write", func(ctx context.Context) (flashsale.OrderStatus, error) { return w.OrderWriter.Write(ctx, r) },
+	return call(&w.calls, ctx, "write", func(ctx context.Context) (flashsale.OrderStatus, error) { return w.next.Write(ctx, r) },
 		saleKey.String(r.SaleID), orderKey.String(r.OrderID))
 }
