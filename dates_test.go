@@ -36,6 +36,20 @@ func TestCheckNights(t *testing.T) {
 			"nights[0].date 2026-12-04 is before the sale opens (starts_at 2026-12-20T12:00:00Z)"},
 		{"OpeningNight", sale(time.Date(2026, 12, 20, 12, 0, 0, 0, time.UTC), "2026-12-20"), ""},
 		{"LaterNightBeforeOpening", sale(time.Date(2026, 12, 20, 12, 0, 0, 0, time.UTC), "2026-12-20", "2026-12-21"), ""},
+		// With the hotel's time zone the rules judge there, without slack:
+		// at 09:00 UTC it is 17:00 on the 4th in Shanghai, so the 3rd has
+		// passed (the slack alone would take it), and 22:00 on the 3rd in
+		// Pago Pago (UTC-11), so the 3rd is tonight there.
+		{"PassedInShanghai", zoned("Asia/Shanghai", sale(now.Add(-time.Hour), "2026-12-03")), "nights[0].date 2026-12-03 has passed in Asia/Shanghai"},
+		{"TonightInShanghai", zoned("Asia/Shanghai", sale(now.Add(-time.Hour), "2026-12-04")), ""},
+		{"TonightInPagoPago", zoned("Pacific/Pago_Pago", sale(now.Add(-time.Hour), "2026-12-03")), ""},
+		{"PassedInPagoPago", zoned("Pacific/Pago_Pago", sale(now.Add(-time.Hour), "2026-12-02")), "has passed in Pacific/Pago_Pago"},
+		// 12:00 UTC on the 20th is 02:00 on the 21st at UTC+14: the 20th
+		// is before the opening there.
+		{"BeforeOpeningInKiritimati", zoned("Pacific/Kiritimati", sale(time.Date(2026, 12, 20, 12, 0, 0, 0, time.UTC), "2026-12-20")),
+			"is before the sale opens (starts_at 2026-12-20T12:00:00Z in Pacific/Kiritimati)"},
+		{"UnknownZone", zoned("Mars/Olympus_Mons", sale(now.Add(time.Hour), "2026-12-24")), `time_zone "Mars/Olympus_Mons" is not an IANA time zone`},
+		{"LocalZone", zoned("Local", sale(now.Add(time.Hour), "2026-12-24")), "time_zone must be an IANA time zone"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			err := c.sale.CheckNights(now)
@@ -47,6 +61,12 @@ func TestCheckNights(t *testing.T) {
 			}
 		})
 	}
+}
+
+// zoned is s in the hotel time zone tz.
+func zoned(tz string, s *flashsale.Sale) *flashsale.Sale {
+	s.TimeZone = tz
+	return s
 }
 
 // TestCheckCheckIn: a stay whose first night has passed is refused; one

@@ -51,6 +51,7 @@ type SalePatch struct {
 	Description   *string
 	Hotel         *string
 	RoomType      *string
+	TimeZone      *string
 	Nights        []Night // nil: unchanged
 	Price         *int64
 	OriginalPrice *int64
@@ -97,6 +98,7 @@ func (p *SalePatch) Apply(s *Sale, now time.Time) (*Sale, []string, error) {
 		{"description", true, func() bool { return patch(&c.Description, p.Description) }},
 		{"hotel", false, func() bool { return patch(&c.Hotel, p.Hotel) }},
 		{"room_type", false, func() bool { return patch(&c.RoomType, p.RoomType) }},
+		{"time_zone", false, func() bool { return patch(&c.TimeZone, p.TimeZone) }},
 		{"nights", false, func() bool {
 			if p.Nights == nil || slices.Equal(p.Nights, c.Nights) {
 				return false

@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"slices"
 	"time"
+	_ "time/tzdata" // a hotel's time zone is known wherever the binary runs (a container may have no zoneinfo)
 	"unicode"
 	"unicode/utf8"
 
@@ -28,11 +29,15 @@ const DateLayout = "2006-01-02"
 // Sale sells one room type of one hotel for one or more nights, each night
 // with its own stock. Prices are in minor units per room-night.
 type Sale struct {
-	ID            string  `json:"id"`
-	Title         string  `json:"title"`
-	Description   string  `json:"description,omitempty"`
-	Hotel         string  `json:"hotel"`
-	RoomType      string  `json:"room_type"`
+	ID          string `json:"id"`
+	Title       string `json:"title"`
+	Description string `json:"description,omitempty"`
+	Hotel       string `json:"hotel"`
+	RoomType    string `json:"room_type"`
+	// TimeZone is the hotel's, an IANA name (Asia/Shanghai): a night's date
+	// is a civil date there, so the date rules (CheckNights) judge it
+	// there. Empty: unknown, and they allow a day's slack instead.
+	TimeZone      string  `json:"time_zone,omitempty"`
 	Nights        []Night `json:"nights"`
 	Price         int64   `json:"price"`
 	OriginalPrice int64   `json:"original_price"`
@@ -370,6 +375,9 @@ func (s *Sale) Validate() error {
 	case s.Challenge.Difficulty > 0 && !s.PurchaseToken:
 		return Errorf(EInvalid, "challenge needs purchase_token: the solved challenge is what the token endpoint asks for")
 	}
+	if _, err := s.Location(); err != nil {
+		return err
+	}
 	for _, f := range [...]struct {
 		name, value string
 		lines       bool
@@ -420,18 +428,56 @@ func EarliestNight(t time.Time) string { return t.UTC().Add(-dateSlack).Format(D
 // CheckNights refuses nights no guest could ever stay: one that has passed
 // at now, or one before the sale opens at StartsAt (a console default or a
 // wrong year does that). Validate cannot, since it knows no clock; the
-// funnel checks this on create, and on an edit of the nights or starts_at.
+// funnel checks this on create, and on an edit of the nights, starts_at or
+// time_zone. With the hotel's time zone a night has passed once its date
+// has there; without one, once it has everywhere on Earth (Passed).
 func (s *Sale) CheckNights(now time.Time) error {
+	loc, err := s.Location()
+	if err != nil {
+		return err
+	}
+	passed := Passed
+	if loc != nil {
+		passed = func(date string, t time.Time) bool { return date < t.In(loc).Format(DateLayout) }
+	}
 	for i, n := range s.Nights {
 		switch {
-		case Passed(n.Date, now):
-			return Errorf(EInvalid, "nights[%d].date %s has passed", i, n.Date)
-		case Passed(n.Date, s.StartsAt):
-			return Errorf(EInvalid, "nights[%d].date %s is before the sale opens (starts_at %s): no guest could stay it",
-				i, n.Date, s.StartsAt.UTC().Format(time.RFC3339))
+		case passed(n.Date, now):
+			return Errorf(EInvalid, "nights[%d].date %s has passed%s", i, n.Date, s.inZone())
+		case passed(n.Date, s.StartsAt):
+			return Errorf(EInvalid, "nights[%d].date %s is before the sale opens (starts_at %s%s): no guest could stay it",
+				i, n.Date, s.StartsAt.UTC().Format(time.RFC3339), s.inZone())
 		}
 	}
 	return nil
+}
+
+// MaxTimeZone bounds the length of a time zone's name.
+const MaxTimeZone = 64
+
+// Location is the hotel's time zone, nil when the sale names none, or an
+// EInvalid error for a name the IANA database does not know. "Local" is
+// refused: it would be whatever zone the server runs in.
+func (s *Sale) Location() (*time.Location, error) {
+	if s.TimeZone == "" {
+		return nil, nil
+	}
+	if len(s.TimeZone) > MaxTimeZone || s.TimeZone == "Local" {
+		return nil, Errorf(EInvalid, "time_zone must be an IANA time zone such as Asia/Shanghai or Europe/Paris")
+	}
+	loc, err := time.LoadLocation(s.TimeZone)
+	if err != nil {
+		return nil, Errorf(EInvalid, "time_zone %q is not an IANA time zone (such as Asia/Shanghai or Europe/Paris)", s.TimeZone)
+	}
+	return loc, nil
+}
+
+// inZone says, in an error, where the date rules judged.
+func (s *Sale) inZone() string {
+	if s.TimeZone == "" {
+		return ""
+	}
+	return " in " + s.TimeZone
 }
 
 // Passed reports whether the night of date has passed at now, everywhere

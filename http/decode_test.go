@@ -13,7 +13,7 @@ import (
 )
 
 // validSale is a complete, valid sale body.
-var validSale = `{"title":"Flash","hotel":"Harbour View","room_type":"Deluxe King",
+var validSale = `{"title":"Flash","hotel":"Harbour View","room_type":"Deluxe King","time_zone":"Asia/Shanghai",
 	"nights":[{"date":"` + testenv.Night(0) + `","stock":5},{"date":"` + testenv.Night(1) + `","stock":3}],
 	"price":39900,"original_price":69900,"currency":"CNY",
 	"starts_at":"2026-12-01T20:00:00+08:00","ends_at":"2026-12-01T21:00:00+08:00",
@@ -27,7 +27,7 @@ func TestDecodeSale(t *testing.T) {
 		}
 		cst := time.FixedZone("", 8*3600)
 		want := &flashsale.Sale{
-			Title: "Flash", Hotel: "Harbour View", RoomType: "Deluxe King",
+			Title: "Flash", Hotel: "Harbour View", RoomType: "Deluxe King", TimeZone: "Asia/Shanghai",
 			Nights: []flashsale.Night{{Date: testenv.Night(0), Stock: 5}, {Date: testenv.Night(1), Stock: 3}},
 			Price:  39900, OriginalPrice: 69900, Currency: "CNY",
 			StartsAt: time.Date(2026, 12, 1, 20, 0, 0, 0, cst), EndsAt: time.Date(2026, 12, 1, 21, 0, 0, 0, cst),
@@ -92,6 +92,10 @@ func TestDecodeSale(t *testing.T) {
 		{"CurrencyNotISO", replace(`CNY`, `ZZZ`), flashsale.EInvalid, "ISO 4217"},
 		{"CurrencyNoCurrency", replace(`CNY`, `XXX`), flashsale.EInvalid, "ISO 4217"},
 		{"CurrencyLowerCase", replace(`CNY`, `cny`), flashsale.EInvalid, "ISO 4217"},
+		{"TimeZoneUnknown", replace(`Asia/Shanghai`, `Mars/Olympus_Mons`), flashsale.EInvalid, "time_zone"},
+		{"TimeZoneLocal", replace(`Asia/Shanghai`, `Local`), flashsale.EInvalid, "time_zone"},
+		{"TimeZoneOffset", replace(`"Asia/Shanghai"`, `"+08:00"`), flashsale.EInvalid, "time_zone"},
+		{"TimeZoneNotText", replace(`"Asia/Shanghai"`, `8`), flashsale.EInvalid, "time_zone"},
 		{"LimitZero", replace(`"per_user_limit":2`, `"per_user_limit":0`), flashsale.EInvalid, "per_user_limit"},
 		{"HoldZero", replace(`"hold_seconds":60`, `"hold_seconds":0`), flashsale.EInvalid, "hold_seconds"},
 		{"BadTier", replace(`"gold"`, `"diamond"`), flashsale.EInvalid, "min_tier"},

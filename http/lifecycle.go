@@ -22,6 +22,7 @@ type salePatchBody struct {
 	Description   *string                `json:"description"`
 	Hotel         *string                `json:"hotel"`
 	RoomType      *string                `json:"room_type"`
+	TimeZone      *string                `json:"time_zone"`
 	Nights        *[]flashsale.Night     `json:"nights"`
 	Price         *int64                 `json:"price"`
 	OriginalPrice *int64                 `json:"original_price"`
@@ -53,7 +54,7 @@ func decodeSalePatch(r io.Reader) (flashsale.SalePatch, error) {
 		return flashsale.SalePatch{}, err
 	}
 	p := flashsale.SalePatch{
-		Title: b.Title, Description: b.Description, Hotel: b.Hotel, RoomType: b.RoomType,
+		Title: b.Title, Description: b.Description, Hotel: b.Hotel, RoomType: b.RoomType, TimeZone: b.TimeZone,
 		Price: b.Price, OriginalPrice: b.OriginalPrice, Currency: b.Currency,
 		PerUserLimit: b.PerUserLimit, HoldSeconds: b.HoldSeconds, PurchaseToken: b.PurchaseToken,
 		Challenge: b.Challenge,

@@ -16,6 +16,7 @@ type saleBody struct {
 	Description   string                `json:"description"`
 	Hotel         string                `json:"hotel"`
 	RoomType      string                `json:"room_type"`
+	TimeZone      string                `json:"time_zone"`
 	Nights        []flashsale.Night     `json:"nights"`
 	Price         int64                 `json:"price"`
 	OriginalPrice int64                 `json:"original_price"`
@@ -67,6 +68,7 @@ func decodeSale(r io.Reader) (*flashsale.Sale, error) {
 		Description:   b.Description,
 		Hotel:         b.Hotel,
 		RoomType:      b.RoomType,
+		TimeZone:      b.TimeZone,
 		Nights:        b.Nights,
 		Price:         b.Price,
 		OriginalPrice: b.OriginalPrice,
@@ -134,6 +136,7 @@ type saleJSON struct {
 	Description   string                 `json:"description,omitempty"`
 	Hotel         string                 `json:"hotel"`
 	RoomType      string                 `json:"room_type"`
+	TimeZone      string                 `json:"time_zone,omitempty"`
 	Price         int64                  `json:"price"`
 	OriginalPrice int64                  `json:"original_price"`
 	PriceTiers    []flashsale.PriceTier  `json:"price_tiers,omitempty"`
@@ -162,7 +165,7 @@ func adminView(v *flashsale.SaleView) saleJSON {
 		nights = []flashsale.NightStock{}
 	}
 	return saleJSON{
-		ID: s.ID, Title: s.Title, Description: s.Description, Hotel: s.Hotel, RoomType: s.RoomType,
+		ID: s.ID, Title: s.Title, Description: s.Description, Hotel: s.Hotel, RoomType: s.RoomType, TimeZone: s.TimeZone,
 		Price: s.Price, OriginalPrice: s.OriginalPrice, PriceTiers: s.PriceTiers, Currency: s.Currency,
 		StartsAt: s.StartsAt, EndsAt: s.EndsAt, PerUserLimit: s.PerUserLimit, Paused: s.Paused, Test: s.Test, Revision: s.Revision,
 		HoldSeconds: s.HoldSeconds, PurchaseToken: s.PurchaseToken, Eligibility: s.Eligibility,
@@ -178,6 +181,7 @@ type publicSaleJSON struct {
 	Description   string                `json:"description,omitempty"`
 	Hotel         string                `json:"hotel"`
 	RoomType      string                `json:"room_type"`
+	TimeZone      string                `json:"time_zone,omitempty"`
 	Price         int64                 `json:"price"`
 	OriginalPrice int64                 `json:"original_price"`
 	PriceTiers    []flashsale.PriceTier `json:"price_tiers,omitempty"`
@@ -206,7 +210,7 @@ func publicView(v *flashsale.SaleView) publicSaleJSON {
 		nights[i] = publicNightJSON{Date: n.Date, Available: n.Available}
 	}
 	return publicSaleJSON{
-		ID: s.ID, Title: s.Title, Description: s.Description, Hotel: s.Hotel, RoomType: s.RoomType,
+		ID: s.ID, Title: s.Title, Description: s.Description, Hotel: s.Hotel, RoomType: s.RoomType, TimeZone: s.TimeZone,
 		Price: s.Price, OriginalPrice: s.OriginalPrice, PriceTiers: s.PriceTiers, Currency: s.Currency,
 		StartsAt: s.StartsAt, EndsAt: s.EndsAt, PerUserLimit: s.PerUserLimit,
 		PurchaseToken: s.PurchaseToken, Eligibility: s.Eligibility, Challenge: s.Challenge,
@@ -221,6 +225,7 @@ type createdSaleJSON struct {
 	Description   string                `json:"description,omitempty"`
 	Hotel         string                `json:"hotel"`
 	RoomType      string                `json:"room_type"`
+	TimeZone      string                `json:"time_zone,omitempty"`
 	Nights        []flashsale.Night     `json:"nights"`
 	Price         int64                 `json:"price"`
 	OriginalPrice int64                 `json:"original_price"`
@@ -254,7 +259,8 @@ func (s *Server) handleCreateSale(w http.ResponseWriter, r *http.Request) {
 	// unreviewed.
 	writeJSON(w, http.StatusCreated, createdSaleJSON{
 		ID: created.ID, Title: created.Title, Description: created.Description, Hotel: created.Hotel, RoomType: created.RoomType,
-		Nights: created.Nights, Price: created.Price, OriginalPrice: created.OriginalPrice, PriceTiers: created.PriceTiers,
+		TimeZone: created.TimeZone,
+		Nights:   created.Nights, Price: created.Price, OriginalPrice: created.OriginalPrice, PriceTiers: created.PriceTiers,
 		Currency: created.Currency, StartsAt: created.StartsAt, EndsAt: created.EndsAt,
 		PerUserLimit: created.PerUserLimit, HoldSeconds: created.HoldSeconds,
 		PurchaseToken: created.PurchaseToken, Eligibility: created.Eligibility, Limits: created.Limits,

@@ -74,7 +74,7 @@ func (s *Store) updateSale(ctx context.Context, sale *flashsale.Sale, rev int64,
 			return affected(tx.ExecContext(ctx, `UPDATE sales SET title = ?, hotel = ?, room_type = ?, price = ?,
 				original_price = ?, currency = ?, starts_at_ms = ?, ends_at_ms = ?, per_user_limit = ?,
 				hold_seconds = ?, purchase_token = ?, min_tier = ?, min_stays_30d = ?, channels = ?,
-				limit_per_sale = ?, limit_per_user = ?, limit_per_ip = ?, challenge_difficulty = ?, price_tiers = ?, test = ?,
+				limit_per_sale = ?, limit_per_user = ?, limit_per_ip = ?, challenge_difficulty = ?, price_tiers = ?, test = ?, time_zone = ?,
 				description = ?, paused = ?, revision = revision + 1
 				WHERE id = ? AND revision = ?`,
 				append(append([]any{sale.Title, sale.Hotel, sale.RoomType, sale.Price, sale.OriginalPrice,

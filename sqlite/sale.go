@@ -23,9 +23,9 @@ func (s *Store) CreateSale(ctx context.Context, sale *flashsale.Sale) error {
 	rules := sqlrows.RulesOf(sale)
 	_, err = tx.ExecContext(ctx, `INSERT INTO sales (id, title, hotel, room_type, price, original_price, currency,
 		starts_at_ms, ends_at_ms, per_user_limit, hold_seconds, purchase_token, min_tier, created_at_ms,
-		min_stays_30d, channels, limit_per_sale, limit_per_user, limit_per_ip, challenge_difficulty, price_tiers, test,
+		min_stays_30d, channels, limit_per_sale, limit_per_user, limit_per_ip, challenge_difficulty, price_tiers, test, time_zone,
 		description, paused, revision)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		append(append([]any{sale.ID, sale.Title, sale.Hotel, sale.RoomType, sale.Price, sale.OriginalPrice, sale.Currency,
 			ms(sale.StartsAt), ms(sale.EndsAt), sale.PerUserLimit, sale.HoldSeconds, sale.PurchaseToken,
 			string(sale.Eligibility.MinTier), ms(sale.CreatedAt)}, rules.Args()...),
@@ -163,7 +163,7 @@ func findSale(ctx context.Context, q queryer, id string) (*flashsale.Sale, error
 func scanSales(ctx context.Context, q queryer, tail string, args ...any) ([]*flashsale.Sale, error) {
 	rows, err := q.QueryContext(ctx, `SELECT id, title, hotel, room_type, price, original_price, currency,
 		starts_at_ms, ends_at_ms, per_user_limit, hold_seconds, purchase_token, min_tier, created_at_ms,
-		min_stays_30d, channels, limit_per_sale, limit_per_user, limit_per_ip, challenge_difficulty, price_tiers, test,
+		min_stays_30d, channels, limit_per_sale, limit_per_user, limit_per_ip, challenge_difficulty, price_tiers, test, time_zone,
 		description, paused, revision
 		FROM sales `+tail, args...)
 	if err != nil {

@@ -71,6 +71,7 @@ func logged(c flashsale.SaleChange, rev int64) flashsale.SaleChange {
 func edited(sale *flashsale.Sale) *flashsale.Sale {
 	e := *sale
 	e.Title, e.Description, e.Hotel, e.RoomType = "Edited "+sale.Title, "Sea view, breakfast included", "Other Hotel", "Twin"
+	e.TimeZone = "Europe/Paris"
 	e.Nights = []flashsale.Night{{Date: "2026-12-30", Stock: 9}, {Date: "2026-12-31", Stock: 0}, {Date: "2027-01-01", Stock: 4}}
 	e.Price, e.OriginalPrice, e.Currency = 49900, 79900, "USD"
 	e.StartsAt, e.EndsAt = sale.StartsAt.Add(time.Hour), sale.EndsAt.Add(2*time.Hour)

@@ -115,6 +115,7 @@ func newSale(id string, limit int, stocks ...int) *flashsale.Sale {
 		Title:         "Winter flash " + id,
 		Hotel:         "Grand Hotel",
 		RoomType:      "Deluxe King",
+		TimeZone:      "Asia/Shanghai",
 		Price:         69900,
 		OriginalPrice: 99900,
 		Currency:      "CNY",

@@ -91,9 +91,13 @@ func TestBrowserConsoleCreate(t *testing.T) {
 	if id := jsString(t, ctx, `document.activeElement.id`); id != "f-title" {
 		t.Fatalf("focus on %q after opening the form, want the title", id)
 	}
+	// A new sale's time zone is the browser's own until the operator picks the hotel's.
+	if got, want := jsString(t, ctx, `document.getElementById('f-time_zone').value`), jsString(t, ctx, `Intl.DateTimeFormat().resolvedOptions().timeZone`); got == "" || got != want {
+		t.Errorf("time zone prefilled %q, want the browser's %q", got, want)
+	}
 	set := func(id, v string) chromedp.Action[chromedp.Void] { return setInput(id, v) }
 	runSteps(t, ctx,
-		set("f-hotel", "Harbour View"), set("f-room_type", "Deluxe King"),
+		set("f-hotel", "Harbour View"), set("f-room_type", "Deluxe King"), set("f-time_zone", "Mars/Olympus_Mons"),
 		set("f-price", "39900"), set("f-original_price", "69900"),
 		set("f-per_user_limit", "0"), set("f-per_user", "5/x"), set("f-channels", "ota-a, BAD!"),
 		set("f-starts_at", testenv.NightTime(-4).Add(20*time.Hour).Format("2006-01-02T15:04:05")),
@@ -105,6 +109,7 @@ func TestBrowserConsoleCreate(t *testing.T) {
 		{"f-per_user", "e-per_user", "5/s"},
 		{"f-channels", "e-channels", "a-z"},
 		{"f-ends_at", "e-ends_at", "after the start"},
+		{"f-time_zone", "e-time_zone", "Not a time zone"},
 	} {
 		if got := attrOf(t, ctx, "#"+tt.input, "aria-invalid"); got != "true" {
 			t.Errorf("%s aria-invalid %q", tt.input, got)
@@ -119,7 +124,7 @@ func TestBrowserConsoleCreate(t *testing.T) {
 	if id := jsString(t, ctx, `document.activeElement.id`); id != "f-title" {
 		t.Errorf("focus on %q after the checks, want the first bad field", id)
 	}
-	if got := textOf(t, ctx, "#create-errors"); !strings.Contains(got, "5 problem") {
+	if got := textOf(t, ctx, "#create-errors"); !strings.Contains(got, "6 problem") {
 		t.Errorf("summary %q", got)
 	}
 	if n := len(c.adminSales(t)); n != before {
@@ -133,7 +138,7 @@ func TestBrowserConsoleCreate(t *testing.T) {
 	// Fixed, with a second night and a tier the server does not know.
 	start := time.Now().Add(time.Hour).Truncate(time.Minute)
 	runSteps(t, ctx,
-		set("f-title", "Console sale"), set("f-per_user_limit", "2"), set("f-per_user", "5/s,10"), set("f-channels", "ota-a"),
+		set("f-title", "Console sale"), set("f-time_zone", "Asia/Shanghai"), set("f-per_user_limit", "2"), set("f-per_user", "5/s,10"), set("f-channels", "ota-a"),
 		set("f-starts_at", start.Format("2006-01-02T15:04:05")), set("f-ends_at", start.Add(2*time.Hour).Format("2006-01-02T15:04:05")),
 		chromedp.Click(chromedp.CSS("#add-night")),
 		chromedp.Evaluate[chromedp.Void](`(() => { const s = document.getElementById('f-min_tier'); s.add(new Option('diamond', 'diamond')); s.value = 'diamond'; })()`),
@@ -154,6 +159,7 @@ func TestBrowserConsoleCreate(t *testing.T) {
 	}
 	var got struct {
 		Title        string
+		TimeZone     string    `json:"time_zone"`
 		PerUserLimit int       `json:"per_user_limit"`
 		HoldSeconds  int       `json:"hold_seconds"`
 		StartsAt     time.Time `json:"starts_at"`
@@ -174,7 +180,7 @@ func TestBrowserConsoleCreate(t *testing.T) {
 		t.Fatalf("the created sale %q: %d %v", id, st, err)
 	}
 	tomorrow := time.Now().UTC().Add(24 * time.Hour).Format("2006-01-02") // the form's first night
-	if got.Title != "Console sale" || got.PerUserLimit != 2 || got.HoldSeconds != flashsale.HoldSecondsDefault || got.Eligibility.MinTier != "silver" ||
+	if got.Title != "Console sale" || got.TimeZone != "Asia/Shanghai" || got.PerUserLimit != 2 || got.HoldSeconds != flashsale.HoldSecondsDefault || got.Eligibility.MinTier != "silver" ||
 		strings.Join(got.Eligibility.Channels, ",") != "ota-a" || got.Limits.PerUser != "5/s,10" || !got.StartsAt.Equal(start) ||
 		len(got.Nights) != 2 || got.Nights[0].Date != tomorrow || got.Nights[0].Stock != 5 || got.Nights[1].Stock != 5 {
 		t.Fatalf("created %+v", got)

@@ -31,6 +31,7 @@ func seedDemo(ctx context.Context, svc flashsale.SaleDesk, store flashsale.Store
 		Title:         "Christmas flash sale: Deluxe King, 300 off",
 		Hotel:         demoHotel,
 		RoomType:      "Deluxe King",
+		TimeZone:      "Asia/Shanghai",
 		Nights:        []flashsale.Night{night(24, 5), night(25, 5), night(26, 5)},
 		Price:         39900,
 		OriginalPrice: 69900,

@@ -65,7 +65,7 @@ func Sales(rows Rows) ([]*flashsale.Sale, error) {
 // order: min_stays_30d, channels (comma-joined), limit_per_sale,
 // limit_per_user, limit_per_ip (a rate as ParseRate reads it, ” for the
 // instance's default), challenge_difficulty, price_tiers
-// ("rooms:price,...", ” for none), test.
+// ("rooms:price,...", ” for none), test, time_zone (” for none).
 type Rules struct {
 	MinStays30d             int
 	Channels                string
@@ -73,6 +73,7 @@ type Rules struct {
 	Difficulty              int
 	PriceTiers              string
 	Test                    bool
+	TimeZone                string
 }
 
 // RulesOf is what a store writes for sale's rules.
@@ -91,6 +92,7 @@ func RulesOf(sale *flashsale.Sale) Rules {
 		Difficulty: sale.Challenge.Difficulty,
 		PriceTiers: priceTiers(sale.PriceTiers),
 		Test:       sale.Test,
+		TimeZone:   sale.TimeZone,
 	}
 }
 
@@ -121,12 +123,12 @@ func parsePriceTiers(v string) ([]flashsale.PriceTier, error) {
 
 // Args are the Rules as query arguments, in column order.
 func (r *Rules) Args() []any {
-	return []any{r.MinStays30d, r.Channels, r.PerSale, r.PerUser, r.PerIP, r.Difficulty, r.PriceTiers, r.Test}
+	return []any{r.MinStays30d, r.Channels, r.PerSale, r.PerUser, r.PerIP, r.Difficulty, r.PriceTiers, r.Test, r.TimeZone}
 }
 
 // Dest are the scan destinations of the Rules columns, in column order.
 func (r *Rules) Dest() []any {
-	return []any{&r.MinStays30d, &r.Channels, &r.PerSale, &r.PerUser, &r.PerIP, &r.Difficulty, &r.PriceTiers, &r.Test}
+	return []any{&r.MinStays30d, &r.Channels, &r.PerSale, &r.PerUser, &r.PerIP, &r.Difficulty, &r.PriceTiers, &r.Test, &r.TimeZone}
 }
 
 // Apply sets sale's rules from what was read.
@@ -143,6 +145,7 @@ func (r *Rules) Apply(sale *flashsale.Sale) error {
 	}
 	sale.PriceTiers = tiers
 	sale.Test = r.Test
+	sale.TimeZone = r.TimeZone
 	for _, l := range []struct {
 		v  string
 		to **flashsale.Rate

@@ -849,6 +849,7 @@ function showCreate(show) {
     const start = new Date(Math.ceil((Date.now() + 10 * 60e3) / 60e3) * 60e3);
     $('f-starts_at').value = form.localValue(start);
     $('f-ends_at').value = form.localValue(new Date(start.getTime() + 86400e3));
+    if (!$('f-time_zone').value) $('f-time_zone').value = form.browserZone;
   }
   form.clear();
   priceHints();

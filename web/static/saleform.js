@@ -8,6 +8,7 @@ const $ = (x) => document.getElementById(x);
 // FIELDS maps a field's JSON path to its input and its error line.
 const FIELDS = {
   title: ['f-title', 'e-title'], description: ['f-description', 'e-description'], hotel: ['f-hotel', 'e-hotel'], room_type: ['f-room_type', 'e-room_type'],
+  time_zone: ['f-time_zone', 'e-time_zone'],
   price: ['f-price', 'e-price'], price_tiers: ['f-price_tiers', 'e-price_tiers'], original_price: ['f-original_price', 'e-original_price'], currency: ['f-currency', 'e-currency'],
   starts_at: ['f-starts_at', 'e-starts_at'], ends_at: ['f-ends_at', 'e-ends_at'],
   per_user_limit: ['f-per_user_limit', 'e-per_user_limit'], hold_seconds: ['f-hold_seconds', 'e-hold_seconds'],
@@ -104,6 +105,13 @@ export function localValue(d) {
   return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
 }
 
+// TIME_ZONES are the IANA zones this browser knows, offered as the time
+// zone's suggestions; browserZone is its own, a new sale's default.
+export const TIME_ZONES = new Set(Intl.supportedValuesOf ? Intl.supportedValuesOf('timeZone') : []);
+TIME_ZONES.add('UTC');
+export const browserZone = Intl.DateTimeFormat().resolvedOptions().timeZone || '';
+$('time-zones').replaceChildren(...[...TIME_ZONES].sort().map((z) => Object.assign(document.createElement('option'), { value: z })));
+
 // --- reading and checking ---------------------------------------------------
 const intOf = (v) => (/^-?\d+$/.test(v.trim()) ? Number(v.trim()) : NaN);
 
@@ -120,6 +128,11 @@ export function read({ full = false } = {}) {
     // The server counts bytes of UTF-8: 200 of them is 66 Chinese characters.
     if (!body[k] || utf8.encode(body[k]).length > 200) bad(k, 'v.required', { max: 200 });
   }
+  // The browser's own IANA list: a name it does not know, the server's
+  // would not either.
+  const timeZone = val('f-time_zone').trim();
+  if (timeZone || full) body.time_zone = timeZone;
+  if (timeZone && !TIME_ZONES.has(timeZone)) bad('time_zone', 'v.time_zone');
   const description = val('f-description').trim();
   if (description || full) body.description = description;
   if (utf8.encode(description).length > 2000) bad('description', 'v.description', { max: 2000 });
@@ -275,7 +288,7 @@ export const EDITABLE = ['title', 'description', 'ends_at', 'limits.per_sale', '
 // fill puts a sale (the admin view) in the form.
 export function fill(v) {
   const set = (id, x) => { $(id).value = x == null ? '' : String(x); };
-  for (const k of ['title', 'description', 'hotel', 'room_type', 'price', 'original_price', 'currency', 'per_user_limit', 'hold_seconds']) set('f-' + k, v[k]);
+  for (const k of ['title', 'description', 'hotel', 'room_type', 'time_zone', 'price', 'original_price', 'currency', 'per_user_limit', 'hold_seconds']) set('f-' + k, v[k]);
   $('nights-rows').replaceChildren();
   for (const n of v.nights || []) addNight(n.date, n.stock);
   set('f-price_tiers', (v.price_tiers || []).map((x) => `${x.rooms}:${x.price}`).join(', '));
