@@ -70,13 +70,42 @@ func zoned(tz string, s *flashsale.Sale) *flashsale.Sale {
 }
 
 // TestCheckCheckIn: a stay whose first night has passed is refused; one
-// from tonight (in any time zone) is not.
+// from tonight is not: in any time zone without the sale's, on the hotel's
+// calendar with it (at 09:00 UTC it is 17:00 in Shanghai, 22:00 the day
+// before in Pago Pago).
 func TestCheckCheckIn(t *testing.T) {
 	now := time.Date(2026, 12, 24, 9, 0, 0, 0, time.UTC)
-	for in, ok := range map[string]bool{"2026-12-24": true, "2026-12-23": true, "2026-12-25": true, "2026-12-22": false, "2020-01-01": false} {
-		err := flashsale.CheckCheckIn(in, now)
-		if ok != (err == nil) || (err != nil && flashsale.ErrorCode(err) != flashsale.EInvalid) {
-			t.Errorf("CheckCheckIn(%s) = %v, want accepted %v", in, err, ok)
+	for _, c := range []struct {
+		zone string
+		ok   map[string]bool
+	}{
+		{"", map[string]bool{"2026-12-24": true, "2026-12-23": true, "2026-12-25": true, "2026-12-22": false, "2020-01-01": false}},
+		{"Asia/Shanghai", map[string]bool{"2026-12-24": true, "2026-12-25": true, "2026-12-23": false}},
+		{"Pacific/Pago_Pago", map[string]bool{"2026-12-23": true, "2026-12-24": true, "2026-12-22": false}},
+	} {
+		sale := &flashsale.Sale{TimeZone: c.zone}
+		for in, ok := range c.ok {
+			err := sale.CheckCheckIn(in, now)
+			if ok != (err == nil) || (err != nil && flashsale.ErrorCode(err) != flashsale.EInvalid) {
+				t.Errorf("zone %q: CheckCheckIn(%s) = %v, want accepted %v", c.zone, in, err, ok)
+			}
+		}
+	}
+	if err := (&flashsale.Sale{TimeZone: "Asia/Shanghai"}).CheckCheckIn("2026-12-23", now); err == nil ||
+		!strings.Contains(err.Error(), "has passed in Asia/Shanghai: choose a night from 2026-12-24 on") {
+		t.Errorf("the refusal says %v", err)
+	}
+}
+
+// TestNightPassedAllocs: the purchase path's date check allocates nothing
+// once the sale's zone is known (the sold-out answers go through it).
+func TestNightPassedAllocs(t *testing.T) {
+	now := time.Now()
+	for _, zone := range []string{"", "Asia/Shanghai"} {
+		sale := &flashsale.Sale{TimeZone: zone}
+		sale.NightPassed("2026-12-24", now) // loads the zone once
+		if n := testing.AllocsPerRun(100, func() { sale.NightPassed("2026-12-24", now) }); n != 0 {
+			t.Errorf("zone %q: %.0f allocations a check, want 0", zone, n)
 		}
 	}
 }

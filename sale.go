@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"slices"
+	"sync/atomic"
 	"time"
 	_ "time/tzdata" // a hotel's time zone is known wherever the binary runs (a container may have no zoneinfo)
 	"unicode"
@@ -429,22 +430,16 @@ func EarliestNight(t time.Time) string { return t.UTC().Add(-dateSlack).Format(D
 // at now, or one before the sale opens at StartsAt (a console default or a
 // wrong year does that). Validate cannot, since it knows no clock; the
 // funnel checks this on create, and on an edit of the nights, starts_at or
-// time_zone. With the hotel's time zone a night has passed once its date
-// has there; without one, once it has everywhere on Earth (Passed).
+// time_zone. Both are judged as NightPassed judges.
 func (s *Sale) CheckNights(now time.Time) error {
-	loc, err := s.Location()
-	if err != nil {
+	if _, err := s.Location(); err != nil {
 		return err
-	}
-	passed := Passed
-	if loc != nil {
-		passed = func(date string, t time.Time) bool { return date < t.In(loc).Format(DateLayout) }
 	}
 	for i, n := range s.Nights {
 		switch {
-		case passed(n.Date, now):
+		case s.NightPassed(n.Date, now):
 			return Errorf(EInvalid, "nights[%d].date %s has passed%s", i, n.Date, s.inZone())
-		case passed(n.Date, s.StartsAt):
+		case s.NightPassed(n.Date, s.StartsAt):
 			return Errorf(EInvalid, "nights[%d].date %s is before the sale opens (starts_at %s%s): no guest could stay it",
 				i, n.Date, s.StartsAt.UTC().Format(time.RFC3339), s.inZone())
 		}
@@ -452,8 +447,42 @@ func (s *Sale) CheckNights(now time.Time) error {
 	return nil
 }
 
+// NightPassed reports whether the night of date has passed at now: once
+// its date has on the hotel's calendar when the sale names its time zone,
+// else once it has everywhere on Earth (Passed). It is on every purchase's
+// path, sold-out answers included, so once the zone is known it allocates
+// nothing.
+func (s *Sale) NightPassed(date string, now time.Time) bool {
+	if s.TimeZone != "" {
+		if loc, err := s.Location(); err == nil {
+			var buf [len(DateLayout)]byte
+			return date < string(now.In(loc).AppendFormat(buf[:0], DateLayout))
+		}
+	}
+	return Passed(date, now)
+}
+
+// CheckCheckIn refuses a stay whose first night has passed at now (as
+// NightPassed judges). A sale that runs for days keeps selling its later
+// nights as the early ones pass.
+func (s *Sale) CheckCheckIn(checkIn string, now time.Time) error {
+	if !s.NightPassed(checkIn, now) {
+		return nil
+	}
+	earliest := EarliestNight(now)
+	if loc, err := s.Location(); err == nil && loc != nil {
+		earliest = now.In(loc).Format(DateLayout)
+	}
+	return Errorf(EInvalid, "check_in %s has passed%s: choose a night from %s on", checkIn, s.inZone(), earliest)
+}
+
 // MaxTimeZone bounds the length of a time zone's name.
 const MaxTimeZone = 64
+
+// zones are the time zones sales have named, loaded once each: loading one
+// reads and parses the zone's data, and the purchase path asks for it on
+// every request. Copied on write, so a lookup is one atomic load.
+var zones atomic.Pointer[map[string]*time.Location]
 
 // Location is the hotel's time zone, nil when the sale names none, or an
 // EInvalid error for a name the IANA database does not know. "Local" is
@@ -462,6 +491,11 @@ func (s *Sale) Location() (*time.Location, error) {
 	if s.TimeZone == "" {
 		return nil, nil
 	}
+	if m := zones.Load(); m != nil {
+		if loc, ok := (*m)[s.TimeZone]; ok {
+			return loc, nil
+		}
+	}
 	if len(s.TimeZone) > MaxTimeZone || s.TimeZone == "Local" {
 		return nil, Errorf(EInvalid, "time_zone must be an IANA time zone such as Asia/Shanghai or Europe/Paris")
 	}
@@ -469,7 +503,18 @@ func (s *Sale) Location() (*time.Location, error) {
 	if err != nil {
 		return nil, Errorf(EInvalid, "time_zone %q is not an IANA time zone (such as Asia/Shanghai or Europe/Paris)", s.TimeZone)
 	}
-	return loc, nil
+	for {
+		old := zones.Load()
+		next := map[string]*time.Location{s.TimeZone: loc}
+		if old != nil {
+			for k, v := range *old {
+				next[k] = v
+			}
+		}
+		if zones.CompareAndSwap(old, &next) {
+			return loc, nil
+		}
+	}
 }
 
 // inZone says, in an error, where the date rules judged.
@@ -486,15 +531,6 @@ func (s *Sale) inZone() string {
 func Passed(date string, now time.Time) bool {
 	var buf [len(DateLayout)]byte
 	return date < string(now.UTC().Add(-dateSlack).AppendFormat(buf[:0], DateLayout))
-}
-
-// CheckCheckIn refuses a stay whose first night has passed at now. A sale
-// that runs for days keeps selling its later nights as the early ones pass.
-func CheckCheckIn(checkIn string, now time.Time) error {
-	if Passed(checkIn, now) {
-		return Errorf(EInvalid, "check_in %s has passed: choose a night from %s on", checkIn, EarliestNight(now))
-	}
-	return nil
 }
 
 // Stay resolves a requested stay to the index of its first night in

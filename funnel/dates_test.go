@@ -107,3 +107,46 @@ func TestCheckInPassed(t *testing.T) {
 	}
 	e.nights(t, s.ID) // the books still balance
 }
+
+// TestCheckInPassedInHotelZone: a sale in the hotel's time zone stops
+// selling a night once its date has passed there, not a day later as the
+// slack of a sale without one allows. Kiritimati is UTC+14: a day after
+// the sale opens, its first night (that day's date there) has passed on
+// the hotel's calendar and not yet everywhere on Earth.
+func TestCheckInPassedInHotelZone(t *testing.T) {
+	const zone = "Pacific/Kiritimati"
+	loc, err := time.LoadLocation(zone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := mustOpen(t)
+	ctx := context.Background()
+	local := func(d int) string { return e.clock.Now().In(loc).AddDate(0, 0, d).Format(flashsale.DateLayout) }
+	s := e.sale(t, func(s *flashsale.Sale) {
+		s.TimeZone = zone
+		s.EndsAt = e.clock.Now().AddDate(0, 0, 10)
+		s.PerUserLimit = 5
+		s.Nights = nil
+		for d := range 4 {
+			s.Nights = append(s.Nights, flashsale.Night{Date: local(d), Stock: 5})
+		}
+	}, 0)
+	e.clock.Advance(24 * time.Hour)
+	if flashsale.Passed(s.Nights[0].Date, e.clock.Now()) {
+		t.Fatal("the first night has passed everywhere: the test no longer tells the zone from the slack")
+	}
+	alice := flashsale.User{ID: "alice"}
+	_, err = e.buy(t, alice, flashsale.PurchaseRequest{SaleID: s.ID, CheckIn: s.Nights[0].Date, Nights: 1})
+	wantInvalid(t, "Purchase from a night passed in the hotel's zone", err, "has passed in "+zone)
+	o, err := e.buy(t, alice, flashsale.PurchaseRequest{SaleID: s.ID})
+	if err != nil || o.CheckIn != s.Nights[1].Date {
+		t.Fatalf("Purchase with no check_in = %+v, %v; want the hotel's tonight, %s", o, err, s.Nights[1].Date)
+	}
+	v, err := e.svc.PublicSale(ctx, s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(v.Nights) != 3 || v.Nights[0].Date != s.Nights[1].Date {
+		t.Fatalf("public nights = %+v, want the 3 not passed in %s", v.Nights, zone)
+	}
+}

@@ -409,7 +409,7 @@ func (s *Service) publicView(ctx context.Context, sale *flashsale.Sale) (*flashs
 	now := s.now()
 	nights := make([]flashsale.NightStock, 0, len(sale.Nights))
 	for i, n := range sale.Nights {
-		if flashsale.Passed(n.Date, now) {
+		if sale.NightPassed(n.Date, now) {
 			continue
 		}
 		ns := flashsale.NightStock{Date: n.Date, Stock: n.Stock}

@@ -64,7 +64,7 @@ func (s *Service) purchase(ctx context.Context, u flashsale.User, req flashsale.
 	if err != nil {
 		return nil, err
 	}
-	if err := flashsale.CheckCheckIn(req.CheckIn, now); err != nil {
+	if err := sale.CheckCheckIn(req.CheckIn, now); err != nil {
 		return nil, err
 	}
 	// The breaker's db mode sells from the database (mode.go).
@@ -185,7 +185,7 @@ func (s *Service) reserve(ctx context.Context, r *flashsale.Reservation, token *
 // first night that has not passed (its first, if all have).
 func firstNight(sale *flashsale.Sale, now time.Time) string {
 	for _, n := range sale.Nights {
-		if !flashsale.Passed(n.Date, now) {
+		if !sale.NightPassed(n.Date, now) {
 			return n.Date
 		}
 	}
