@@ -129,11 +129,8 @@ func testAudit(t *testing.T, dbURL string) {
 		}
 		orders[user] = o.OrderID
 	}
-	for deadline := time.Now().Add(30 * time.Second); len(readOrders(id)) < len(orders); {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d orders in the database", len(readOrders(id)), len(orders))
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !testenv.Poll(30*time.Second, 50*time.Millisecond, func() bool { return len(readOrders(id)) >= len(orders) }) {
+		t.Fatalf("%d of %d orders in the database", len(readOrders(id)), len(orders))
 	}
 
 	out, err := runAuditCmd(t, env, "--sale", id)
@@ -188,15 +185,15 @@ func testAudit(t *testing.T, dbURL string) {
 	if err := engine.Confirm(ctx, id, stranded.OrderID); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(5 * time.Second); ; {
-		n, err := rc.ZScore(ctx, base+"unconfirmed", stranded.OrderID).Result()
-		if err == goredis.Nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("stranded order still in the outbox: %v %v", n, err)
-		}
-		time.Sleep(10 * time.Millisecond)
+	var (
+		score float64
+		zerr  error
+	)
+	if !testenv.Poll(5*time.Second, 10*time.Millisecond, func() bool {
+		score, zerr = rc.ZScore(ctx, base+"unconfirmed", stranded.OrderID).Result()
+		return zerr == goredis.Nil
+	}) {
+		t.Fatalf("stranded order still in the outbox: %v %v", score, zerr)
 	}
 
 	// A grace of a minute (default 5m) makes the two-minute-old
@@ -244,15 +241,11 @@ func testAudit(t *testing.T, dbURL string) {
 	// The republished order lands; the serving instance rebuilds the sale
 	// (its heal loop finds the sale the repair's rebuild closed). Then only
 	// the database's own finding is left, for an operator.
-	for deadline := time.Now().Add(90 * time.Second); ; {
+	if !testenv.Poll(90*time.Second, time.Second, func() bool {
 		out, err = runAuditCmd(t, env, "--sale", id, "--audit-grace", "1m")
-		if strings.Contains(out, "sale "+id+": 1 finding") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the sale did not settle after the repair: %v\n%s", err, out)
-		}
-		time.Sleep(time.Second)
+		return strings.Contains(out, "sale "+id+": 1 finding")
+	}) {
+		t.Fatalf("the sale did not settle after the repair: %v\n%s", err, out)
 	}
 	wantLines(t, out, []string{"db_counters_drift night " + d2},
 		[]string{"night " + d2 + ": stock 10, held 4, sold 0, in flight 0, engine available 6, drift +0"})

@@ -88,7 +88,7 @@ func BenchmarkDistributed(b *testing.B) {
 	testenv.URL(b, testenv.AMQP)
 	testenv.URL(b, testenv.MySQL)
 	ctx := context.Background()
-	bin := buildBinary(b)
+	buildBinary(b) // before anything is measured: a tree that does not build fails at once
 	rate := "FLASHSALE_ORDER_RATE=" + strconv.FormatFloat(distDBCap/distInstances, 'f', 3, 64)
 
 	var scriptRPS float64
@@ -142,7 +142,7 @@ func BenchmarkDistributed(b *testing.B) {
 		distReportLoop(b, rps, lat, scriptRPS)
 	})
 
-	acc := startDistCluster(b, bin, distInstances, testenv.MySQLDatabase(b), rate)
+	acc := startCluster(b, distInstances, testenv.MySQLDatabase(b), rate)
 	b.Run("accepted", func(b *testing.B) {
 		id := acc.clients[0].createSale(b, saleJSON([]int{1_000_000}, 1000, false))
 		distView(b, acc.clients, id)
@@ -158,7 +158,7 @@ func BenchmarkDistributed(b *testing.B) {
 	// Its backlog must not drain on the CPU the bursts are measured on.
 	acc.stop(b)
 
-	bc := startDistCluster(b, bin, distInstances, testenv.MySQLDatabase(b), rate)
+	bc := startCluster(b, distInstances, testenv.MySQLDatabase(b), rate)
 	// Warm both: the first burst dials its connections, later ones reuse them.
 	soldOut := bc.clients[0].createSale(b, saleJSON([]int{0}, 1, true))
 	distView(b, bc.clients, soldOut)
@@ -217,7 +217,7 @@ func BenchmarkDistributed(b *testing.B) {
 	// The bursts' backlog drains at the cap for a while yet: a fresh cluster
 	// and database let write_rate start from an empty queue at once.
 	bc.stop(b)
-	wc := startDistCluster(b, bin, distInstances, testenv.MySQLDatabase(b), rate)
+	wc := startCluster(b, distInstances, testenv.MySQLDatabase(b), rate)
 	b.Run("write_rate", func(b *testing.B) {
 		store, err := app.OpenStore(ctx, app.Config{DatabaseURL: wc.dbURL}, slog.New(slog.DiscardHandler))
 		if err != nil {
@@ -257,59 +257,6 @@ func BenchmarkDistributed(b *testing.B) {
 			b.ReportMetric(r.after/distDBCap, "ratio")
 		}
 		b.ReportMetric(r.peak, "peak-orders/s")
-	})
-}
-
-// distCluster is a cluster started for a benchmark (startCluster wants a
-// *testing.T) that can be stopped before the benchmark ends.
-type distCluster struct {
-	*cluster
-	amqpURL, redisURL, prefix string
-	once                      sync.Once
-}
-
-// startDistCluster runs n instances of bin against dbURL, the test Redis
-// and the test broker, with their own key prefix and queue names.
-func startDistCluster(tb testing.TB, bin string, n int, dbURL string, extra ...string) *distCluster {
-	tb.Helper()
-	c := &distCluster{
-		cluster:  &cluster{bin: bin, dbURL: dbURL, queue: testenv.Name("fs-bq-")},
-		amqpURL:  testenv.URL(tb, testenv.AMQP),
-		redisURL: testenv.URL(tb, testenv.Redis),
-		prefix:   testenv.Name("fs-b-") + ":",
-	}
-	c.env = append([]string{
-		"FLASHSALE_DATABASE_URL=" + dbURL,
-		"FLASHSALE_REDIS_URL=" + c.redisURL,
-		"FLASHSALE_REDIS_PREFIX=" + c.prefix,
-		"FLASHSALE_AMQP_URL=" + c.amqpURL,
-		"FLASHSALE_QUEUE_NAME=" + c.queue,
-		"FLASHSALE_ADMIN_TOKEN=" + testAdminToken, "FLASHSALE_JWT_SECRET=" + testJWTSecret,
-		"FLASHSALE_LOG_LEVEL=warn",
-	}, extra...)
-	tb.Cleanup(func() { c.stop(tb) })
-	for range n {
-		addr := testenv.FreeAddr(tb)
-		c.addrs = append(c.addrs, addr)
-		c.procs = append(c.procs, startBinary(tb, bin, append(c.env, "FLASHSALE_ADDR="+addr, "FLASHSALE_DATA_DIR="+tb.TempDir())...))
-		waitReady(tb, "http://"+addr)
-		c.clients = append(c.clients, newClient("http://"+addr, testAdminToken, testJWTSecret))
-	}
-	return c
-}
-
-// stop kills the instances and removes their queues and Redis keys; it runs
-// once, whether called or from Cleanup.
-func (c *distCluster) stop(tb testing.TB) {
-	c.once.Do(func() {
-		for _, p := range c.procs {
-			p.Process.Kill()
-			p.Wait()
-		}
-		deleteTopology(c.amqpURL, c.queue)
-		if err := testenv.DeleteKeys(c.redisURL, c.prefix); err != nil {
-			tb.Logf("delete redis keys %s*: %v", c.prefix, err)
-		}
 	})
 }
 
@@ -376,26 +323,18 @@ func cpuTime(pids []int) time.Duration {
 	return time.Duration(ticks) * time.Second / 100 // USER_HZ is 100 on Linux
 }
 
-func (c *cluster) pids() []int {
-	var pids []int
-	for _, p := range c.procs {
-		pids = append(pids, p.Process.Pid)
-	}
-	return pids
-}
-
 // waitCeiling waits until a ceiling answers (it answers everything 409).
 func waitCeiling(tb testing.TB, base string) {
 	tb.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if resp, err := http.Get(base + "/"); err == nil {
+	if !testenv.WaitUntil(tb, 10*time.Second, "ceiling "+base+" to answer", func() bool {
+		resp, err := http.Get(base + "/")
+		if err == nil {
 			resp.Body.Close()
-			return
 		}
-		time.Sleep(20 * time.Millisecond)
+		return err == nil
+	}) {
+		tb.FailNow()
 	}
-	tb.Fatalf("ceiling %s not answering", base)
 }
 
 // distRedisBenchmark loads a sale with the engine, then has redis-benchmark
@@ -550,7 +489,7 @@ func (p *distPairs) ceiling(b *testing.B, cs []*client, pids []int, kind string,
 }
 
 // flashsale runs one burst of guests at the cluster.
-func (p *distPairs) flashsale(b *testing.B, c *distCluster, guest func(i int) error) {
+func (p *distPairs) flashsale(b *testing.B, c *cluster, guest func(i int) error) {
 	c0 := cpuTime(c.pids())
 	lat, errs := bench.Together(distGuests, guest)
 	p.cpu += cpuTime(c.pids()) - c0

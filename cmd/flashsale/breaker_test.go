@@ -139,16 +139,11 @@ func TestBreaker(t *testing.T) {
 // and the database agree on what is left.
 func checkBooksAfterBreaker(t *testing.T, c *cluster, id string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		s := c.clients[0].adminSale(t, id)
-		n := s.Nights[0]
-		if n.Held == 3 && n.Available == 7 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("night after the breaker test: %+v, want 3 held and 7 available", n)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var n adminNight
+	if !testenv.Poll(20*time.Second, 100*time.Millisecond, func() bool {
+		n = c.clients[0].adminSale(t, id).Nights[0]
+		return n.Held == 3 && n.Available == 7
+	}) {
+		t.Fatalf("night after the breaker test: %+v, want 3 held and 7 available", n)
 	}
 }

@@ -60,19 +60,19 @@ func startBinaryTo(tb testing.TB, bin string, out io.Writer, env ...string) *exe
 	return cmd
 }
 
+// waitReady waits up to 30 s until the instance at base answers /readyz 200.
 func waitReady(tb testing.TB, base string) {
 	tb.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if resp, err := http.Get(base + "/readyz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return
-			}
+	if !testenv.WaitUntil(tb, 30*time.Second, base+" to be ready", func() bool {
+		resp, err := http.Get(base + "/readyz")
+		if err != nil {
+			return false
 		}
-		time.Sleep(20 * time.Millisecond)
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}) {
+		tb.FailNow()
 	}
-	tb.Fatalf("%s not ready", base)
 }
 
 // TestCrash kill -9s the real binary in the middle of a purchase storm,

@@ -89,16 +89,13 @@ func mustOpenOrders(tb testing.TB, dbURL string) func(saleID string) []dbOrder {
 	}
 }
 
-// startClusterEngine starts n instances on a Redis key prefix of the test's
-// own and opens the same Redis engine in the test, so the test can read and
-// touch the stock the instances share. The prefix goes in startCluster's
-// extra env, after its default: os/exec keeps the last value of a
-// duplicated key.
+// startClusterEngine starts n instances and opens the Redis engine they
+// share in the test, on the cluster's key prefix, so the test can read and
+// touch the stock the instances share.
 func startClusterEngine(t *testing.T, n int, dbURL string, extra ...string) (*cluster, *redis.Engine) {
 	t.Helper()
-	prefix := testenv.Name("fs-h-") + ":"
-	c := startCluster(t, n, dbURL, append(extra, "FLASHSALE_REDIS_PREFIX="+prefix)...)
-	e, err := redis.Open(context.Background(), testenv.URL(t, testenv.Redis), redis.Options{Prefix: prefix, PoolSize: 8}, slog.New(slog.DiscardHandler))
+	c := startCluster(t, n, dbURL, extra...)
+	e, err := redis.Open(context.Background(), c.redis, redis.Options{Prefix: c.prefix, PoolSize: 8}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

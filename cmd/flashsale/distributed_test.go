@@ -28,7 +28,9 @@ import (
 )
 
 // cluster is N flashsale processes sharing one Redis, one RabbitMQ and one
-// database, each with its own port, as an operator would run them.
+// database, each with its own port, as an operator would run them: the
+// end-to-end tests' and BenchmarkDistributed's one harness. It is stopped
+// when the test or benchmark ends, or earlier by stop.
 type cluster struct {
 	bin     string
 	env     []string
@@ -37,15 +39,19 @@ type cluster struct {
 	clients []*client
 	dbURL   string
 	queue   string
-	prefix  string       // the Redis key prefix, removed when the test ends
+	prefix  string       // the Redis key prefix, removed when the cluster stops
 	redis   string       // the instances' FLASHSALE_REDIS_URL
 	each    [][]string   // instance i's own env, after env (see startClusterWith)
 	logs    []*logBuffer // what each instance wrote to stderr, every run of it
+	// sharedRedis and amqpURL are the test services stop cleans: the
+	// prefix's keys, the queues and exchanges named queue.
+	sharedRedis, amqpURL string
+	stopped              sync.Once
 }
 
-func startCluster(t *testing.T, n int, dbURL string, extra ...string) *cluster {
-	t.Helper()
-	return startClusterWith(t, n, dbURL, nil, extra...)
+func startCluster(tb testing.TB, n int, dbURL string, extra ...string) *cluster {
+	tb.Helper()
+	return startClusterWith(tb, n, dbURL, nil, extra...)
 }
 
 // startClusterWith is startCluster with env of their own for some
@@ -53,10 +59,11 @@ func startCluster(t *testing.T, n int, dbURL string, extra ...string) *cluster {
 // instance i (the last one wins, as in os/exec), at every start of it, so
 // a test can send one instance's link to a dependency through a proxy of
 // its own and break that instance alone.
-func startClusterWith(t *testing.T, n int, dbURL string, each [][]string, extra ...string) *cluster {
-	t.Helper()
-	c := &cluster{bin: buildBinary(t), dbURL: dbURL, queue: testenv.Name("fs-q-"), prefix: testenv.Name("fs-t-") + ":",
-		redis: testenv.URL(t, testenv.Redis), each: each}
+func startClusterWith(tb testing.TB, n int, dbURL string, each [][]string, extra ...string) *cluster {
+	tb.Helper()
+	c := &cluster{bin: buildBinary(tb), dbURL: dbURL, queue: testenv.Name("fs-q-"), prefix: testenv.Name("fs-t-") + ":",
+		sharedRedis: testenv.URL(tb, testenv.Redis), amqpURL: testenv.URL(tb, testenv.AMQP), each: each}
+	c.redis = c.sharedRedis
 	for _, kv := range extra { // the last one wins, as in os/exec
 		if p, ok := strings.CutPrefix(kv, "FLASHSALE_REDIS_PREFIX="); ok {
 			c.prefix = p
@@ -69,31 +76,38 @@ func startClusterWith(t *testing.T, n int, dbURL string, each [][]string, extra 
 		"FLASHSALE_DATABASE_URL=" + dbURL,
 		"FLASHSALE_REDIS_URL=" + c.redis,
 		"FLASHSALE_REDIS_PREFIX=" + c.prefix,
-		"FLASHSALE_AMQP_URL=" + testenv.URL(t, testenv.AMQP),
+		"FLASHSALE_AMQP_URL=" + c.amqpURL,
 		"FLASHSALE_QUEUE_NAME=" + c.queue,
 		"FLASHSALE_ADMIN_TOKEN=" + testAdminToken, "FLASHSALE_JWT_SECRET=" + testJWTSecret,
 		"FLASHSALE_LOG_LEVEL=warn",
 	}, extra...)
+	tb.Cleanup(func() { c.stop(tb) }) // before the starts: one that fails still leaves nothing behind
 	for i := range n {
-		c.addrs = append(c.addrs, testenv.FreeAddr(t))
+		c.addrs = append(c.addrs, testenv.FreeAddr(tb))
 		c.procs = append(c.procs, nil)
 		c.logs = append(c.logs, &logBuffer{})
-		c.start(t, i)
+		c.start(tb, i)
 		c.clients = append(c.clients, newClient("http://"+c.addrs[i], testAdminToken, testJWTSecret))
 	}
-	t.Cleanup(func() { c.cleanup(t) })
 	return c
 }
 
-// start (re)starts instance i on its address.
-func (c *cluster) start(t *testing.T, i int) {
-	t.Helper()
-	env := slices.Concat(c.env, []string{"FLASHSALE_ADDR=" + c.addrs[i], "FLASHSALE_DATA_DIR=" + t.TempDir()})
+// start (re)starts instance i on its address and waits until it is ready.
+func (c *cluster) start(tb testing.TB, i int) {
+	tb.Helper()
+	c.launch(tb, i)
+	waitReady(tb, "http://"+c.addrs[i])
+}
+
+// launch (re)starts instance i on its address without waiting for it,
+// for a test that watches its first answers.
+func (c *cluster) launch(tb testing.TB, i int) {
+	tb.Helper()
+	env := slices.Concat(c.env, []string{"FLASHSALE_ADDR=" + c.addrs[i], "FLASHSALE_DATA_DIR=" + tb.TempDir()})
 	if i < len(c.each) {
 		env = append(env, c.each[i]...)
 	}
-	c.procs[i] = startBinaryTo(t, c.bin, io.MultiWriter(&quietWriter{w: os.Stderr}, c.logs[i]), env...)
-	waitReady(t, "http://"+c.addrs[i])
+	c.procs[i] = startBinaryTo(tb, c.bin, io.MultiWriter(&quietWriter{w: os.Stderr}, c.logs[i]), env...)
 }
 
 // quietWriter passes on what an instance logs but its INFO and DEBUG
@@ -155,10 +169,10 @@ func (b *logBuffer) Since(mark int) []string {
 	return nil
 }
 
-func (c *cluster) kill(t *testing.T, i int) {
-	t.Helper()
+func (c *cluster) kill(tb testing.TB, i int) {
+	tb.Helper()
 	if err := c.procs[i].Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	c.procs[i].Wait()
 }
@@ -206,16 +220,31 @@ func dialBroker(t *testing.T) (*amqp091.Connection, *amqp091.Channel, error) {
 	return conn, ch, nil
 }
 
-// cleanup stops the instances and removes the test's queues and Redis keys.
-func (c *cluster) cleanup(t *testing.T) {
+// stop kills the instances and removes the cluster's queues and Redis
+// keys: when the test ends, or before, for a benchmark whose next part must
+// not share the machine with this cluster's backlog. It runs once.
+func (c *cluster) stop(tb testing.TB) {
+	c.stopped.Do(func() {
+		for _, p := range c.procs {
+			if p != nil {
+				p.Process.Kill()
+				p.Wait()
+			}
+		}
+		if err := testenv.DeleteKeys(c.sharedRedis, c.prefix); err != nil {
+			tb.Errorf("delete redis keys %s*: %v", c.prefix, err)
+		}
+		deleteTopology(c.amqpURL, c.queue)
+	})
+}
+
+// pids are the instances' process IDs, for their CPU time (cpuTime).
+func (c *cluster) pids() []int {
+	var pids []int
 	for _, p := range c.procs {
-		p.Process.Kill()
-		p.Wait()
+		pids = append(pids, p.Process.Pid)
 	}
-	if err := testenv.DeleteKeys(testenv.URL(t, testenv.Redis), c.prefix); err != nil {
-		t.Errorf("delete redis keys %s*: %v", c.prefix, err)
-	}
-	deleteTopology(testenv.URL(t, testenv.AMQP), c.queue)
+	return pids
 }
 
 // distributedStorm fires attempts purchases from users guests at the

@@ -58,13 +58,11 @@ func TestDrainEmbedded(t *testing.T) {
 	if err := proc.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	sawDraining := false
-	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline) && !sawDraining; time.Sleep(20 * time.Millisecond) {
+	if !testenv.Poll(time.Second, 20*time.Millisecond, func() bool {
 		var r map[string]any
 		status, _ := cl.do(ctx, "GET", "/readyz", "", nil, nil, &r)
-		sawDraining = status == http.StatusServiceUnavailable && r["draining"] == true
-	}
-	if !sawDraining {
+		return status == http.StatusServiceUnavailable && r["draining"] == true
+	}) {
 		t.Error("/readyz did not say draining after SIGTERM")
 	}
 	draining.Store(true)
@@ -132,14 +130,14 @@ func TestDrainSecondSignal(t *testing.T) {
 	if err := proc.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	draining := false
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline) && !draining; time.Sleep(20 * time.Millisecond) {
-		if resp, err := http.Get(base + "/readyz"); err == nil {
-			resp.Body.Close()
-			draining = resp.StatusCode == http.StatusServiceUnavailable
+	if !testenv.Poll(5*time.Second, 20*time.Millisecond, func() bool {
+		resp, err := http.Get(base + "/readyz")
+		if err != nil {
+			return false
 		}
-	}
-	if !draining {
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusServiceUnavailable
+	}) {
 		t.Fatal("/readyz did not say draining after the first SIGTERM")
 	}
 	sent := time.Now()

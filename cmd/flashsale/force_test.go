@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -92,22 +90,19 @@ func TestDistributedBreakerForce(t *testing.T) {
 	// An instance that starts while the switch is on follows it before it
 	// answers anything: its first answers already refuse.
 	c.kill(t, 2)
-	env := slices.Concat(c.env, []string{"FLASHSALE_ADDR=" + c.addrs[2], "FLASHSALE_DATA_DIR=" + t.TempDir()})
-	c.procs[2] = startBinaryTo(t, c.bin, io.MultiWriter(os.Stderr, c.logs[2]), env...)
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		status, r, err := c.clients[2].readyzErr()
-		if err == nil {
-			// Forced open is an operator's decision: the instance stays
-			// ready (reads are served, purchases refused), and says why.
-			if status != http.StatusOK || r.Breaker == nil || r.Breaker.Forced != "open" || !slices.ContainsFunc(r.Reasons, func(s string) bool { return strings.HasPrefix(s, "breaker: forced open") }) {
-				t.Fatalf("restarted instance's first readyz: %d %+v, want 200, forced open with its reason", status, r)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("restarted instance does not answer: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	c.launch(t, 2)
+	var (
+		status int
+		r      readiness
+		err    error
+	)
+	if !testenv.Poll(30*time.Second, 20*time.Millisecond, func() bool { status, r, err = c.clients[2].readyzErr(); return err == nil }) {
+		t.Fatalf("restarted instance does not answer: %v", err)
+	}
+	// Forced open is an operator's decision: the instance stays ready
+	// (reads are served, purchases refused), and says why.
+	if status != http.StatusOK || r.Breaker == nil || r.Breaker.Forced != "open" || !slices.ContainsFunc(r.Reasons, func(s string) bool { return strings.HasPrefix(s, "breaker: forced open") }) {
+		t.Fatalf("restarted instance's first readyz: %d %+v, want 200, forced open with its reason", status, r)
 	}
 	if status, code := buy(2); status != http.StatusServiceUnavailable || code != "unavailable" {
 		t.Fatalf("restarted instance's first purchase: %d %q, want 503 unavailable", status, code)

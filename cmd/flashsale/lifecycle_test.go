@@ -202,18 +202,17 @@ func checkChangedBooks(t *testing.T, c *cluster, id string, stock int, accepted 
 		}
 		return n
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		ready, _ := c.queueDepth(t)
+	var (
+		ready, status int
+		err           error
+	)
+	if !testenv.Poll(60*time.Second, 200*time.Millisecond, func() bool {
+		ready, _ = c.queueDepth(t)
 		audit.Nights = nil
-		status, err := c.clients[0].do(ctx, "GET", "/api/admin/sales/"+id+"/audit", c.clients[0].admin, nil, nil, &audit)
-		if err == nil && status == 200 && ready == 0 && audit.Balanced && inFlight() == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not settled after the storm: %d %v, %d in the queue, %d rooms in flight, findings %+v", status, err, ready, inFlight(), audit.Findings)
-		}
-		time.Sleep(200 * time.Millisecond)
+		status, err = c.clients[0].do(ctx, "GET", "/api/admin/sales/"+id+"/audit", c.clients[0].admin, nil, nil, &audit)
+		return err == nil && status == 200 && ready == 0 && audit.Balanced && inFlight() == 0
+	}) {
+		t.Fatalf("not settled after the storm: %d %v, %d in the queue, %d rooms in flight, findings %+v", status, err, ready, inFlight(), audit.Findings)
 	}
 	n := c.clients[0].adminSale(t, id).Nights[0]
 	if n.Stock != stock {

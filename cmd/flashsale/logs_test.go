@@ -35,8 +35,7 @@ func TestLogsRequestID(t *testing.T) {
 		RequestID string `json:"request_id"`
 	}
 	want := map[string]bool{"order queued": false, "order held": false}
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	if !testenv.Poll(15*time.Second, 50*time.Millisecond, func() bool {
 		for _, s := range c.logs[0].Since(mark) {
 			var l line
 			if err := json.Unmarshal([]byte(s), &l); err != nil {
@@ -46,12 +45,8 @@ func TestLogsRequestID(t *testing.T) {
 				want[l.Msg] = true
 			}
 		}
-		if want["order queued"] && want["order held"] {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("order %s: lines with request_id %s found: %v", o.OrderID, reqID, want)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return want["order queued"] && want["order held"]
+	}) {
+		t.Fatalf("order %s: lines with request_id %s found: %v", o.OrderID, reqID, want)
 	}
 }

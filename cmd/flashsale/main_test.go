@@ -131,11 +131,14 @@ type orderJSON struct {
 }
 
 type adminSaleJSON struct {
-	ID     string `json:"id"`
-	Nights []struct {
-		Date                         string
-		Stock, Available, Held, Sold int
-	} `json:"nights"`
+	ID     string       `json:"id"`
+	Nights []adminNight `json:"nights"`
+}
+
+// adminNight is one night of the operators' view of a sale.
+type adminNight struct {
+	Date                         string
+	Stock, Available, Held, Sold int
 }
 
 // createSale posts a sale as the operator and returns its id.

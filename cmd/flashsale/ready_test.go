@@ -20,18 +20,14 @@ import (
 // waitReadyz polls /readyz until ok accepts its answer, failing after 10 s.
 func (c *client) waitReadyz(t *testing.T, what string, ok func(int, readiness) bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
 	var (
 		status int
 		r      readiness
 	)
-	for time.Now().Before(deadline) {
-		if status, r = c.readyz(t); ok(status, r) {
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
+	// Every 5 ms: a state the test waits for may last only a moment.
+	if !testenv.Poll(10*time.Second, 5*time.Millisecond, func() bool { status, r = c.readyz(t); return ok(status, r) }) {
+		t.Fatalf("%s: /readyz still %d %+v", what, status, r)
 	}
-	t.Fatalf("%s: /readyz still %d %+v", what, status, r)
 }
 
 // TestReadyStates: /readyz is 503 with a body saying why while the

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -195,25 +196,19 @@ func TestTracingOTLP(t *testing.T) {
 	if status, _, err := c.purchase(context.Background(), id, "guest-1", false, nil, "k1"); err != nil || status != http.StatusAccepted {
 		t.Fatalf("purchase: %d %v", status, err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var first string
+	if !testenv.Poll(10*time.Second, 20*time.Millisecond, func() bool {
 		mu.Lock()
-		n := len(got)
-		first := ""
-		if n > 0 {
+		defer mu.Unlock()
+		if len(got) > 0 {
 			first = got[0]
 		}
-		mu.Unlock()
-		if n > 0 {
-			if first != "POST /v1/traces" {
-				t.Fatalf("the collector got %q, want POST /v1/traces", first)
-			}
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("nothing exported in 10 s")
-		}
-		time.Sleep(20 * time.Millisecond)
+		return len(got) > 0
+	}) {
+		t.Fatal("nothing exported in 10 s")
+	}
+	if first != "POST /v1/traces" {
+		t.Fatalf("the collector got %q, want POST /v1/traces", first)
 	}
 }
 
@@ -263,18 +258,18 @@ func (discard) Shutdown(context.Context) error                             { ret
 // waitSpan polls the exporter until a span matches, for up to 15 s.
 func waitSpan(t *testing.T, exp *tracetest.InMemoryExporter, match func(tracetest.SpanStub) bool) tracetest.SpanStub {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		for _, s := range exp.GetSpans() {
-			if match(s) {
-				return s
-			}
+	var found tracetest.SpanStub
+	if !testenv.Poll(15*time.Second, 20*time.Millisecond, func() bool {
+		spans := exp.GetSpans()
+		i := slices.IndexFunc(spans, match)
+		if i >= 0 {
+			found = spans[i]
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no such span after 15 s; have:\n%s", spanList(exp.GetSpans()))
-		}
-		time.Sleep(20 * time.Millisecond)
+		return i >= 0
+	}) {
+		t.Fatalf("no such span after 15 s; have:\n%s", spanList(exp.GetSpans()))
 	}
+	return found
 }
 
 // findSpan returns the one span that matches.

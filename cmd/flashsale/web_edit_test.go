@@ -12,6 +12,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 	"github.com/flashsale/flashsale/internal/app"
+	"github.com/flashsale/flashsale/internal/testenv"
 )
 
 // Browser tests of the console's edit form, change log, orders (and their
@@ -209,16 +210,16 @@ func TestBrowserConsoleOrders(t *testing.T) {
 	}
 	paid := ids[:2]
 	for _, oid := range paid {
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			st, err := c.do(ctx, "POST", "/api/orders/"+oid+"/paid", c.admin, map[string]any{"payment_ref": "pay-" + oid}, nil, nil)
-			if err == nil && st == 200 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("pay %s: %d %v", oid, st, err)
-			}
-			time.Sleep(50 * time.Millisecond) // the order is being written
+		var (
+			st  int
+			err error
+		)
+		// Every 50 ms while the order is being written.
+		if !testenv.Poll(5*time.Second, 50*time.Millisecond, func() bool {
+			st, err = c.do(ctx, "POST", "/api/orders/"+oid+"/paid", c.admin, map[string]any{"payment_ref": "pay-" + oid}, nil, nil)
+			return err == nil && st == 200
+		}) {
+			t.Fatalf("pay %s: %d %v", oid, st, err)
 		}
 	}
 	consoleSignIn(t, ctx, "http://"+m.Addr(), "#sale="+id)

@@ -75,15 +75,13 @@ func (c *RedisCluster) URL() string { return "redis://" + strings.Join(c.addrs, 
 // moment after cluster_state:ok).
 func (c *RedisCluster) Shard(key string) (master string, replicas []string) {
 	c.tb.Helper()
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	if !Poll(20*time.Second, 100*time.Millisecond, func() bool {
 		master, replicas = c.shard(key)
-		if master != "" && len(replicas) >= c.replicas {
-			return master, replicas
-		}
-		if time.Now().After(deadline) {
-			c.tb.Fatalf("the slot of %q: master %q, replicas %v", key, master, replicas)
-		}
+		return master != "" && len(replicas) >= c.replicas
+	}) {
+		c.tb.Fatalf("the slot of %q: master %q, replicas %v", key, master, replicas)
 	}
+	return master, replicas
 }
 
 func (c *RedisCluster) shard(key string) (master string, replicas []string) {
@@ -164,28 +162,24 @@ func (c *RedisCluster) CutReplicas(addr string) {
 // on the masters.
 func (c *RedisCluster) WaitOK(within time.Duration) {
 	c.tb.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		ok := true
-		for addr, cmd := range c.nodes {
-			if cmd.ProcessState != nil {
-				continue
-			}
-			host, port, _ := net.SplitHostPort(addr)
-			out, err := exec.Command("redis-cli", "-h", host, "-p", port, "cluster", "info").Output()
-			if err != nil || !strings.Contains(string(out), "cluster_state:ok") {
-				ok = false
-				break
-			}
-		}
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			c.tb.Fatalf("the cluster is not ok after %v", within)
-		}
-		time.Sleep(100 * time.Millisecond)
+	if !Poll(within, 100*time.Millisecond, c.ok) {
+		c.tb.Fatalf("the cluster is not ok after %v", within)
 	}
+}
+
+// ok reports whether every live node says cluster_state:ok.
+func (c *RedisCluster) ok() bool {
+	for addr, cmd := range c.nodes {
+		if cmd.ProcessState != nil {
+			continue
+		}
+		host, port, _ := net.SplitHostPort(addr)
+		out, err := exec.Command("redis-cli", "-h", host, "-p", port, "cluster", "info").Output()
+		if err != nil || !strings.Contains(string(out), "cluster_state:ok") {
+			return false
+		}
+	}
+	return true
 }
 
 // Role is "master" or "slave" for the node at addr, "" if it does not answer.
@@ -216,17 +210,15 @@ func requireRedisServer(tb testing.TB) {
 
 func waitListen(tb testing.TB, addr string) {
 	tb.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		conn, err := net.Dial("tcp", addr)
-		if err == nil {
+	var err error
+	if !Poll(10*time.Second, 10*time.Millisecond, func() bool {
+		var conn net.Conn
+		if conn, err = net.Dial("tcp", addr); err == nil {
 			conn.Close()
-			return
 		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("redis-server on %s does not listen: %v", addr, err)
-		}
-		time.Sleep(10 * time.Millisecond)
+		return err == nil
+	}) {
+		tb.Fatalf("redis-server on %s does not listen: %v", addr, err)
 	}
 }
 
@@ -235,12 +227,7 @@ func waitListen(tb testing.TB, addr string) {
 func freeClusterPort(tb testing.TB) int {
 	tb.Helper()
 	for range 100 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			tb.Fatal(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		l.Close()
+		port := FreePort(tb)
 		if port+10000 > 65535 {
 			continue
 		}

@@ -31,9 +31,20 @@ func FreeAddr(tb testing.TB) string {
 // result and returns.
 func WaitUntil(tb testing.TB, within time.Duration, what string, cond func() bool) bool {
 	tb.Helper()
-	for until := time.Now().Add(within); !cond(); time.Sleep(20 * time.Millisecond) {
+	if Poll(within, 20*time.Millisecond, cond) {
+		return true
+	}
+	tb.Errorf("gave up after %v waiting for %s", within, what)
+	return false
+}
+
+// Poll is WaitUntil's loop, for a caller that says itself what went
+// wrong (with what the last call of cond saw) or polls at another pace:
+// it calls cond every interval until it holds or within passes, and
+// reports whether it held.
+func Poll(within, every time.Duration, cond func() bool) bool {
+	for until := time.Now().Add(within); !cond(); time.Sleep(every) {
 		if time.Now().After(until) {
-			tb.Errorf("gave up after %v waiting for %s", within, what)
 			return false
 		}
 	}
