@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale"
-	"github.com/flashsale/flashsale/internal/sqlrows"
 	"github.com/flashsale/flashsale/internal/sqlstore"
 )
 
@@ -26,7 +25,7 @@ import (
 // size:
 //
 //  1. SELECT ... FOR UPDATE SKIP LOCKED the due orders (MariaDB 10.6+,
-//     MySQL 8): orders a Transition is paying or cancelling right now, or
+//     MySQL 8; sqlstore.ExpireHolds's locking read): orders a Transition is paying or cancelling right now, or
 //     another instance's reaper is expiring, are skipped rather than waited
 //     for, so reapers share the work and each order expires exactly once;
 //  2. mark them expired (rows affected must match);
@@ -40,56 +39,38 @@ import (
 // whose hold expires while their next order is placed) queue on the user
 // row instead of deadlocking. The locking read skips locked orders instead
 // of waiting, so it never waits while holding a counter row. A deadlock
-// that remains is rerun by inTx.
+// that remains is rerun by the driver's InTx.
 func (s *Store) ExpireHolds(ctx context.Context, now time.Time, limit int) ([]*flashsale.Order, error) {
-	return sqlstore.ExpireHolds(ctx, s.shared, s.inTx, now, limit, func(ctx context.Context, tx *sql.Tx) ([]*flashsale.Order, error) {
-		orders, err := expireHolds(ctx, tx, now, limit)
-		if err != nil {
-			return nil, err
-		}
-		return orders, s.writeNotices(ctx, tx, sqlrows.ExpireNotices(orders, now.UnixMilli()))
-	})
+	return sqlstore.ExpireHolds(ctx, s.driver, now, limit, expireHolds)
 }
 
-func expireHolds(ctx context.Context, tx *sql.Tx, now time.Time, limit int) ([]*flashsale.Order, error) {
-	nowMS := now.UnixMilli()
-	// No join: FOR UPDATE would lock (and SKIP LOCKED skip) the nights too.
-	// The (status, hold_expires_at_ms) index, which ends in the primary
-	// key, yields the rows in this order without a sort.
-	orders, err := scanOrders(tx.QueryContext(ctx, `SELECT `+orderFields+`, '' FROM orders o WHERE o.status = 'held' AND o.hold_expires_at_ms <= ?
-		ORDER BY o.hold_expires_at_ms, o.id LIMIT ? FOR UPDATE SKIP LOCKED`, nowMS, limit))
-	if err != nil || len(orders) == 0 {
-		return orders, err
-	}
-
+// expireHolds is steps 2 to 5 of ExpireHolds, for the orders step 1 locked.
+func expireHolds(ctx context.Context, tx *sql.Tx, orders []*flashsale.Order, nowMS int64) error {
 	ids := make([]any, 0, 1+len(orders))
 	ids = append(ids, nowMS)
 	for _, o := range orders {
 		ids = append(ids, o.ID)
 	}
 	if err := expectRows(tx.ExecContext(ctx, `UPDATE orders SET status = 'expired', updated_at_ms = ?
-		WHERE status = 'held' AND id IN `+placeholders(len(orders)), ids...))(len(orders), errCounters); err != nil {
-		return nil, fmt.Errorf("mark expired: %w", err)
-	}
-	for _, o := range orders {
-		o.Status, o.UpdatedAt = flashsale.OrderExpired, sqlrows.FromMS(nowMS)
+		WHERE status = 'held' AND id IN `+placeholders(len(orders)), ids...))(len(orders), sqlstore.ErrCounters); err != nil {
+		return fmt.Errorf("mark expired: %w", err)
 	}
 
 	nights, users := releases(orders)
 	if err := fillCheckIn(ctx, tx, orders, nights); err != nil {
-		return nil, fmt.Errorf("check-in dates: %w", err)
+		return fmt.Errorf("check-in dates: %w", err)
 	}
 	for sale := range chunkBySale(users, func(u userRelease) string { return u.sale }) {
 		if err := releaseUsers(ctx, tx, sale); err != nil {
-			return nil, fmt.Errorf("release user rooms: sale=%s: %w", sale[0].sale, err)
+			return fmt.Errorf("release user rooms: sale=%s: %w", sale[0].sale, err)
 		}
 	}
 	for sale := range chunkBySale(nights, func(n nightRelease) string { return n.sale }) {
 		if err := releaseNights(ctx, tx, sale); err != nil {
-			return nil, fmt.Errorf("release nights: sale=%s: %w", sale[0].sale, err)
+			return fmt.Errorf("release nights: sale=%s: %w", sale[0].sale, err)
 		}
 	}
-	return orders, nil
+	return nil
 }
 
 // nightRelease is the rooms a batch gives back to one night.
@@ -238,7 +219,7 @@ func subtract(ctx context.Context, tx *sql.Tx, table, column, key, sale string, 
 	by := b.String()
 	args := slices.Concat(whens, []any{sale}, keys, whens)
 	return expectRows(tx.ExecContext(ctx, `UPDATE `+table+` SET `+column+` = `+column+` - `+by+`
-		WHERE sale_id = ? AND `+key+` IN `+placeholders(len(keys))+` AND `+column+` >= `+by, args...))(len(keys), errCounters)
+		WHERE sale_id = ? AND `+key+` IN `+placeholders(len(keys))+` AND `+column+` >= `+by, args...))(len(keys), sqlstore.ErrCounters)
 }
 
 // placeholders returns "(?, ?, ...)" with n markers.

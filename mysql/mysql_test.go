@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -15,83 +14,58 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/flashsale/flashsale"
-	"github.com/flashsale/flashsale/forcetest"
 	"github.com/flashsale/flashsale/internal/testenv"
-	"github.com/flashsale/flashsale/modetest"
 	"github.com/flashsale/flashsale/mysql"
 	"github.com/flashsale/flashsale/storetest"
 )
 
-func TestStore(t *testing.T) {
-	storetest.Run(t, func(tb testing.TB) flashsale.Store { return MustOpenStore(tb).Roles() })
+// server is how these tests open a MySQL store: on a database of the
+// test's own, created and dropped on the test server.
+var server = storetest.Server[*mysql.Store]{
+	Open:             mysql.Open,
+	Database:         testenv.MySQLDatabase,
+	BadURLs:          []string{"postgres://x@localhost/db", "mysql://root@127.0.0.1:3306", "::"},
+	Migrations:       recordedMigrations,
+	HoldNoticeLock:   holdNoticeLock,
+	NoticeLockWaited: noticeLockWaited,
 }
 
-// MustOpenStore opens a migrated store on a fresh database that is dropped
-// when the test ends.
-func MustOpenStore(tb testing.TB) *mysql.Store {
-	tb.Helper()
-	return MustOpenStoreAt(tb, MustCreateDatabase(tb))
-}
-
-// MustOpenStoreAt opens another store on the database url names, as
-// another instance of a deployment would.
-func MustOpenStoreAt(tb testing.TB, url string) *mysql.Store {
-	tb.Helper()
-	return storetest.MustOpen(tb, mysql.Open, url)
-}
-
-// MustCreateDatabase creates a database of the test's own and returns its URL.
-func MustCreateDatabase(tb testing.TB) string {
-	tb.Helper()
-	return testenv.MySQLDatabase(tb)
-}
-
-func TestMigrate(t *testing.T) {
-	dsn := MustCreateDatabase(t)
-	storetest.RunMigrate(t, func(ctx context.Context) (storetest.Migrator, error) {
-		return mysql.Open(ctx, dsn, nil)
-	}, func(ctx context.Context, m storetest.Migrator) (n int, err error) {
-		err = m.(*mysql.Store).DB().QueryRowContext(ctx, "SELECT COUNT(*) FROM schema_migrations").Scan(&n)
-		return n, err
-	}, migrationFiles(t))
-}
+// TestStore runs the suite of the SQL servers' stores (storetest.Server).
+func TestStore(t *testing.T) { server.Run(t) }
 
 // TestMigrateInterrupted checks that a migration whose DDL was committed
 // but not recorded (MySQL commits DDL implicitly, so a crash in between
 // leaves exactly that) runs again without error.
 func TestMigrateInterrupted(t *testing.T) {
 	ctx := t.Context()
-	s := MustOpenStore(t)
+	s := server.MustOpen(t)
 	if _, err := s.DB().ExecContext(ctx, "DELETE FROM schema_migrations WHERE version = 2"); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatalf("Migrate after an unrecorded 0002: %v", err)
 	}
-	var n int
-	if want := migrationFiles(t); s.DB().QueryRowContext(ctx, "SELECT COUNT(*) FROM schema_migrations").Scan(&n) != nil || n != want {
-		t.Errorf("migrations recorded = %d, want %d", n, want)
+	if n, err := recordedMigrations(ctx, s); err != nil || n != storetest.MigrationFiles(t) {
+		t.Errorf("migrations recorded = %d, %v, want %d", n, err, storetest.MigrationFiles(t))
 	}
 }
 
-func TestOpen(t *testing.T) {
-	for _, u := range []string{"postgres://x@localhost/db", "mysql://root@127.0.0.1:3306", "::"} {
-		if _, err := mysql.Open(t.Context(), u, nil); err == nil {
-			t.Errorf("Open(%q) succeeded", u)
-		}
-	}
+// recordedMigrations counts the rows of schema_migrations.
+func recordedMigrations(ctx context.Context, s *mysql.Store) (n int, err error) {
+	err = s.DB().QueryRowContext(ctx, "SELECT COUNT(*) FROM schema_migrations").Scan(&n)
+	return n, err
 }
 
 // BenchmarkPlaceOrders measures the group commit at the batch sizes the
 // embedded writer and the queue consumer produce.
 func BenchmarkPlaceOrders(b *testing.B) {
-	storetest.BenchPlaceOrders(b, func(tb testing.TB) flashsale.Store { return MustOpenStore(tb).Roles() })
+	storetest.BenchPlaceOrders(b, server.Store)
 }
 
 // BenchmarkExpireHolds measures releasing a reaper batch of 256 holds, alone
 // and against a concurrent PlaceOrders, and the per-hold way it replaced.
 func BenchmarkExpireHolds(b *testing.B) {
-	storetest.BenchExpireHolds(b, func(tb testing.TB) flashsale.Store { return MustOpenStore(tb).Roles() })
+	storetest.BenchExpireHolds(b, server.Store)
 }
 
 // syncBuffer is a bytes.Buffer that a logger may write from one goroutine
@@ -122,7 +96,7 @@ func (b *syncBuffer) String() string {
 func TestPlaceOrdersDeadlock(t *testing.T) {
 	ctx := t.Context()
 	var logs syncBuffer
-	s, err := mysql.Open(ctx, MustCreateDatabase(t), slog.New(slog.NewTextHandler(&logs, nil)))
+	s, err := mysql.Open(ctx, server.Database(t), slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,24 +200,4 @@ func TestPlaceOrdersDeadlock(t *testing.T) {
 	if got, want := rooms, 2; got != want {
 		t.Errorf("u1 rooms = %d, want %d", got, want)
 	}
-}
-
-// migrationFiles counts the package's migrations, each recorded once.
-func migrationFiles(tb testing.TB) int {
-	files, err := filepath.Glob("migrations/*.sql")
-	if err != nil || len(files) == 0 {
-		tb.Fatalf("migrations: %v", err)
-	}
-	return len(files)
-}
-
-func TestModeBoard(t *testing.T) {
-	modetest.Run(t, func(tb testing.TB) flashsale.ModeBoard { return MustOpenStore(tb) })
-}
-
-func TestForceBoard(t *testing.T) {
-	forcetest.Run(t, func(tb testing.TB) (a, b flashsale.ForceBoard) {
-		url := MustCreateDatabase(tb)
-		return MustOpenStoreAt(tb, url), MustOpenStoreAt(tb, url)
-	})
 }

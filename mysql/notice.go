@@ -129,7 +129,7 @@ func readStocks(ctx context.Context, q querier, sales []string, currency func(sa
 func (s *Store) ClaimNotices(ctx context.Context, transport, owner string, until time.Time, limit int) ([]flashsale.Notice, bool, error) {
 	ns, held, err := sqlrows.ClaimNotices(transport, owner, limit, sqlrows.Lease{
 		Take: func() (cursor int64, held bool, err error) {
-			err = s.inTx(ctx, "claim_notices", func(tx *sql.Tx) error {
+			err = s.driver.InTx(ctx, "claim_notices", func(tx *sql.Tx) error {
 				if _, err := tx.ExecContext(ctx, `INSERT INTO notice_cursors (transport, seq, owner, lease_until_ms)
 					VALUES (?, 0, ?, ?) ON DUPLICATE KEY UPDATE
 					owner = IF(owner = VALUES(owner) OR lease_until_ms <= ?, VALUES(owner), owner),

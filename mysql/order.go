@@ -17,70 +17,6 @@ import (
 	"github.com/flashsale/flashsale/internal/sqlstore"
 )
 
-// orderColumns reads an order with its check-in date (the date of its first
-// night; empty if that night does not exist, which only a failed order can
-// name: a stay starting past the sale's last night. PlaceOrders writes no
-// order for an unknown sale).
-const orderColumns = orderFields + `,
-	COALESCE(DATE_FORMAT(n.date, '%Y-%m-%d'), '')
-	FROM orders o LEFT JOIN nights n ON n.sale_id = o.sale_id AND n.idx = o.first_night `
-
-// orderFields are the columns of an order row itself, in sqlrows.Order's order
-// (which then wants the check-in date).
-const orderFields = `o.id, o.sale_id, o.user_id, o.idempotency_key, o.status, o.first_night, o.nights,
-	o.rooms, o.amount, o.currency, o.hold_expires_at_ms, o.payment_ref, o.failure_reason, o.created_at_ms,
-	o.updated_at_ms`
-
-func queryOrder(ctx context.Context, q querier, where string, args ...any) (*flashsale.Order, error) {
-	o, err := sqlrows.Order(q.QueryRowContext(ctx, `SELECT `+orderColumns+where, args...))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, flashsale.ErrNotFound
-	}
-	return o, down(err)
-}
-
-func queryOrders(ctx context.Context, q querier, where string, args ...any) ([]*flashsale.Order, error) {
-	return scanOrders(q.QueryContext(ctx, `SELECT `+orderColumns+where, args...))
-}
-
-// scanOrders reads every row of a query that selects what scanOrder reads.
-func scanOrders(rows *sql.Rows, err error) ([]*flashsale.Order, error) {
-	if err != nil {
-		return nil, down(err)
-	}
-	defer rows.Close()
-	return sqlrows.Orders(rows)
-}
-
-// Order returns one order, or ErrNotFound.
-func (s *Store) Order(ctx context.Context, id string) (*flashsale.Order, error) {
-	o, err := queryOrder(ctx, s.db, `WHERE o.id = ?`, id)
-	if err != nil {
-		return nil, fmt.Errorf("order: order=%s: %w", id, err)
-	}
-	return o, nil
-}
-
-// OrderByKey returns the order a user placed with an idempotency key, or
-// ErrNotFound. The empty key names no order.
-func (s *Store) OrderByKey(ctx context.Context, saleID, userID, key string) (*flashsale.Order, error) {
-	if key == "" {
-		return nil, fmt.Errorf("order by key: sale=%s: %w", saleID, flashsale.ErrNotFound)
-	}
-	o, err := queryOrder(ctx, s.db, `WHERE o.sale_id = ? AND o.user_id = ? AND o.idempotency_key = ?`, saleID, userID, key)
-	if err != nil {
-		return nil, fmt.Errorf("order by key: sale=%s: %w", saleID, err)
-	}
-	return o, nil
-}
-
-// saleTerms is what PlaceOrders needs to know about a sale.
-type saleTerms struct {
-	known    bool
-	limit    int
-	currency string
-}
-
 // PlaceOrders writes a batch of reservations in one transaction, in two
 // phases, so that the night counter rows, the hottest rows in the database
 // (the reaper's ExpireHolds and every Transition wait for them), are locked
@@ -141,38 +77,29 @@ type saleTerms struct {
 // holding a user row waits for, or the other way round. What remains is
 // rare (a batch inserting an order a Transition is locking, or the
 // one-by-one fallback, which can take a new user's row after the nights),
-// and inTx reruns the whole transaction from the start, results cleared,
-// logging a warning.
+// and sqlstore.PlaceOrders reruns the whole transaction from the start,
+// results cleared, logging a warning.
 func (s *Store) PlaceOrders(ctx context.Context, rs []flashsale.Reservation) ([]error, error) {
-	results := make([]error, len(rs))
-	if len(rs) == 0 {
-		return results, nil
-	}
-	err := s.inTx(ctx, "place_orders", func(tx *sql.Tx) error {
-		clear(results)
+	return sqlstore.PlaceOrders(ctx, s.driver, rs, func(ctx context.Context, tx *sql.Tx, results []error) ([]flashsale.Notice, error) {
 		p := placer{tx: tx, rs: rs, results: results, nowMS: time.Now().UnixMilli(), logger: s.logger}
 		if err := p.run(ctx); err != nil {
-			return err
+			return nil, err
 		}
 		ns, err := p.notices(ctx)
 		if err != nil {
-			return fmt.Errorf("notices: %w", err)
+			return nil, fmt.Errorf("notices: %w", err)
 		}
-		return s.writeNotices(ctx, tx, ns)
+		return ns, nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("place orders: %w", err)
-	}
-	return results, nil
 }
 
-// placer carries one attempt at a PlaceOrders transaction. inTx makes a
-// new one for every attempt, so a rerun after a deadlock starts clean.
+// placer carries one attempt at a PlaceOrders transaction. PlaceOrders
+// makes a new one for every attempt, so a rerun after a deadlock starts clean.
 type placer struct {
 	tx      *sql.Tx
 	rs      []flashsale.Reservation
 	results []error
-	terms   map[string]saleTerms
+	terms   map[string]sqlstore.SaleTerms
 	nowMS   int64
 	logger  *slog.Logger
 	// stocks are the nights of the sales with orders left after phase 1,
@@ -187,7 +114,7 @@ func (p *placer) notices(ctx context.Context) ([]flashsale.Notice, error) {
 	var missing []string
 	for i := range p.rs {
 		id := p.rs[i].SaleID
-		if _, ok := p.stocks[id]; !ok && p.terms[id].known && !slices.Contains(missing, id) {
+		if _, ok := p.stocks[id]; !ok && p.terms[id].Known && !slices.Contains(missing, id) {
 			missing = append(missing, id)
 		}
 	}
@@ -203,7 +130,7 @@ func (p *placer) notices(ctx context.Context) ([]flashsale.Notice, error) {
 	return sqlrows.PlaceNotices(p.rs, p.results, p.stocks, p.nowMS), nil
 }
 
-func (p *placer) currency(sale string) string { return p.terms[sale].currency }
+func (p *placer) currency(sale string) string { return p.terms[sale].Currency }
 
 // lockStocks locks and reads the nights of the sales of the orders live,
 // in (sale_id, idx) order, for phase 2.
@@ -229,12 +156,7 @@ func (p *placer) run(ctx context.Context) error {
 	}
 	writable := make([]int, 0, len(p.rs))
 	for i := range p.rs {
-		switch r := &p.rs[i]; {
-		case invalid(r):
-			p.results[i] = flashsale.ErrInvalid
-		case !p.terms[r.SaleID].known:
-			p.results[i] = flashsale.ErrNotFound
-		default:
+		if p.results[i] = sqlstore.Refuse(&p.rs[i], p.terms); p.results[i] == nil {
 			writable = append(writable, i)
 		}
 	}
@@ -268,7 +190,7 @@ func (p *placer) run(ctx context.Context) error {
 // deadlock on the gap locks InnoDB takes for the user_rooms upserts of new
 // users (even in READ COMMITTED). A sale missing here is unknown.
 func (p *placer) readTerms(ctx context.Context) error {
-	p.terms = make(map[string]saleTerms, 1)
+	p.terms = make(map[string]sqlstore.SaleTerms, 1)
 	var args []any
 	for i := range p.rs {
 		if id := p.rs[i].SaleID; !slices.Contains(args, any(id)) {
@@ -282,18 +204,13 @@ func (p *placer) readTerms(ctx context.Context) error {
 	defer rows.Close()
 	for rows.Next() {
 		var id string
-		t := saleTerms{known: true}
-		if err := rows.Scan(&id, &t.limit, &t.currency); err != nil {
+		t := sqlstore.SaleTerms{Known: true}
+		if err := rows.Scan(&id, &t.Limit, &t.Currency); err != nil {
 			return err
 		}
 		p.terms[id] = t
 	}
 	return rows.Err()
-}
-
-// invalid reports a reservation the stock engine would never produce.
-func invalid(r *flashsale.Reservation) bool {
-	return r.Rooms < 1 || r.Nights < 1 || r.FirstNight < 0
 }
 
 const (
@@ -348,7 +265,7 @@ func (p *placer) insertAll(ctx context.Context, idx []int) ([]int, error) {
 // failed (empty unless status is failed).
 func (p *placer) orderArgs(args []any, r *flashsale.Reservation, status flashsale.OrderStatus, key, reason string) []any {
 	return append(args, r.OrderID, r.SaleID, r.UserID, nullKey(key), string(status),
-		r.FirstNight, r.Nights, r.Rooms, r.Amount, p.terms[r.SaleID].currency, ms(r.HoldExpiresAt), reason, p.nowMS, p.nowMS)
+		r.FirstNight, r.Nights, r.Rooms, r.Amount, p.terms[r.SaleID].Currency, ms(r.HoldExpiresAt), reason, p.nowMS, p.nowMS)
 }
 
 // insert writes one order as held. It returns ErrDuplicate if the ID
@@ -391,41 +308,29 @@ const failOrder = `INSERT INTO orders (id, sale_id, user_id, idempotency_key, st
 // without it. In READ COMMITTED the INSERT reads the sale row without
 // locking it, so it does not queue behind a PlaceOrders batch that holds it.
 func (s *Store) FailOrder(ctx context.Context, r flashsale.Reservation, reason string) error {
-	reason = sqlrows.FailureReason(reason)
-	err := s.inTx(ctx, "fail_order", func(tx *sql.Tx) error {
-		at := time.Now().UnixMilli()
-		err := sqlrows.FailOrder(&r, func(key string) (sqlrows.Inserted, error) {
-			res, err := tx.ExecContext(ctx, failOrder, r.OrderID, r.UserID, nullKey(key), r.FirstNight, r.Nights,
-				r.Rooms, r.Amount, ms(r.HoldExpiresAt), reason, at, at, r.SaleID)
-			if isDuplicate(err) {
-				// Which unique key? InnoDB rolled back only the statement, so look.
-				var exists bool
-				if err := tx.QueryRowContext(ctx, "SELECT EXISTS(SELECT 1 FROM orders WHERE id = ?)", r.OrderID).Scan(&exists); err != nil {
-					return 0, err
-				}
-				if exists {
-					return sqlrows.IDTaken, nil
-				}
-				return sqlrows.KeyTaken, nil
-			}
-			if err != nil {
-				return 0, err
-			}
-			return sqlrows.Affected(res)
-		})
-		if err != nil {
-			return err
+	return sqlstore.FailOrder(ctx, s.driver, r, reason, insertFailed)
+}
+
+// insertFailed writes r as a failed order (see FailOrder) and reports what
+// happened.
+func insertFailed(ctx context.Context, tx *sql.Tx, r *flashsale.Reservation, key, reason string, at int64) (sqlrows.Inserted, error) {
+	res, err := tx.ExecContext(ctx, failOrder, r.OrderID, r.UserID, nullKey(key), r.FirstNight, r.Nights,
+		r.Rooms, r.Amount, ms(r.HoldExpiresAt), reason, at, at, r.SaleID)
+	if isDuplicate(err) {
+		// Which unique key? InnoDB rolled back only the statement, so look.
+		var exists bool
+		if err := tx.QueryRowContext(ctx, "SELECT EXISTS(SELECT 1 FROM orders WHERE id = ?)", r.OrderID).Scan(&exists); err != nil {
+			return 0, err
 		}
-		o, err := queryOrder(ctx, tx, `WHERE o.id = ?`, r.OrderID)
-		if err != nil {
-			return err
+		if exists {
+			return sqlrows.IDTaken, nil
 		}
-		return s.writeNotices(ctx, tx, []flashsale.Notice{flashsale.OrderNotice(o, sqlrows.FromMS(at))})
-	})
-	if err != nil {
-		return fmt.Errorf("fail order: order=%s: %w", r.OrderID, err)
+		return sqlrows.KeyTaken, nil
 	}
-	return nil
+	if err != nil {
+		return 0, err
+	}
+	return sqlrows.Affected(res)
 }
 
 // takeTogether is phase 2's fast path: the users' counts one by one, then
@@ -546,7 +451,7 @@ func (p *placer) takeUsers(ctx context.Context, byUser []int) (taken []int, ok b
 		if err != nil {
 			return nil, false, fmt.Errorf("users: sale=%s: %w", sale, err)
 		}
-		limit := p.terms[sale].limit
+		limit := p.terms[sale].Limit
 		added := map[string]int{}
 		var users []string // in (user_id) order, as they were locked
 		for _, i := range orders {
@@ -624,7 +529,7 @@ func (p *placer) lockUsers(ctx context.Context, sale string, orders []int) (map[
 // takeUserRooms adds an order's rooms to its user's count if that stays
 // within the sale's limit, and reports whether it did.
 func (p *placer) takeUserRooms(ctx context.Context, r *flashsale.Reservation) (bool, error) {
-	limit := p.terms[r.SaleID].limit
+	limit := p.terms[r.SaleID].Limit
 	if r.Rooms > limit {
 		return false, nil
 	}
@@ -645,7 +550,7 @@ func (p *placer) takeUserRooms(ctx context.Context, r *flashsale.Reservation) (b
 // reason.
 func (p *placer) markFailed(ctx context.Context, r *flashsale.Reservation, refusal error) error {
 	return expectRows(p.tx.ExecContext(ctx, "UPDATE orders SET status = 'failed', failure_reason = ? WHERE id = ? AND status = 'held'",
-		flashsale.ErrorCode(refusal), r.OrderID))(1, errCounters)
+		flashsale.ErrorCode(refusal), r.OrderID))(1, sqlstore.ErrCounters)
 }
 
 // holdNights adds rooms to the held count of nights [first, first+nights)
@@ -664,47 +569,10 @@ func holdNights(ctx context.Context, tx *sql.Tx, sale string, first, nights, roo
 }
 
 // Transition moves an order from one status to another if it is still in
-// from, adjusting the night and user counters in the same transaction. The
-// status change is itself the guard (UPDATE ... WHERE status = from), so of
-// many racing callers exactly one proceeds.
+// from, adjusting the night and user counters in the same transaction (see
+// sqlstore.Transition and moveCounters).
 func (s *Store) Transition(ctx context.Context, id string, from, to flashsale.OrderStatus, paymentRef string, now time.Time) (*flashsale.Order, error) {
-	if !from.CanBecome(to) {
-		return nil, fmt.Errorf("transition: order=%s %s->%s: %w", id, from, to, flashsale.ErrInvalid)
-	}
-	var order *flashsale.Order
-	err := s.inTx(ctx, "transition", func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE orders SET status = ?, updated_at_ms = ?,
-			payment_ref = IF(? = 'paid', ?, payment_ref) WHERE id = ? AND status = ?`,
-			string(to), now.UnixMilli(), string(to), paymentRef, id, string(from))
-		if err != nil {
-			return err
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n == 0 {
-			var status string
-			err := tx.QueryRowContext(ctx, "SELECT status FROM orders WHERE id = ?", id).Scan(&status)
-			if errors.Is(err, sql.ErrNoRows) {
-				return flashsale.ErrNotFound
-			}
-			if err != nil {
-				return err
-			}
-			return flashsale.ErrStale
-		}
-		if order, err = queryOrder(ctx, tx, `WHERE o.id = ?`, id); err != nil {
-			return err
-		}
-		stock, err := moveCounters(ctx, tx, order, from, to)
-		if err != nil {
-			return err
-		}
-		return s.writeNotices(ctx, tx, sqlrows.TransitionNotices(order, from, stock, now.UnixMilli()))
-	})
-	if err != nil {
-		return nil, fmt.Errorf("transition: order=%s %s->%s: %w", id, from, to, err)
-	}
-	return order, nil
+	return sqlstore.Transition(ctx, s.driver, id, from, to, paymentRef, now, moveCounters)
 }
 
 // moveCounters applies a transition to the night and user counters. It
@@ -720,17 +588,17 @@ func moveCounters(ctx context.Context, tx *sql.Tx, o *flashsale.Order, from, to 
 	case from == flashsale.OrderHeld && to == flashsale.OrderPaid:
 		return nil, expectRows(tx.ExecContext(ctx, `UPDATE nights SET held = held - ?, sold = sold + ?
 			WHERE sale_id = ? AND idx >= ? AND idx < ? AND held >= ?`,
-			o.Rooms, o.Rooms, o.SaleID, o.FirstNight, end, o.Rooms))(o.Nights, errCounters)
+			o.Rooms, o.Rooms, o.SaleID, o.FirstNight, end, o.Rooms))(o.Nights, sqlstore.ErrCounters)
 
 	case from == flashsale.OrderHeld:
 		if err := expectRows(tx.ExecContext(ctx, `UPDATE user_rooms SET rooms = rooms - ?
 			WHERE sale_id = ? AND user_id = ? AND rooms >= ?`,
-			o.Rooms, o.SaleID, o.UserID, o.Rooms))(1, errCounters); err != nil {
+			o.Rooms, o.SaleID, o.UserID, o.Rooms))(1, sqlstore.ErrCounters); err != nil {
 			return nil, err
 		}
 		return nil, expectRows(tx.ExecContext(ctx, `UPDATE nights SET held = held - ?
 			WHERE sale_id = ? AND idx >= ? AND idx < ? AND held >= ?`,
-			o.Rooms, o.SaleID, o.FirstNight, end, o.Rooms))(o.Nights, errCounters)
+			o.Rooms, o.SaleID, o.FirstNight, end, o.Rooms))(o.Nights, sqlstore.ErrCounters)
 
 	default: // expired or cancelled -> paid: take the units again, both guarded.
 		return retake(ctx, tx, o)
@@ -767,10 +635,6 @@ func retake(ctx context.Context, tx *sql.Tx, o *flashsale.Order) (*sqlrows.Stock
 	return stocks[o.SaleID], userErr
 }
 
-// errCounters means the counters disagree with an order: a bug, never a
-// customer-facing outcome.
-var errCounters = errors.New("night or user counters do not match the order")
-
 // expectRows checks a statement's rows affected: exactly want, or any
 // non-zero count when want is -1. Otherwise it returns refusal, which rolls
 // the transaction back.
@@ -788,22 +652,4 @@ func expectRows(res sql.Result, err error) func(want int, refusal error) error {
 		}
 		return nil
 	}
-}
-
-// SaleOrders returns up to q.Limit of a sale's orders, newest first, or
-// ErrNotFound for an unknown sale. orders_sale (sale_id, then the primary
-// key, as every InnoDB secondary key) walks them in id order.
-func (s *Store) SaleOrders(ctx context.Context, saleID string, q flashsale.OrderQuery) ([]*flashsale.Order, error) {
-	f := sqlrows.NewFilter(false)
-	if err := f.Orders(saleID, q); err != nil {
-		return nil, fmt.Errorf("sale orders: sale=%s: %w", saleID, err)
-	}
-	orders, err := queryOrders(ctx, s.db, f.Where()+` ORDER BY o.id DESC LIMIT `+f.Arg(sqlrows.PageLimit(q.Limit)), f.Args...)
-	if err == nil && len(orders) == 0 {
-		err = sqlstore.SaleExists(ctx, sqlstore.SQL(s.db, down), saleID)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("sale orders: sale=%s: %w", saleID, down(err))
-	}
-	return orders, nil
 }

@@ -43,9 +43,7 @@ func (s *Store) Snapshot(ctx context.Context, saleID string) (*flashsale.StockSn
 		return nil, fmt.Errorf("snapshot: sale=%s: %w", saleID, down(err))
 	}
 	defer tx.Rollback()
-	snap, err := dialect.Snapshot(ctx, sqlstore.SQL(tx, down), saleID, func() ([]*flashsale.Order, error) {
-		return queryOrders(ctx, tx, `WHERE o.sale_id = ? ORDER BY o.created_at_ms, o.id`, saleID)
-	})
+	snap, err := dialect.Snapshot(ctx, sqlstore.SQL(tx, down), saleID)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot: sale=%s: %w", saleID, down(err))
 	}

@@ -48,9 +48,13 @@ var migrations embed.FS
 type Store struct {
 	// shared is what the SQL servers do alike: ListSales, Sale, Sales,
 	// NightStocks, CreateSale, UpdateSale, AdjustStock, SaleChanges,
-	// DeleteSale and the ModeBoard's, run through this store's pool and
-	// transactions.
+	// DeleteSale, Order, OrderByKey, SaleOrders and the ModeBoard's, run
+	// through this store's pool and transactions.
 	shared
+	// driver runs this store's transactions, for the frames of the writes
+	// whose statements are MySQL's own (PlaceOrders, Transition,
+	// FailOrder, ExpireHolds).
+	driver sqlstore.Driver[*sql.Tx]
 	db     *sql.DB
 	logger *slog.Logger
 }
@@ -110,11 +114,16 @@ func Open(ctx context.Context, rawURL string, logger *slog.Logger) (*Store, erro
 		logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Store{db: db, logger: logger}
-	s.shared = sqlstore.New(sqlstore.SQL(db, down), func(ctx context.Context, fn func(tx sqlstore.Querier) error) error {
-		return s.tx(ctx, func(tx *sql.Tx) error { return fn(sqlstore.SQL(tx, down)) })
-	}, func(ctx context.Context, op string, fn func(tx sqlstore.Querier) error) error {
-		return s.inTx(ctx, op, func(tx *sql.Tx) error { return fn(sqlstore.SQL(tx, down)) })
-	}, dialect)
+	s.driver = sqlstore.Driver[*sql.Tx]{
+		Pool:    sqlstore.SQL(db, down),
+		Dialect: dialect,
+		Begin:   s.tx,
+		Querier: func(tx *sql.Tx) sqlstore.Querier { return sqlstore.SQL(tx, down) },
+		Victim:  deadlocked,
+		Notices: s.writeNotices,
+		Logger:  logger,
+	}
+	s.shared = sqlstore.New(s.driver)
 	return s, nil
 }
 
@@ -272,22 +281,16 @@ func splitStatements(body string) []string {
 	return stmts
 }
 
-// inTx runs fn in a READ COMMITTED transaction, running it again from the
-// start when InnoDB picks it as a deadlock victim. PlaceOrders, Transition
-// and ExpireHolds lock orders, then user rows, then nights, each in key
-// order, but a batch inserts its orders in batch order and its one-by-one
-// fallback takes user rows after nights, so deadlocks are possible and
-// expected to be rare; InnoDB rolls the victim back entirely and fn must
-// start from scratch (PlaceOrders clears its results), so a rerun is always
-// safe. READ COMMITTED keeps InnoDB from taking gap locks on the night
-// ranges, which would only add more of them.
-func (s *Store) inTx(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
-	return sqlstore.Retry(ctx, s.logger, op, func(err error) (string, bool) {
-		me, ok := errors.AsType[*gomysql.MySQLError](err)
-		return "", ok && me.Number == errLockDeadlock
-	}, func() error { return s.tx(ctx, fn) })
-}
-
+// tx runs fn in a READ COMMITTED transaction: the Begin of s.driver,
+// whose InTx runs it again from the start when InnoDB picks it as a
+// deadlock victim. PlaceOrders, Transition and ExpireHolds lock orders,
+// then user rows, then nights, each in key order, but a batch inserts its
+// orders in batch order and its one-by-one fallback takes user rows after
+// nights, so deadlocks are possible and expected to be rare; InnoDB rolls
+// the victim back entirely and fn must start from scratch (PlaceOrders
+// clears its results), so a rerun is always safe. READ COMMITTED keeps
+// InnoDB from taking gap locks on the night ranges, which would only add
+// more of them.
 func (s *Store) tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
@@ -309,6 +312,13 @@ func down(err error) error {
 		return fmt.Errorf("%w: %w", flashsale.ErrUnavailable, err)
 	}
 	return err
+}
+
+// deadlocked reports whether err is InnoDB's choice of this transaction as
+// a deadlock victim.
+func deadlocked(err error) (code string, ok bool) {
+	me, ok := errors.AsType[*gomysql.MySQLError](err)
+	return "", ok && me.Number == errLockDeadlock
 }
 
 // isDuplicate reports whether err is a unique key violation.

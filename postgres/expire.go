@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/flashsale/flashsale"
-	"github.com/flashsale/flashsale/internal/sqlrows"
 	"github.com/flashsale/flashsale/internal/sqlstore"
 )
 
@@ -48,8 +47,8 @@ const (
 // lock once per hold; this waits once per batch, and costs four round trips
 // whatever its size (BEGIN, the locking read, one pipelined batch, COMMIT):
 //
-//  1. SELECT ... FOR UPDATE OF o SKIP LOCKED the due orders with their
-//     check-in dates: orders a Transition is paying or cancelling right now,
+//  1. SELECT ... FOR UPDATE SKIP LOCKED the due orders (sqlstore.ExpireHolds's
+//     locking read): orders a Transition is paying or cancelling right now,
 //     or another instance's reaper is expiring, are skipped rather than
 //     waited for, so reapers share the work and each order expires exactly
 //     once;
@@ -61,30 +60,14 @@ const (
 // user_rooms rows in (sale_id, user_id) order: the order of Transition, and
 // PlaceOrders' nights-before-users. The locking read skips locked orders
 // instead of waiting, so it never waits while holding a night. A deadlock
-// that remains is rerun by inTx.
+// that remains is rerun by the driver's InTx.
 func (s *Store) ExpireHolds(ctx context.Context, now time.Time, limit int) ([]*flashsale.Order, error) {
-	return sqlstore.ExpireHolds(ctx, s.shared, s.inTx, now, limit, func(ctx context.Context, tx pgx.Tx) ([]*flashsale.Order, error) {
-		orders, err := expireHolds(ctx, tx, now, limit)
-		if err != nil {
-			return nil, err
-		}
-		return orders, s.writeNotices(ctx, tx, sqlrows.ExpireNotices(orders, now.UnixMilli()))
-	})
+	return sqlstore.ExpireHolds(ctx, s.driver, now, limit, expireHolds)
 }
 
-func expireHolds(ctx context.Context, tx pgx.Tx, now time.Time, limit int) ([]*flashsale.Order, error) {
-	nowMS := now.UnixMilli()
-	// No join for the check-in date: the night rows a flash sale hammers
-	// carry long chains of dead versions until pruned, and a join would walk
-	// one per order (20 ms for 256 orders on one night); the night lock
-	// below reads each date once.
-	orders, err := scanOrders(tx.Query(ctx, `SELECT `+orderFields+`, '' FROM orders o
-		WHERE o.status = 'held' AND o.hold_expires_at_ms <= $1
-		ORDER BY o.hold_expires_at_ms, o.id LIMIT $2 FOR UPDATE SKIP LOCKED`, nowMS, limit))
-	if err != nil || len(orders) == 0 {
-		return orders, err
-	}
-
+// expireHolds is step 2 of ExpireHolds, for the orders step 1 locked: one
+// pipelined batch.
+func expireHolds(ctx context.Context, tx pgx.Tx, orders []*flashsale.Order, nowMS int64) error {
 	ids := make([]string, len(orders))
 	for i, o := range orders {
 		ids[i] = o.ID
@@ -99,8 +82,8 @@ func expireHolds(ctx context.Context, tx pgx.Tx, now time.Time, limit int) ([]*f
 	br := tx.SendBatch(ctx, b)
 	defer br.Close()
 
-	if err := expectRows(br.Exec())(len(ids), errCounters); err != nil {
-		return nil, fmt.Errorf("mark expired: %w", err)
+	if err := expectRows(br.Exec())(len(ids), sqlstore.ErrCounters); err != nil {
+		return fmt.Errorf("mark expired: %w", err)
 	}
 	type nightKey struct {
 		sale string
@@ -119,26 +102,25 @@ func expireHolds(ctx context.Context, tx pgx.Tx, now time.Time, limit int) ([]*f
 		})
 	}
 	if err != nil {
-		return nil, fmt.Errorf("lock nights: %w", err)
+		return fmt.Errorf("lock nights: %w", err)
 	}
-	if err := expectRows(br.Exec())(len(nights.idxs), errCounters); err != nil {
-		return nil, fmt.Errorf("release nights: %w", err)
+	if err := expectRows(br.Exec())(len(nights.idxs), sqlstore.ErrCounters); err != nil {
+		return fmt.Errorf("release nights: %w", err)
 	}
 	var locked int
 	if err := br.QueryRow().Scan(&locked); err != nil {
-		return nil, fmt.Errorf("lock user rooms: %w", err)
+		return fmt.Errorf("lock user rooms: %w", err)
 	}
-	if err := expectRows(br.Exec())(len(users.users), errCounters); err != nil {
-		return nil, fmt.Errorf("release user rooms: %w", err)
+	if err := expectRows(br.Exec())(len(users.users), sqlstore.ErrCounters); err != nil {
+		return fmt.Errorf("release user rooms: %w", err)
 	}
 	if err := br.Close(); err != nil {
-		return nil, err
+		return err
 	}
 	for _, o := range orders {
-		o.Status, o.UpdatedAt = flashsale.OrderExpired, sqlrows.FromMS(nowMS)
 		o.CheckIn = dates[nightKey{o.SaleID, o.FirstNight}]
 	}
-	return orders, nil
+	return nil
 }
 
 // nightReleases is the rooms a batch gives back per night, as the parallel

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -15,70 +14,6 @@ import (
 	"github.com/flashsale/flashsale/internal/sqlrows"
 	"github.com/flashsale/flashsale/internal/sqlstore"
 )
-
-// orderColumns reads an order with its check-in date (the date of its first
-// night; empty if that night does not exist, which only a failed order can
-// name: a stay starting past the sale's last night. PlaceOrders writes no
-// order for an unknown sale).
-const orderColumns = orderFields + `,
-	COALESCE(to_char(n.date, 'YYYY-MM-DD'), '')
-	FROM orders o LEFT JOIN nights n ON n.sale_id = o.sale_id AND n.idx = o.first_night `
-
-// orderFields are the columns of an order row itself, in sqlrows.Order's order
-// (which then wants the check-in date).
-const orderFields = `o.id, o.sale_id, o.user_id, o.idempotency_key, o.status, o.first_night, o.nights,
-	o.rooms, o.amount, o.currency, o.hold_expires_at_ms, o.payment_ref, o.failure_reason, o.created_at_ms,
-	o.updated_at_ms`
-
-func queryOrder(ctx context.Context, q querier, where string, args ...any) (*flashsale.Order, error) {
-	o, err := sqlrows.Order(q.QueryRow(ctx, `SELECT `+orderColumns+where, args...))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, flashsale.ErrNotFound
-	}
-	return o, err
-}
-
-func queryOrders(ctx context.Context, q querier, where string, args ...any) ([]*flashsale.Order, error) {
-	return scanOrders(q.Query(ctx, `SELECT `+orderColumns+where, args...))
-}
-
-// scanOrders reads every row of a query that selects what scanOrder reads.
-func scanOrders(rows pgx.Rows, err error) ([]*flashsale.Order, error) {
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	return sqlrows.Orders(rows)
-}
-
-// Order returns one order, or ErrNotFound.
-func (s *Store) Order(ctx context.Context, id string) (*flashsale.Order, error) {
-	o, err := queryOrder(ctx, s.pool, `WHERE o.id = $1`, id)
-	if err != nil {
-		return nil, fmt.Errorf("order: order=%s: %w", id, err)
-	}
-	return o, nil
-}
-
-// OrderByKey returns the order a user placed with an idempotency key, or
-// ErrNotFound. The empty key names no order.
-func (s *Store) OrderByKey(ctx context.Context, saleID, userID, key string) (*flashsale.Order, error) {
-	if key == "" {
-		return nil, fmt.Errorf("order by key: sale=%s: %w", saleID, flashsale.ErrNotFound)
-	}
-	o, err := queryOrder(ctx, s.pool, `WHERE o.sale_id = $1 AND o.user_id = $2 AND o.idempotency_key = $3`, saleID, userID, key)
-	if err != nil {
-		return nil, fmt.Errorf("order by key: sale=%s: %w", saleID, err)
-	}
-	return o, nil
-}
-
-// saleTerms is what PlaceOrders needs to know about a sale.
-type saleTerms struct {
-	known    bool
-	limit    int
-	currency string
-}
 
 // The statements of one reservation. Each either changes its row(s) or
 // reports zero rows; none raises an error in the normal course, because an
@@ -113,54 +48,39 @@ const sqlFailOrder = `INSERT INTO orders (id, sale_id, user_id, idempotency_key,
 	ON CONFLICT DO NOTHING`
 
 // FailOrder records a reservation the order path gave up on as a failed
-// order with reason, taking no stock; see flashsale.Store. When its INSERT
-// writes nothing, one read tells why: no sale (ErrNotFound), an order with
-// the ID (ErrDuplicate), or else the idempotency key, and the row is
-// written again without it. ON CONFLICT waits for a concurrent insert of
-// the same ID to commit, so the read sees it.
+// order with reason, taking no stock; see flashsale.Store and
+// sqlstore.FailOrder. When its INSERT writes nothing, one read tells why
+// (see insertFailed).
 func (s *Store) FailOrder(ctx context.Context, r flashsale.Reservation, reason string) error {
-	reason = sqlrows.FailureReason(reason)
-	err := s.inTx(ctx, "fail_order", func(tx pgx.Tx) error { return s.failOrder(ctx, tx, r, reason) })
-	if err != nil {
-		return fmt.Errorf("fail order: order=%s: %w", r.OrderID, err)
-	}
-	return nil
+	return sqlstore.FailOrder(ctx, s.driver, r, reason, insertFailed)
 }
 
-// failOrder writes the failed order and, when it did, its notice, read
-// back as committed.
-func (s *Store) failOrder(ctx context.Context, tx pgx.Tx, r flashsale.Reservation, reason string) error {
-	at := time.Now().UnixMilli()
-	err := sqlrows.FailOrder(&r, func(key string) (sqlrows.Inserted, error) {
-		tag, err := tx.Exec(ctx, sqlFailOrder, r.OrderID, r.UserID, nullKey(key), r.FirstNight, r.Nights,
-			r.Rooms, r.Amount, ms(r.HoldExpiresAt), reason, at, r.SaleID)
-		if err != nil {
-			return 0, err
-		}
-		if tag.RowsAffected() == 1 {
-			return sqlrows.Written, nil
-		}
-		var sale, order bool
-		if err := tx.QueryRow(ctx, `SELECT EXISTS(SELECT 1 FROM sales WHERE id = $1),
-			EXISTS(SELECT 1 FROM orders WHERE id = $2)`, r.SaleID, r.OrderID).Scan(&sale, &order); err != nil {
-			return 0, err
-		}
-		switch {
-		case !sale:
-			return sqlrows.NoSale, nil
-		case order:
-			return sqlrows.IDTaken, nil
-		}
-		return sqlrows.KeyTaken, nil
-	})
+// insertFailed writes r as a failed order and reports what happened. When
+// the INSERT writes nothing, one read tells why: no sale (NoSale), an
+// order with the ID (IDTaken), or else the idempotency key (KeyTaken, and
+// sqlrows.FailOrder writes the row again without it). ON CONFLICT waits
+// for a concurrent insert of the same ID to commit, so the read sees it.
+func insertFailed(ctx context.Context, tx pgx.Tx, r *flashsale.Reservation, key, reason string, at int64) (sqlrows.Inserted, error) {
+	tag, err := tx.Exec(ctx, sqlFailOrder, r.OrderID, r.UserID, nullKey(key), r.FirstNight, r.Nights,
+		r.Rooms, r.Amount, ms(r.HoldExpiresAt), reason, at, r.SaleID)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	o, err := queryOrder(ctx, tx, `WHERE o.id = $1`, r.OrderID)
-	if err != nil {
-		return err
+	if tag.RowsAffected() == 1 {
+		return sqlrows.Written, nil
 	}
-	return s.writeNotices(ctx, tx, []flashsale.Notice{flashsale.OrderNotice(o, sqlrows.FromMS(at))})
+	var sale, order bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS(SELECT 1 FROM sales WHERE id = $1),
+		EXISTS(SELECT 1 FROM orders WHERE id = $2)`, r.SaleID, r.OrderID).Scan(&sale, &order); err != nil {
+		return 0, err
+	}
+	switch {
+	case !sale:
+		return sqlrows.NoSale, nil
+	case order:
+		return sqlrows.IDTaken, nil
+	}
+	return sqlrows.KeyTaken, nil
 }
 
 // head is what a batch must do first about the previous window.
@@ -213,41 +133,32 @@ const (
 // batches on a sale run one after the other instead of deadlocking on the
 // nights they share in different orders, and a batch never waits for a night
 // while holding a user row that a Transition waits for. What remains (say a
-// redelivered order that a Transition holds) is rare, and inTx reruns the
-// transaction.
+// redelivered order that a Transition holds) is rare, and
+// sqlstore.PlaceOrders reruns the transaction.
 func (s *Store) PlaceOrders(ctx context.Context, rs []flashsale.Reservation) ([]error, error) {
-	results := make([]error, len(rs))
-	if len(rs) == 0 {
-		return results, nil
-	}
-	err := s.inTx(ctx, "place_orders", func(tx pgx.Tx) error {
-		clear(results)
+	return sqlstore.PlaceOrders(ctx, s.driver, rs, func(ctx context.Context, tx pgx.Tx, results []error) ([]flashsale.Notice, error) {
 		terms, stocks, err := lockSales(ctx, tx, rs)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		p := placer{tx: tx, rs: rs, results: results, terms: terms, nowMS: time.Now().UnixMilli()}
 		if err := p.run(ctx); err != nil {
-			return err
+			return nil, err
 		}
-		return s.writeNotices(ctx, tx, sqlrows.PlaceNotices(rs, results, stocks, p.nowMS))
+		return sqlrows.PlaceNotices(rs, results, stocks, p.nowMS), nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("place orders: %w", err)
-	}
-	return results, nil
 }
 
 // lockSales locks the nights of every sale in the batch, in primary key
 // order, and reads each sale's limit and currency, in one round trip. The
 // nights as it locked them, before the batch takes any, are the outbox's
 // stocks (see sqlrows.PlaceNotices).
-func lockSales(ctx context.Context, tx pgx.Tx, rs []flashsale.Reservation) (map[string]saleTerms, map[string]*sqlrows.Stock, error) {
-	terms := make(map[string]saleTerms, 1)
+func lockSales(ctx context.Context, tx pgx.Tx, rs []flashsale.Reservation) (map[string]sqlstore.SaleTerms, map[string]*sqlrows.Stock, error) {
+	terms := make(map[string]sqlstore.SaleTerms, 1)
 	var ids []string
 	for _, r := range rs {
 		if _, ok := terms[r.SaleID]; !ok {
-			terms[r.SaleID] = saleTerms{}
+			terms[r.SaleID] = sqlstore.SaleTerms{}
 			ids = append(ids, r.SaleID)
 		}
 	}
@@ -268,12 +179,12 @@ func lockSales(ctx context.Context, tx pgx.Tx, rs []flashsale.Reservation) (map[
 	stocks := make(map[string]*sqlrows.Stock, len(ids))
 	for rows.Next() {
 		var id string
-		t := saleTerms{known: true}
-		if err := rows.Scan(&id, &t.limit, &t.currency); err != nil {
+		t := sqlstore.SaleTerms{Known: true}
+		if err := rows.Scan(&id, &t.Limit, &t.Currency); err != nil {
 			return nil, nil, err
 		}
 		terms[id] = t
-		stocks[id] = sqlrows.NewStock(t.currency, nights[id])
+		stocks[id] = sqlrows.NewStock(t.Currency, nights[id])
 	}
 	if err := rows.Err(); err != nil {
 		return nil, nil, err
@@ -286,7 +197,7 @@ type placer struct {
 	tx      pgx.Tx
 	rs      []flashsale.Reservation
 	results []error
-	terms   map[string]saleTerms
+	terms   map[string]sqlstore.SaleTerms
 	nowMS   int64
 }
 
@@ -345,7 +256,7 @@ func (p *placer) together(ctx context.Context) (bool, error) {
 		}
 		r := &p.rs[i]
 		ids, sales, users, keys = append(ids, r.OrderID), append(sales, r.SaleID), append(users, r.UserID), append(keys, r.IdempotencyKey)
-		currencies = append(currencies, p.terms[r.SaleID].currency)
+		currencies = append(currencies, p.terms[r.SaleID].Currency)
 		firsts, nightss, roomss = append(firsts, int32(r.FirstNight)), append(nightss, int32(r.Nights)), append(roomss, int32(r.Rooms))
 		amounts, holds = append(amounts, r.Amount), append(holds, ms(r.HoldExpiresAt))
 		st := stay{r.SaleID, r.FirstNight, r.Nights}
@@ -376,7 +287,7 @@ func (p *placer) together(ctx context.Context) (bool, error) {
 		for k, u := range us {
 			rooms[k] = int32(totals[user{sale, u}])
 		}
-		b.Queue(sqlAddUsersRooms, sale, us, rooms, p.terms[sale].limit)
+		b.Queue(sqlAddUsersRooms, sale, us, rooms, p.terms[sale].Limit)
 	}
 	for _, st := range stayOrder {
 		b.Queue(sqlHoldNights, stays[st], st.sale, st.first, st.first+st.nights)
@@ -458,7 +369,7 @@ func (p *placer) windows(ctx context.Context) error {
 			}
 			b.Queue("ROLLBACK TO SAVEPOINT w")
 			b.Queue(sqlInsertFailed, r.OrderID, r.SaleID, r.UserID, nullKey(key), r.FirstNight, r.Nights,
-				r.Rooms, r.Amount, p.terms[r.SaleID].currency, ms(r.HoldExpiresAt), p.nowMS, why)
+				r.Rooms, r.Amount, p.terms[r.SaleID].Currency, ms(r.HoldExpiresAt), p.nowMS, why)
 			b.Queue("RELEASE SAVEPOINT w")
 		}
 		if end > pos {
@@ -467,8 +378,8 @@ func (p *placer) windows(ctx context.Context) error {
 				r := &p.rs[i]
 				t := p.terms[r.SaleID]
 				b.Queue(sqlInsertHeld, r.OrderID, r.SaleID, r.UserID, nullKey(r.IdempotencyKey), r.FirstNight,
-					r.Nights, r.Rooms, r.Amount, t.currency, ms(r.HoldExpiresAt), p.nowMS)
-				b.Queue(sqlAddUserRooms, r.SaleID, r.UserID, r.Rooms, t.limit)
+					r.Nights, r.Rooms, r.Amount, t.Currency, ms(r.HoldExpiresAt), p.nowMS)
+				b.Queue(sqlAddUserRooms, r.SaleID, r.UserID, r.Rooms, t.Limit)
 				b.Queue(sqlHoldNights, r.Rooms, r.SaleID, r.FirstNight, r.FirstNight+r.Nights)
 			}
 		}
@@ -568,67 +479,15 @@ func (p *placer) readWindow(br pgx.BatchResults, pos, end int) (int, error, erro
 }
 
 // refuse returns why reservation i is refused before anything is written,
-// or nil: ErrInvalid for a stay the stock engine would never produce (no
-// rooms, no nights, a negative first night) and ErrNotFound for a sale that
-// does not exist. Refusing them here keeps one bad message from failing the
-// batch, and writing nothing (no row, no key bound, the ID stays free) gives
-// a redelivery the same answer.
-func (p *placer) refuse(i int) error {
-	r := &p.rs[i]
-	switch {
-	case r.Rooms < 1 || r.Nights < 1 || r.FirstNight < 0:
-		return flashsale.ErrInvalid
-	case !p.terms[r.SaleID].known:
-		return flashsale.ErrNotFound
-	}
-	return nil
-}
+// or nil (see sqlstore.Refuse).
+func (p *placer) refuse(i int) error { return sqlstore.Refuse(&p.rs[i], p.terms) }
 
 // Transition moves an order from one status to another if it is still in
-// from, adjusting the night and user counters in the same transaction. The
-// status change is itself the guard (UPDATE ... WHERE status = from), so of
-// many racing callers exactly one proceeds.
+// from, adjusting the night and user counters in the same transaction (see
+// sqlstore.Transition and moveCounters).
 func (s *Store) Transition(ctx context.Context, id string, from, to flashsale.OrderStatus, paymentRef string, now time.Time) (*flashsale.Order, error) {
-	if !from.CanBecome(to) {
-		return nil, fmt.Errorf("transition: order=%s %s->%s: %w", id, from, to, flashsale.ErrInvalid)
-	}
-	var order *flashsale.Order
-	err := s.inTx(ctx, "transition", func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE orders SET status = $1::text, updated_at_ms = $2,
-			payment_ref = CASE WHEN $1::text = 'paid' THEN $3 ELSE payment_ref END
-			WHERE id = $4 AND status = $5`,
-			string(to), now.UnixMilli(), paymentRef, id, string(from))
-		if err != nil {
-			return err
-		}
-		if tag.RowsAffected() == 0 {
-			var exists bool
-			if err := tx.QueryRow(ctx, "SELECT EXISTS(SELECT 1 FROM orders WHERE id = $1)", id).Scan(&exists); err != nil {
-				return err
-			}
-			if !exists {
-				return flashsale.ErrNotFound
-			}
-			return flashsale.ErrStale
-		}
-		if order, err = queryOrder(ctx, tx, `WHERE o.id = $1`, id); err != nil {
-			return err
-		}
-		stock, err := moveCounters(ctx, tx, order, from, to)
-		if err != nil {
-			return err
-		}
-		return s.writeNotices(ctx, tx, sqlrows.TransitionNotices(order, from, stock, now.UnixMilli()))
-	})
-	if err != nil {
-		return nil, fmt.Errorf("transition: order=%s %s->%s: %w", id, from, to, err)
-	}
-	return order, nil
+	return sqlstore.Transition(ctx, s.driver, id, from, to, paymentRef, now, moveCounters)
 }
-
-// errCounters means the counters disagree with an order: a bug, never a
-// customer-facing outcome.
-var errCounters = errors.New("night or user counters do not match the order")
 
 // moveCounters applies a transition to the night and user counters. A
 // refusal returns an error, which rolls the whole transaction back,
@@ -643,17 +502,17 @@ func moveCounters(ctx context.Context, tx pgx.Tx, o *flashsale.Order, from, to f
 	case from == flashsale.OrderHeld && to == flashsale.OrderPaid:
 		return nil, expectRows(tx.Exec(ctx, `UPDATE nights SET held = held - $1, sold = sold + $1
 			WHERE sale_id = $2 AND idx >= $3 AND idx < $4 AND held >= $1`,
-			o.Rooms, o.SaleID, o.FirstNight, end))(o.Nights, errCounters)
+			o.Rooms, o.SaleID, o.FirstNight, end))(o.Nights, sqlstore.ErrCounters)
 
 	case from == flashsale.OrderHeld:
 		if err := expectRows(tx.Exec(ctx, `UPDATE nights SET held = held - $1
 			WHERE sale_id = $2 AND idx >= $3 AND idx < $4 AND held >= $1`,
-			o.Rooms, o.SaleID, o.FirstNight, end))(o.Nights, errCounters); err != nil {
+			o.Rooms, o.SaleID, o.FirstNight, end))(o.Nights, sqlstore.ErrCounters); err != nil {
 			return nil, err
 		}
 		return nil, expectRows(tx.Exec(ctx, `UPDATE user_rooms SET rooms = rooms - $1
 			WHERE sale_id = $2 AND user_id = $3 AND rooms >= $1`,
-			o.Rooms, o.SaleID, o.UserID))(1, errCounters)
+			o.Rooms, o.SaleID, o.UserID))(1, sqlstore.ErrCounters)
 
 	default: // expired or cancelled -> paid: take the units again, both guarded.
 		nights, err := scanStocks(tx.Query(ctx, sqlLockStocks, []string{o.SaleID}))
@@ -685,21 +544,4 @@ func expectRows(tag pgconn.CommandTag, err error) func(want int, refusal error) 
 		}
 		return nil
 	}
-}
-
-// SaleOrders returns up to q.Limit of a sale's orders, newest first, or
-// ErrNotFound for an unknown sale; orders_sale_id (sale_id, id) walks them.
-func (s *Store) SaleOrders(ctx context.Context, saleID string, q flashsale.OrderQuery) ([]*flashsale.Order, error) {
-	f := sqlrows.NewFilter(true)
-	if err := f.Orders(saleID, q); err != nil {
-		return nil, fmt.Errorf("sale orders: sale=%s: %w", saleID, err)
-	}
-	orders, err := queryOrders(ctx, s.pool, f.Where()+` ORDER BY o.id DESC LIMIT `+f.Arg(sqlrows.PageLimit(q.Limit)), f.Args...)
-	if err == nil && len(orders) == 0 {
-		err = sqlstore.SaleExists(ctx, pgq{s.pool}, saleID)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("sale orders: sale=%s: %w", saleID, err)
-	}
-	return orders, nil
 }

@@ -5,37 +5,35 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/flashsale/flashsale"
-	"github.com/flashsale/flashsale/forcetest"
 	"github.com/flashsale/flashsale/internal/testenv"
-	"github.com/flashsale/flashsale/modetest"
 	"github.com/flashsale/flashsale/postgres"
 	"github.com/flashsale/flashsale/storetest"
 )
 
-func TestStore(t *testing.T) {
-	storetest.Run(t, func(tb testing.TB) flashsale.Store { return MustOpenStore(tb).Roles() })
+// server is how these tests open a PostgreSQL store: on a database of the
+// test's own (MustCreateDatabase).
+var server = storetest.Server[*postgres.Store]{
+	Open:             postgres.Open,
+	Database:         MustCreateDatabase,
+	BadURLs:          []string{"mysql://x@localhost/db", "postgres://nobody@127.0.0.1:1/db", "::"},
+	Migrations:       recordedMigrations,
+	HoldNoticeLock:   holdNoticeLock,
+	NoticeLockWaited: noticeLockWaited,
 }
 
-// MustOpenStore opens a migrated store on a fresh database that is dropped
-// when the test ends.
-func MustOpenStore(tb testing.TB) *postgres.Store {
-	tb.Helper()
-	return MustOpenStoreAt(tb, MustCreateDatabase(tb))
-}
+// TestStore runs the suite of the SQL servers' stores (storetest.Server).
+func TestStore(t *testing.T) { server.Run(t) }
 
-// MustOpenStoreAt opens another store on the database url names, as
-// another instance of a deployment would.
-func MustOpenStoreAt(tb testing.TB, url string) *postgres.Store {
-	tb.Helper()
-	return storetest.MustOpen(tb, postgres.Open, url)
+// recordedMigrations counts the rows of schema_migrations.
+func recordedMigrations(ctx context.Context, s *postgres.Store) (n int, err error) {
+	err = s.Pool().QueryRow(ctx, "SELECT COUNT(*) FROM schema_migrations").Scan(&n)
+	return n, err
 }
 
 // MustCreateDatabase returns the URL of a fresh, empty database named
@@ -147,16 +145,8 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func TestMigrate(t *testing.T) {
-	dsn := MustCreateDatabase(t)
-	storetest.RunMigrate(t, func(ctx context.Context) (storetest.Migrator, error) {
-		return postgres.Open(ctx, dsn, nil)
-	}, func(ctx context.Context, m storetest.Migrator) (n int, err error) {
-		err = m.(*postgres.Store).Pool().QueryRow(ctx, "SELECT COUNT(*) FROM schema_migrations").Scan(&n)
-		return n, err
-	}, migrationFiles(t))
-}
-
+// TestOpen checks that Open takes the postgresql:// scheme too (the URLs
+// it must refuse are the server's BadURLs, checked by TestStore/Open).
 func TestOpen(t *testing.T) {
 	t.Run("postgresql", func(t *testing.T) {
 		u := MustCreateDatabase(t)
@@ -166,41 +156,16 @@ func TestOpen(t *testing.T) {
 		}
 		s.Close()
 	})
-	for _, u := range []string{"mysql://x@localhost/db", "postgres://nobody@127.0.0.1:1/db", "::"} {
-		if _, err := postgres.Open(t.Context(), u, nil); err == nil {
-			t.Errorf("Open(%q) succeeded", u)
-		}
-	}
 }
 
 // BenchmarkPlaceOrders measures the group commit at the batch sizes the
 // embedded writer and the queue consumer produce.
 func BenchmarkPlaceOrders(b *testing.B) {
-	storetest.BenchPlaceOrders(b, func(tb testing.TB) flashsale.Store { return MustOpenStore(tb).Roles() })
+	storetest.BenchPlaceOrders(b, server.Store)
 }
 
 // BenchmarkExpireHolds measures releasing a reaper batch of 256 holds, alone
 // and against a concurrent PlaceOrders, and the per-hold way it replaced.
 func BenchmarkExpireHolds(b *testing.B) {
-	storetest.BenchExpireHolds(b, func(tb testing.TB) flashsale.Store { return MustOpenStore(tb).Roles() })
-}
-
-// migrationFiles counts the package's migrations, each recorded once.
-func migrationFiles(tb testing.TB) int {
-	files, err := filepath.Glob("migrations/*.sql")
-	if err != nil || len(files) == 0 {
-		tb.Fatalf("migrations: %v", err)
-	}
-	return len(files)
-}
-
-func TestModeBoard(t *testing.T) {
-	modetest.Run(t, func(tb testing.TB) flashsale.ModeBoard { return MustOpenStore(tb) })
-}
-
-func TestForceBoard(t *testing.T) {
-	forcetest.Run(t, func(tb testing.TB) (a, b flashsale.ForceBoard) {
-		url := MustCreateDatabase(tb)
-		return MustOpenStoreAt(tb, url), MustOpenStoreAt(tb, url)
-	})
+	storetest.BenchExpireHolds(b, server.Store)
 }

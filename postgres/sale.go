@@ -40,9 +40,7 @@ func (s *Store) Snapshot(ctx context.Context, saleID string) (*flashsale.StockSn
 	var snap *flashsale.StockSnapshot
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
 		func(tx pgx.Tx) (err error) {
-			snap, err = dialect.Snapshot(ctx, pgq{tx}, saleID, func() ([]*flashsale.Order, error) {
-				return queryOrders(ctx, tx, `WHERE o.sale_id = $1 ORDER BY o.created_at_ms, o.id`, saleID)
-			})
+			snap, err = dialect.Snapshot(ctx, pgq{tx}, saleID)
 			return err
 		})
 	if err != nil {

@@ -54,9 +54,13 @@ var migrations embed.FS
 type Store struct {
 	// shared is what the SQL servers do alike: ListSales, Sale, Sales,
 	// NightStocks, CreateSale, UpdateSale, AdjustStock, SaleChanges,
-	// DeleteSale and the ModeBoard's, run through this store's pool and
-	// transactions.
+	// DeleteSale, Order, OrderByKey, SaleOrders and the ModeBoard's, run
+	// through this store's pool and transactions.
 	shared
+	// driver runs this store's transactions, for the frames of the writes
+	// whose statements are PostgreSQL's own (PlaceOrders, Transition,
+	// FailOrder, ExpireHolds).
+	driver sqlstore.Driver[pgx.Tx]
 	pool   *pgxpool.Pool
 	logger *slog.Logger
 }
@@ -118,11 +122,16 @@ func Open(ctx context.Context, rawURL string, logger *slog.Logger) (*Store, erro
 		logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Store{pool: pool, logger: logger}
-	s.shared = sqlstore.New(pgq{pool}, func(ctx context.Context, fn func(tx sqlstore.Querier) error) error {
-		return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return fn(pgq{tx}) })
-	}, func(ctx context.Context, op string, fn func(tx sqlstore.Querier) error) error {
-		return s.inTx(ctx, op, func(tx pgx.Tx) error { return fn(pgq{tx}) })
-	}, dialect)
+	s.driver = sqlstore.Driver[pgx.Tx]{
+		Pool:    pgq{pool},
+		Dialect: dialect,
+		Begin:   s.tx,
+		Querier: func(tx pgx.Tx) sqlstore.Querier { return pgq{tx} },
+		Victim:  victim,
+		Notices: s.writeNotices,
+		Logger:  logger,
+	}
+	s.shared = sqlstore.New(s.driver)
 	return s, nil
 }
 
@@ -204,19 +213,24 @@ func (s *Store) Migrate(ctx context.Context) error {
 	return nil
 }
 
-// inTx runs fn in a READ COMMITTED transaction, running it again from the
-// start when PostgreSQL aborts it as a deadlock victim (or, should a caller
-// raise the isolation level, a serialization failure). The lock order that
-// keeps deadlocks rare is described at PlaceOrders; an aborted transaction
-// changed nothing, so a rerun is always safe.
-func (s *Store) inTx(ctx context.Context, op string, fn func(tx pgx.Tx) error) error {
-	return sqlstore.Retry(ctx, s.logger, op, func(err error) (string, bool) {
-		pe, ok := errors.AsType[*pgconn.PgError](err)
-		if !ok || (pe.Code != codeDeadlockDetected && pe.Code != codeSerializationFailure) {
-			return "", false
-		}
-		return pe.Code, true
-	}, func() error { return pgx.BeginFunc(ctx, s.pool, fn) })
+// tx runs fn in a READ COMMITTED transaction (the server's default): the
+// Begin of s.driver, whose InTx runs it again from the start when
+// PostgreSQL aborts it as a deadlock victim (or, should a caller raise the
+// isolation level, a serialization failure: see victim). The lock order
+// that keeps deadlocks rare is described at PlaceOrders; an aborted
+// transaction changed nothing, so a rerun is always safe.
+func (s *Store) tx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, s.pool, fn)
+}
+
+// victim reports whether err aborted a transaction that a rerun may
+// retry, with its SQLSTATE for the log.
+func victim(err error) (code string, ok bool) {
+	pe, ok := errors.AsType[*pgconn.PgError](err)
+	if !ok || (pe.Code != codeDeadlockDetected && pe.Code != codeSerializationFailure) {
+		return "", false
+	}
+	return pe.Code, true
 }
 
 // pgq is a pool or a transaction as sqlstore's database/sql-shaped

@@ -29,7 +29,7 @@ func (db Store) ListSales(ctx context.Context, q flashsale.SaleQuery) ([]*flashs
 	if err := f.Sales(q); err != nil {
 		return nil, fmt.Errorf("list sales: %w", err)
 	}
-	sales, err := querySales(ctx, db.pool, `SELECT `+db.dialect.saleColumns()+` FROM
+	sales, err := queryRows(ctx, db.pool, sqlrows.Sales, `SELECT `+db.dialect.saleColumns()+` FROM
 		(SELECT id FROM sales `+f.Where()+` ORDER BY id DESC LIMIT `+f.Arg(sqlrows.PageLimit(q.Limit))+`) AS page
 		JOIN sales s ON s.id = page.id JOIN nights n ON n.sale_id = s.id
 		ORDER BY s.id DESC, n.idx`, f.Args...)
@@ -159,15 +159,9 @@ func exists(ctx context.Context, q Querier, query string, args ...any) (bool, er
 // SaleChanges is flashsale.Store.SaleChanges: a sale's change log, oldest
 // first, or ErrNotFound for an unknown sale.
 func (db Store) SaleChanges(ctx context.Context, saleID string) ([]flashsale.SaleChange, error) {
-	changes, err := func() ([]flashsale.SaleChange, error) {
-		rows, err := db.pool.Query(ctx, `SELECT at_ms, kind, revision, detail FROM sale_changes
-			WHERE sale_id = ? ORDER BY id`, saleID)
-		if err != nil {
-			return nil, err
-		}
-		defer rows.Close()
+	changes, err := queryRows(ctx, db.pool, func(rows sqlrows.Rows) ([]flashsale.SaleChange, error) {
 		return sqlrows.SaleChanges(rows, saleID)
-	}()
+	}, `SELECT at_ms, kind, revision, detail FROM sale_changes WHERE sale_id = ? ORDER BY id`, saleID)
 	if err == nil && len(changes) == 0 {
 		err = SaleExists(ctx, db.pool, saleID)
 	}

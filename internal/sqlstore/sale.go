@@ -65,7 +65,7 @@ func (db Store) Sale(ctx context.Context, id string) (*flashsale.Sale, error) {
 
 // Sale reads one sale with its nights through q, or ErrNotFound.
 func (d Dialect) sale(ctx context.Context, q Querier, id string) (*flashsale.Sale, error) {
-	sales, err := querySales(ctx, q, `SELECT `+d.saleColumns()+` FROM sales s
+	sales, err := queryRows(ctx, q, sqlrows.Sales, `SELECT `+d.saleColumns()+` FROM sales s
 		JOIN nights n ON n.sale_id = s.id WHERE s.id = ? ORDER BY n.idx`, id)
 	if err != nil {
 		return nil, err
@@ -79,23 +79,13 @@ func (d Dialect) sale(ctx context.Context, q Querier, id string) (*flashsale.Sal
 // Sales is flashsale.Store.Sales: the sales that end after now, ordered by
 // start time (then ID, so the order is stable).
 func (db Store) Sales(ctx context.Context, now time.Time) ([]*flashsale.Sale, error) {
-	sales, err := querySales(ctx, db.pool, `SELECT `+db.dialect.saleColumns()+` FROM sales s
+	sales, err := queryRows(ctx, db.pool, sqlrows.Sales, `SELECT `+db.dialect.saleColumns()+` FROM sales s
 		JOIN nights n ON n.sale_id = s.id WHERE s.ends_at_ms > ?
 		ORDER BY s.starts_at_ms, s.id, n.idx`, now.UnixMilli())
 	if err != nil {
 		return nil, fmt.Errorf("sales: %w", err)
 	}
 	return sales, nil
-}
-
-// querySales scans sale-night rows, grouped by sale, into sales.
-func querySales(ctx context.Context, q Querier, query string, args ...any) ([]*flashsale.Sale, error) {
-	rows, err := q.Query(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	return sqlrows.Sales(rows)
 }
 
 // NightStocks is flashsale.Store.NightStocks: the counters of each night
@@ -115,21 +105,15 @@ func (d Dialect) nightStocks(ctx context.Context, q Querier, saleID string, lock
 	if lock {
 		query += ` FOR UPDATE`
 	}
-	rows, err := q.Query(ctx, query, saleID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	return sqlrows.NightStocks(rows)
+	return queryRows(ctx, q, sqlrows.NightStocks, query, saleID)
 }
 
-// Snapshot reads a sale, its counters and the orders that orders reads
-// through tx, a read-only REPEATABLE READ transaction, so that the
-// counters and the reservations agree with each other. The first read
-// fixes the snapshot; the orders go first so that the later reads see the
-// same moment.
-func (d Dialect) Snapshot(ctx context.Context, tx Querier, saleID string, orders func() ([]*flashsale.Order, error)) (*flashsale.StockSnapshot, error) {
-	os, err := orders()
+// Snapshot reads a sale, its counters and every one of its orders through
+// tx, a read-only REPEATABLE READ transaction, so that the counters and the
+// reservations agree with each other. The first read fixes the snapshot;
+// the orders go first so that the later reads see the same moment.
+func (d Dialect) Snapshot(ctx context.Context, tx Querier, saleID string) (*flashsale.StockSnapshot, error) {
+	os, err := queryRows(ctx, tx, sqlrows.Orders, d.selectOrders()+`WHERE o.sale_id = ? ORDER BY o.created_at_ms, o.id`, saleID)
 	if err != nil {
 		return nil, err
 	}

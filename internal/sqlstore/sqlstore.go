@@ -37,6 +37,18 @@ type Rows interface {
 	Close()
 }
 
+// queryRows runs a query through q and reads all its rows with read (one
+// of sqlrows' readers), releasing them after.
+func queryRows[T any](ctx context.Context, q Querier, read func(rows sqlrows.Rows) (T, error), query string, args ...any) (T, error) {
+	rows, err := q.Query(ctx, query, args...)
+	if err != nil {
+		var none T
+		return none, err
+	}
+	defer rows.Close()
+	return read(rows)
+}
+
 // Store holds the flashsale.Store methods the SQL servers share, for a
 // store to embed: each runs the same statements through the store's pool
 // and transactions, written for its Dialect.
@@ -47,13 +59,55 @@ type Store struct {
 	dialect Dialect
 }
 
-// New returns the shared methods over a store's pool. tx runs fn in one
-// of the store's READ COMMITTED transactions; inTx does too, and runs it
-// again from the start should the database abort it as a deadlock victim
-// (op names it in logs).
-func New(pool Querier, tx func(ctx context.Context, fn func(tx Querier) error) error,
-	inTx func(ctx context.Context, op string, fn func(tx Querier) error) error, d Dialect) Store {
-	return Store{pool: pool, tx: tx, inTx: inTx, dialect: d}
+// New returns the shared methods over a store's driver: they run through
+// its pool and its transactions, as Queriers.
+func New[T any](d Driver[T]) Store {
+	return Store{
+		pool: d.Pool,
+		tx: func(ctx context.Context, fn func(tx Querier) error) error {
+			return d.Begin(ctx, func(tx T) error { return fn(d.Querier(tx)) })
+		},
+		inTx: func(ctx context.Context, op string, fn func(tx Querier) error) error {
+			return d.InTx(ctx, op, func(tx T) error { return fn(d.Querier(tx)) })
+		},
+		dialect: d.Dialect,
+	}
+}
+
+// Driver is a store's database as the shared code drives it, generic in the
+// driver's own transaction type T (*sql.Tx for MySQL, pgx.Tx for
+// PostgreSQL). The shared methods (Store) reach its transactions as
+// Queriers; the frames of the writes whose statements differ between the
+// servers (PlaceOrders, Transition, FailOrder, ExpireHolds) run the
+// transaction, its retry, the reads they share and the outbox write, and
+// hand the store's own statements the native T.
+type Driver[T any] struct {
+	// Pool runs statements outside a transaction.
+	Pool Querier
+	// Dialect is what the server does differently in the shared statements.
+	Dialect Dialect
+	// Begin runs fn in one READ COMMITTED transaction, committed if fn
+	// returns nil and rolled back otherwise.
+	Begin func(ctx context.Context, fn func(tx T) error) error
+	// Querier adapts a transaction to a Querier, for the shared statements.
+	Querier func(tx T) Querier
+	// Victim reports whether err is that of a transaction the database
+	// aborted as a deadlock victim (or a serialization failure), which
+	// changed nothing; code, if not empty, goes into the retry's log line.
+	Victim func(err error) (code string, ok bool)
+	// Notices appends notices to the outbox in tx, in order: the last lock
+	// of every write that takes it (see the store's writeNotices).
+	Notices func(ctx context.Context, tx T, ns []flashsale.Notice) error
+	// Logger gets the warning of every rerun.
+	Logger *slog.Logger
+}
+
+// InTx runs fn in one of the store's READ COMMITTED transactions (Begin),
+// and runs it again from the start while the database aborts it as a
+// deadlock victim (see Retry); op names it in logs. fn must start from
+// scratch each time: a victim was rolled back entirely.
+func (d Driver[T]) InTx(ctx context.Context, op string, fn func(tx T) error) error {
+	return Retry(ctx, d.Logger, op, d.Victim, func() error { return d.Begin(ctx, fn) })
 }
 
 // Dialect is what differs between the engines in the shared statements.
