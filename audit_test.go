@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/fixture"
 	"github.com/flashsale/flashsale/internal/testenv"
 )
 
@@ -18,10 +19,7 @@ const auditGrace = time.Minute
 
 // auditSale has two nights of 5 rooms, a limit of 2 rooms a user and 30 s holds.
 func auditSale() *flashsale.Sale {
-	return &flashsale.Sale{
-		ID: "s1", Nights: []flashsale.Night{{Date: testenv.Night(0), Stock: 5}, {Date: testenv.Night(1), Stock: 5}},
-		StartsAt: auditNow.Add(-time.Hour), EndsAt: auditNow.Add(time.Hour), PerUserLimit: 2, HoldSeconds: 30,
-	}
+	return fixture.Sale(fixture.ID("s1"), fixture.Stock(5, 5), fixture.Window(auditNow.Add(-time.Hour), auditNow.Add(time.Hour)), fixture.Limit(2))
 }
 
 // reservation is an order reserved ten minutes ago: well past the grace.

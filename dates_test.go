@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/fixture"
 )
 
 // TestCheckNights: the nights of a sale are refused when no guest could
@@ -14,11 +15,7 @@ import (
 func TestCheckNights(t *testing.T) {
 	now := time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC)
 	sale := func(startsAt time.Time, dates ...string) *flashsale.Sale {
-		s := &flashsale.Sale{StartsAt: startsAt, EndsAt: startsAt.Add(time.Hour)}
-		for _, d := range dates {
-			s.Nights = append(s.Nights, flashsale.Night{Date: d, Stock: 1})
-		}
-		return s
+		return fixture.Sale(fixture.Window(startsAt, startsAt.Add(time.Hour)), fixture.On(1, dates...))
 	}
 	for _, c := range []struct {
 		name string
@@ -83,7 +80,7 @@ func TestCheckCheckIn(t *testing.T) {
 		{"Asia/Shanghai", map[string]bool{"2026-12-24": true, "2026-12-25": true, "2026-12-23": false}},
 		{"Pacific/Pago_Pago", map[string]bool{"2026-12-23": true, "2026-12-24": true, "2026-12-22": false}},
 	} {
-		sale := &flashsale.Sale{TimeZone: c.zone}
+		sale := fixture.Sale(fixture.Zone(c.zone))
 		for in, ok := range c.ok {
 			err := sale.CheckCheckIn(in, now)
 			if ok != (err == nil) || (err != nil && flashsale.ErrorCode(err) != flashsale.EInvalid) {
@@ -91,7 +88,7 @@ func TestCheckCheckIn(t *testing.T) {
 			}
 		}
 	}
-	if err := (&flashsale.Sale{TimeZone: "Asia/Shanghai"}).CheckCheckIn("2026-12-23", now); err == nil ||
+	if err := fixture.Sale(fixture.Zone("Asia/Shanghai")).CheckCheckIn("2026-12-23", now); err == nil ||
 		!strings.Contains(err.Error(), "has passed in Asia/Shanghai: choose a night from 2026-12-24 on") {
 		t.Errorf("the refusal says %v", err)
 	}
@@ -102,7 +99,7 @@ func TestCheckCheckIn(t *testing.T) {
 func TestNightPassedAllocs(t *testing.T) {
 	now := time.Now()
 	for _, zone := range []string{"", "Asia/Shanghai"} {
-		sale := &flashsale.Sale{TimeZone: zone}
+		sale := fixture.Sale(fixture.Zone(zone))
 		sale.NightPassed("2026-12-24", now) // loads the zone once
 		if n := testing.AllocsPerRun(100, func() { sale.NightPassed("2026-12-24", now) }); n != 0 {
 			t.Errorf("zone %q: %.0f allocations a check, want 0", zone, n)

@@ -7,16 +7,13 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/fixture"
 	"github.com/flashsale/flashsale/internal/testenv"
 )
 
 func validSale() *flashsale.Sale {
 	t := testenv.NightTime(0).Add(20 * time.Hour)
-	return &flashsale.Sale{
-		Title: "Flash", Hotel: "Harbour View", RoomType: "Deluxe King",
-		Nights: []flashsale.Night{{Date: testenv.Night(0), Stock: 5}}, Price: 39900, OriginalPrice: 69900,
-		Currency: "CNY", StartsAt: t, EndsAt: t.Add(time.Hour), PerUserLimit: 1, HoldSeconds: 30, PurchaseToken: true,
-	}
+	return fixture.Sale(fixture.Window(t, t.Add(time.Hour)), fixture.Token())
 }
 
 func rate(r flashsale.Rate) *flashsale.Rate { return &r }

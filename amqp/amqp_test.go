@@ -22,6 +22,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/fixture"
 	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/flashsale/flashsale/sqlite"
 )
@@ -499,11 +500,8 @@ func MustOpenSQLite(tb testing.TB) (*sqlite.Store, string) {
 func mustCreateSale(tb testing.TB, db flashsale.Store, stock int) *flashsale.Sale {
 	tb.Helper()
 	now := time.Now()
-	sale := &flashsale.Sale{
-		ID: "sale-" + strings.ToLower(rand.Text()[:8]), Title: "Winter flash", Hotel: "Grand Hotel", RoomType: "Deluxe King",
-		Nights: []flashsale.Night{{Date: "2026-12-24", Stock: stock}}, Price: 100, OriginalPrice: 200, Currency: "CNY",
-		StartsAt: now.Add(-time.Hour), EndsAt: now.Add(time.Hour), PerUserLimit: 1, HoldSeconds: 60, CreatedAt: now,
-	}
+	sale := fixture.Sale(fixture.ID("sale-"+strings.ToLower(rand.Text()[:8])), fixture.Stock(stock), fixture.Price(100, 200),
+		fixture.Window(now.Add(-time.Hour), now.Add(time.Hour)), fixture.Hold(60), fixture.Created(now))
 	if err := db.CreateSale(tb.Context(), sale); err != nil {
 		tb.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/breaker"
 	"github.com/flashsale/flashsale/inmem"
+	"github.com/flashsale/flashsale/internal/fixture"
 	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/flashsale/flashsale/redis"
 	"github.com/flashsale/flashsale/stocktest"
@@ -236,8 +237,7 @@ func TestRedisLost(t *testing.T) {
 	b := breaker.New(flashsale.EngineOf(c), breaker.Config{Failures: 5, OpenFor: 300 * time.Millisecond, Logger: quiet})
 	saleID := ulid.Make().String()
 	if err := b.Load(ctx, &flashsale.StockSnapshot{
-		Sale: &flashsale.Sale{ID: saleID, PerUserLimit: 1, EndsAt: time.Now().Add(time.Hour),
-			Nights: []flashsale.Night{{Date: testenv.Night(0), Stock: 1000}}},
+		Sale:   fixture.Sale(fixture.ID(saleID), fixture.Stock(1000)),
 		Nights: []flashsale.NightStock{{Date: testenv.Night(0), Stock: 1000, Available: 1000}},
 	}, time.Time{}); err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/fixture"
 	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/google/go-cmp/cmp"
 )
@@ -26,13 +27,10 @@ func TestDecodeSale(t *testing.T) {
 			t.Fatal(err)
 		}
 		cst := time.FixedZone("", 8*3600)
-		want := &flashsale.Sale{
-			Title: "Flash", Hotel: "Harbour View", RoomType: "Deluxe King", TimeZone: "Asia/Shanghai",
-			Nights: []flashsale.Night{{Date: testenv.Night(0), Stock: 5}, {Date: testenv.Night(1), Stock: 3}},
-			Price:  39900, OriginalPrice: 69900, Currency: "CNY",
-			StartsAt: time.Date(2026, 12, 1, 20, 0, 0, 0, cst), EndsAt: time.Date(2026, 12, 1, 21, 0, 0, 0, cst),
-			PerUserLimit: 2, HoldSeconds: 60, PurchaseToken: false, Eligibility: flashsale.Eligibility{MinTier: flashsale.TierGold},
-		}
+		want := fixture.Sale(fixture.Zone("Asia/Shanghai"), fixture.Stock(5, 3),
+			fixture.Window(time.Date(2026, 12, 1, 20, 0, 0, 0, cst), time.Date(2026, 12, 1, 21, 0, 0, 0, cst)),
+			fixture.Limit(2), fixture.Hold(60))
+		want.Eligibility = flashsale.Eligibility{MinTier: flashsale.TierGold}
 		if diff := cmp.Diff(want, s); diff != "" {
 			t.Fatalf("sale (-want +got):\n%s", diff)
 		}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/api"
+	"github.com/flashsale/flashsale/internal/fixture"
 	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/go-cmp/cmp"
@@ -62,12 +63,7 @@ func (s *stubService) record(u flashsale.User) error {
 
 func (s *stubService) calls() int { s.mu.Lock(); defer s.mu.Unlock(); return s.n }
 
-var stubSale = &flashsale.Sale{
-	ID: "s1", Title: "Flash", Hotel: "Harbour View", RoomType: "Deluxe King",
-	Nights: []flashsale.Night{{Date: testenv.Night(0), Stock: 5}}, Price: 39900, OriginalPrice: 69900,
-	Currency: "CNY", StartsAt: t0, EndsAt: t0.Add(time.Hour), PerUserLimit: 1, HoldSeconds: 30,
-	PurchaseToken: true, CreatedAt: t0,
-}
+var stubSale = fixture.Sale(fixture.ID("s1"), fixture.Window(t0, t0.Add(time.Hour)), fixture.Token(), fixture.Created(t0))
 
 func (s *stubService) CreateSale(ctx context.Context, sale *flashsale.Sale) (*flashsale.Sale, error) {
 	if err := s.record(flashsale.User{}); err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/inmem"
+	"github.com/flashsale/flashsale/internal/fixture"
 	"github.com/flashsale/flashsale/stocktest"
 )
 
@@ -38,10 +39,9 @@ var benchIDs = func() []string {
 // mustLoadBench loads a one-night sale with the given stock and limit.
 func mustLoadBench(tb testing.TB, e *inmem.Engine, id string, stock, limit int) {
 	tb.Helper()
-	snap := &flashsale.StockSnapshot{
-		Sale:   &flashsale.Sale{ID: id, StartsAt: time.Now().Add(time.Hour), PerUserLimit: limit},
-		Nights: []flashsale.NightStock{{Date: "2030-12-24", Stock: stock, Available: stock}},
-	}
+	// Not on sale until an hour from now: loaded again and again.
+	s := fixture.Sale(fixture.ID(id), fixture.Stock(stock), fixture.Limit(limit), fixture.Window(time.Now().Add(time.Hour), time.Now().Add(2*time.Hour)))
+	snap := &flashsale.StockSnapshot{Sale: s, Nights: []flashsale.NightStock{{Date: s.Nights[0].Date, Stock: stock, Available: stock}}}
 	if err := e.Load(tb.Context(), snap, time.Now()); err != nil {
 		tb.Fatal(err)
 	}

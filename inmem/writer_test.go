@@ -13,6 +13,7 @@ import (
 
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/inmem"
+	"github.com/flashsale/flashsale/internal/fixture"
 	"github.com/flashsale/flashsale/sqlite"
 	"github.com/flashsale/flashsale/writertest"
 )
@@ -61,13 +62,8 @@ var saleSeq atomic.Int64
 func mustCreateSale(tb testing.TB, store flashsale.SaleStore, stock, limit int) *flashsale.Sale {
 	tb.Helper()
 	now := time.Now().UTC().Truncate(time.Millisecond)
-	s := &flashsale.Sale{
-		ID: fmt.Sprint("sale-", saleSeq.Add(1)), Title: "Winter flash", Hotel: "Grand Hotel", RoomType: "Deluxe King",
-		Nights: []flashsale.Night{{Date: "2030-12-24", Stock: stock}},
-		Price:  69900, OriginalPrice: 99900, Currency: "CNY",
-		StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour),
-		PerUserLimit: limit, HoldSeconds: 30, CreatedAt: now,
-	}
+	s := fixture.Sale(fixture.ID(fmt.Sprint("sale-", saleSeq.Add(1))), fixture.Stock(stock), fixture.Price(69900, 99900),
+		fixture.OpenAt(now), fixture.Limit(limit), fixture.Created(now))
 	if err := store.CreateSale(tb.Context(), s); err != nil {
 		tb.Fatalf("create sale: %v", err)
 	}

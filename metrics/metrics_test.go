@@ -18,6 +18,7 @@ import (
 
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/inmem"
+	"github.com/flashsale/flashsale/internal/fixture"
 	"github.com/flashsale/flashsale/metrics"
 	"github.com/flashsale/flashsale/metrics/family"
 	"github.com/flashsale/flashsale/metrics/metricstest"
@@ -150,8 +151,8 @@ func TestSalesEnded(t *testing.T) {
 	now := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
 	m := metrics.New(metrics.Config{MaxSales: 2, Now: func() time.Time { return now }})
 	f := m.Funnel()
-	f.Sale(&flashsale.Sale{ID: "OLD", EndsAt: now.Add(-metrics.EndedKeep - time.Minute)})
-	f.Sale(&flashsale.Sale{ID: "LATE", EndsAt: now.Add(-time.Minute)})
+	f.Sale(ending("OLD", now.Add(-metrics.EndedKeep-time.Minute)))
+	f.Sale(ending("LATE", now.Add(-time.Minute)))
 	for _, id := range []string{"OLD", "LATE"} {
 		f.Purchase(id, flashsale.ErrEnded)
 	}
@@ -192,9 +193,9 @@ func TestSalesNotExposed(t *testing.T) {
 	clock := now
 	m := metrics.New(metrics.Config{MaxSales: 10, Now: func() time.Time { return clock }})
 	f := m.Funnel()
-	f.Sale(&flashsale.Sale{ID: "LOADTEST1", Test: true, EndsAt: now.Add(time.Hour)})
-	f.Sale(&flashsale.Sale{ID: "LOADTEST2", Test: true, EndsAt: now.Add(time.Hour)})
-	f.Sale(&flashsale.Sale{ID: "REAL", EndsAt: now.Add(time.Minute)})
+	f.Sale(ending("LOADTEST1", now.Add(time.Hour), fixture.Test()))
+	f.Sale(ending("LOADTEST2", now.Add(time.Hour), fixture.Test()))
+	f.Sale(ending("REAL", now.Add(time.Minute)))
 	f.Purchase("LOADTEST1", nil)
 	f.Purchase("LOADTEST2", flashsale.ErrSoldOut)
 	f.Purchase("REAL", nil)
@@ -235,8 +236,11 @@ func grepLines(body, s string) string {
 }
 
 // live is a sale that has not ended by any clock of these tests.
-func live(id string) *flashsale.Sale {
-	return &flashsale.Sale{ID: id, EndsAt: time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)}
+func live(id string) *flashsale.Sale { return ending(id, time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)) }
+
+// ending is sale id, on sale for the hour until end.
+func ending(id string, end time.Time, opts ...fixture.SaleOption) *flashsale.Sale {
+	return fixture.Sale(append([]fixture.SaleOption{fixture.ID(id), fixture.Window(end.Add(-time.Hour), end)}, opts...)...)
 }
 
 // TestObserveAllocs: the calls the purchase path makes allocate nothing.
@@ -296,11 +300,11 @@ func TestHandler(t *testing.T) {
 type fakeStock struct{}
 
 func (fakeStock) Sales(context.Context) ([]*flashsale.SaleView, error) {
-	return []*flashsale.SaleView{{Sale: &flashsale.Sale{ID: "S1"}}}, nil
+	return []*flashsale.SaleView{{Sale: fixture.Sale(fixture.ID("S1"))}}, nil
 }
 
 func (fakeStock) AdminSale(_ context.Context, id string) (*flashsale.SaleView, error) {
-	return &flashsale.SaleView{Sale: &flashsale.Sale{ID: id},
+	return &flashsale.SaleView{Sale: fixture.Sale(fixture.ID(id)),
 		Nights: []flashsale.NightStock{{Date: "2030-01-01", Stock: 10, Available: 5, Held: 2, Sold: 3}}}, nil
 }
 

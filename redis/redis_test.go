@@ -23,6 +23,7 @@ import (
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/inmem"
 	"github.com/flashsale/flashsale/internal/faultproxy"
+	"github.com/flashsale/flashsale/internal/fixture"
 	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/flashsale/flashsale/limittest"
 	"github.com/flashsale/flashsale/stocktest"
@@ -110,17 +111,10 @@ func TestOpen(t *testing.T) {
 
 // newSale returns a snapshot of a sale that started a minute ago.
 func newSale(limit int, stocks ...int) *flashsale.StockSnapshot {
-	now := time.Now()
-	s := &flashsale.Sale{
-		ID: "sale-" + rand.Text()[:12], Title: "t", Hotel: "h", RoomType: "r", Currency: "CNY",
-		StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour), PerUserLimit: limit, HoldSeconds: 30,
-	}
+	s := fixture.Sale(fixture.ID("sale-"+rand.Text()[:12]), fixture.Stock(stocks...), fixture.Limit(limit))
 	snap := &flashsale.StockSnapshot{Sale: s}
-	d := testenv.NightTime(0)
-	for i, n := range stocks {
-		date := d.AddDate(0, 0, i).Format(flashsale.DateLayout)
-		s.Nights = append(s.Nights, flashsale.Night{Date: date, Stock: n})
-		snap.Nights = append(snap.Nights, flashsale.NightStock{Date: date, Stock: n, Available: n})
+	for _, n := range s.Nights {
+		snap.Nights = append(snap.Nights, flashsale.NightStock{Date: n.Date, Stock: n.Stock, Available: n.Stock})
 	}
 	return snap
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/fixture"
 	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/flashsale/flashsale/sqlite"
 	"github.com/flashsale/flashsale/storetest"
@@ -51,11 +52,8 @@ func TestStore(t *testing.T) {
 
 func testSale(id string) *flashsale.Sale {
 	now := time.Now().UTC().Truncate(time.Millisecond)
-	return &flashsale.Sale{
-		ID: id, Title: "Winter", Hotel: "Grand", RoomType: "King", Price: 100, OriginalPrice: 200, Currency: "CNY",
-		StartsAt: now.Add(-time.Hour), EndsAt: now.Add(time.Hour), PerUserLimit: 1, HoldSeconds: 30, CreatedAt: now,
-		Nights: []flashsale.Night{{Date: testenv.Night(0), Stock: 1_000_000}},
-	}
+	return fixture.Sale(fixture.ID(id), fixture.Stock(1_000_000), fixture.Price(100, 200),
+		fixture.Window(now.Add(-time.Hour), now.Add(time.Hour)), fixture.Created(now))
 }
 
 // TestReopen checks that committed data survives Close and a fresh Open,

@@ -22,6 +22,7 @@ import (
 
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/inmem"
+	"github.com/flashsale/flashsale/internal/fixture"
 	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/flashsale/flashsale/sqlite"
 	"github.com/flashsale/flashsale/storetest"
@@ -56,11 +57,8 @@ func mustOpenSQLite(tb testing.TB) *sqlite.Store {
 
 func newSale(stock int) *flashsale.Sale {
 	now := time.Now()
-	return &flashsale.Sale{
-		ID: "sale-" + strings.ToLower(rand.Text()[:8]), Title: "Winter flash", Hotel: "Grand Hotel", RoomType: "Deluxe King",
-		Nights: []flashsale.Night{{Date: testenv.Night(0), Stock: stock}}, Price: 100, OriginalPrice: 200, Currency: "CNY",
-		StartsAt: now.Add(-time.Hour), EndsAt: now.Add(time.Hour), PerUserLimit: 1, HoldSeconds: 60, CreatedAt: now,
-	}
+	return fixture.Sale(fixture.ID("sale-"+strings.ToLower(rand.Text()[:8])), fixture.Stock(stock), fixture.Price(100, 200),
+		fixture.Window(now.Add(-time.Hour), now.Add(time.Hour)), fixture.Hold(60), fixture.Created(now))
 }
 
 func attr(s tracetest.SpanStub, key string) (string, bool) {
