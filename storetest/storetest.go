@@ -191,6 +191,41 @@ func sameErr(got, want error) bool {
 	return errors.Is(got, want)
 }
 
+// together calls each of fns with every i in [0, n), each call in a
+// goroutine of its own (for each i, fns in order), all released at once,
+// and waits for them: the racing callers of a concurrency test.
+func together(n int, fns ...func(i int)) {
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		for _, fn := range fns {
+			wg.Go(func() {
+				<-start
+				fn(i)
+			})
+		}
+	}
+	close(start)
+	wg.Wait()
+}
+
+// wins counts the racing calls named name that succeeded, errs being
+// their results; an error that is none of losers (what a call that lost
+// the race returns) fails the test.
+func wins(t *testing.T, name string, errs []error, losers ...error) int {
+	t.Helper()
+	won := 0
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			won++
+		case !slices.ContainsFunc(losers, func(l error) bool { return errors.Is(err, l) }):
+			t.Errorf("%s #%d = %v, want nil or one of %v", name, i, err, losers)
+		}
+	}
+	return won
+}
+
 // hs is one night's expected held and sold counters.
 type hs struct{ held, sold int }
 
@@ -872,28 +907,11 @@ func testTransition(t *testing.T, open OpenFunc) {
 		s := open(t)
 		sale := mustCreateSale(t, s, newSale("s1", 2, 5, 5))
 		placeWant(t, s, []error{nil}, res("o1", "s1", "u1", "", 0, 2, 2))
-		const n = 50
-		errs := make([]error, n)
-		start := make(chan struct{})
-		var wg sync.WaitGroup
-		for i := range n {
-			wg.Go(func() {
-				<-start
-				_, errs[i] = s.Transition(t.Context(), "o1", flashsale.OrderHeld, flashsale.OrderExpired, "", now)
-			})
-		}
-		close(start)
-		wg.Wait()
-		won := 0
-		for i, err := range errs {
-			switch {
-			case err == nil:
-				won++
-			case !errors.Is(err, flashsale.ErrStale):
-				t.Errorf("Transition #%d = %v, want nil or ErrStale", i, err)
-			}
-		}
-		if won != 1 {
+		errs := make([]error, 50)
+		together(len(errs), func(i int) {
+			_, errs[i] = s.Transition(t.Context(), "o1", flashsale.OrderHeld, flashsale.OrderExpired, "", now)
+		})
+		if won := wins(t, "Transition", errs, flashsale.ErrStale); won != 1 {
 			t.Errorf("%d transitions won, want exactly 1", won)
 		}
 		checkStatus(t, s, "o1", flashsale.OrderExpired)

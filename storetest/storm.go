@@ -141,16 +141,7 @@ func testStorm(t *testing.T, open OpenFunc) {
 		}
 	}
 	for id, errs := range race(jobs) {
-		won := 0
-		for _, err := range errs {
-			switch {
-			case err == nil:
-				won++
-			case !errors.Is(err, flashsale.ErrStale):
-				t.Errorf("order %s: Transition = %v, want nil or ErrStale", id, err)
-			}
-		}
-		if won != 1 {
+		if won := wins(t, "order "+id+": Transition", errs, flashsale.ErrStale); won != 1 {
 			t.Errorf("order %s: %d of 2 racing transitions won, want 1", id, won)
 		}
 	}
@@ -180,15 +171,7 @@ func testStorm(t *testing.T, open OpenFunc) {
 	orders = checkBooks(t, s, sale, sortedKeys(placed.m))
 	checkPlaced(t, &placed, orders)
 	for id, errs := range retaken {
-		won := 0
-		for _, err := range errs {
-			switch {
-			case err == nil:
-				won++
-			case !errors.Is(err, flashsale.ErrStale) && !errors.Is(err, flashsale.ErrSoldOut):
-				t.Errorf("order %s: retake = %v, want nil, ErrStale or ErrSoldOut", id, err)
-			}
-		}
+		won := wins(t, "order "+id+": retake", errs, flashsale.ErrStale, flashsale.ErrSoldOut)
 		want := flashsale.OrderExpired
 		if won > 0 {
 			want = flashsale.OrderPaid
