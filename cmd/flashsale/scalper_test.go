@@ -197,6 +197,7 @@ func TestScalperLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	cl := newClient(spec.URL, testAdminToken, testJWTSecret)
+	defer cl.CloseIdle() // the server outlives this process's test: its connections end with the client's use
 	stop := make(chan struct{})
 	go func() { io.Copy(io.Discard, os.Stdin); close(stop) }()
 	var (
