@@ -623,40 +623,38 @@ func TestDistributedRelay(t *testing.T) {
 				}
 			}
 
-			var orders []dbOrder
-			for {
-				orders = readOrders(id)
-				held := 0
+			var (
+				orders []dbOrder
+				held   int
+			)
+			if !testenv.Poll(time.Until(start.Add(10*time.Second)), 50*time.Millisecond, func() bool {
+				orders, held = readOrders(id), 0
 				for _, o := range orders {
 					if _, ok := users[o.ID]; ok && o.Status == string(flashsale.OrderHeld) {
 						held++
 					}
 				}
-				if held == orphans {
-					break
-				}
-				if time.Since(start) > 10*time.Second {
-					t.Fatalf("after %v only %d of %d orphaned reservations are held orders: %+v", time.Since(start), held, orphans, orders)
-				}
-				time.Sleep(50 * time.Millisecond)
+				return held == orphans
+			}) {
+				t.Fatalf("after %v only %d of %d orphaned reservations are held orders: %+v", time.Since(start), held, orphans, orders)
 			}
 			t.Logf("%s: %d orphaned reservations held in the database %v after the reserve", name, orphans, time.Since(start).Round(time.Millisecond))
 
 			// The relay confirms what it republished, so the outbox empties
 			// and nothing is sent again and again.
-			for {
-				left, err := engine.Unconfirmed(ctx, time.Now().Add(time.Hour), 100)
-				if err != nil {
+			var (
+				left  []flashsale.Reservation
+				ready int
+			)
+			if !testenv.Poll(time.Until(start.Add(20*time.Second)), 50*time.Millisecond, func() bool {
+				var err error
+				if left, err = engine.Unconfirmed(ctx, time.Now().Add(time.Hour), 100); err != nil {
 					t.Fatal(err)
 				}
-				ready, _ := c.queueDepth(t)
-				if len(left) == 0 && ready == 0 {
-					break
-				}
-				if time.Since(start) > 20*time.Second {
-					t.Fatalf("outbox still has %d reservations, queue %d ready", len(left), ready)
-				}
-				time.Sleep(50 * time.Millisecond)
+				ready, _ = c.queueDepth(t)
+				return len(left) == 0 && ready == 0
+			}) {
+				t.Fatalf("outbox still has %d reservations, queue %d ready", len(left), ready)
 			}
 
 			// Exactly once: one row each and nothing else, counted once.

@@ -359,34 +359,7 @@ func checkBooksDead(t *testing.T, c *cluster, saleID string, stock int, accepted
 		t.Fatal(err)
 	}
 	defer store.Close()
-	var snap *flashsale.StockSnapshot
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		snap, err = store.Snapshot(ctx, saleID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		active, found := 0, 0
-		for _, r := range snap.Reservations {
-			if r.Active {
-				active += r.Rooms
-			}
-			if _, ok := accepted[r.OrderID]; ok {
-				found++
-			}
-		}
-		ready, _ := c.queueDepth(t)
-		avail := c.clients[0].adminSale(t, saleID).Nights[0].Available
-		if found == len(accepted) && ready == 0 && active+avail == stock {
-			break // in flight drained: engine taken == database held+sold
-		}
-		if time.Now().After(deadline) {
-			c.explainMissing(t, saleID, snap, accepted)
-			t.Fatalf("not drained: %d of %d 202s in the database, %d ready in queue, active %d + available %d != stock %d",
-				found, len(accepted), ready, active, avail, stock)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	snap := c.waitDrained(t, store, saleID, stock, accepted)
 	rows, perUser := map[string]bool{}, map[string]int{}
 	active := 0
 	for _, r := range snap.Reservations {
@@ -423,13 +396,10 @@ func checkBooksDead(t *testing.T, c *cluster, saleID string, stock int, accepted
 		t.Errorf("night = %+v", n)
 	}
 	// Dead-lettering is the broker's own step after the nack: give it a moment.
-	for until := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if _, n := c.queueDepth(t); n == dead || dead == 0 || time.Now().After(until) {
-			if n != dead {
-				t.Errorf("%d messages dead-lettered, want %d", n, dead)
-			}
-			break
-		}
+	var n int
+	testenv.Poll(10*time.Second, 100*time.Millisecond, func() bool { _, n = c.queueDepth(t); return n == dead || dead == 0 })
+	if n != dead {
+		t.Errorf("%d messages dead-lettered, want %d", n, dead)
 	}
 	for oid, user := range accepted {
 		o, r, err := c.clients[0].Order(ctx, user, oid)
@@ -437,6 +407,40 @@ func checkBooksDead(t *testing.T, c *cluster, saleID string, stock int, accepted
 			t.Fatalf("202 order %s: %d %v %+v %s", oid, r.Status, err, o, r.Body)
 		}
 	}
+}
+
+// waitDrained waits up to 60 s until what was in flight has drained (every
+// 202 in the database, nothing ready in the queue, and what the engine took
+// equal to what the database holds and sold) and returns the sale's rows.
+func (c *cluster) waitDrained(t *testing.T, store flashsale.Store, saleID string, stock int, accepted map[string]string) *flashsale.StockSnapshot {
+	t.Helper()
+	var (
+		snap                        *flashsale.StockSnapshot
+		active, found, ready, avail int
+	)
+	if !testenv.Poll(60*time.Second, 100*time.Millisecond, func() bool {
+		var err error
+		if snap, err = store.Snapshot(context.Background(), saleID); err != nil {
+			t.Fatal(err)
+		}
+		active, found = 0, 0
+		for _, r := range snap.Reservations {
+			if r.Active {
+				active += r.Rooms
+			}
+			if _, ok := accepted[r.OrderID]; ok {
+				found++
+			}
+		}
+		ready, _ = c.queueDepth(t)
+		avail = c.clients[0].adminSale(t, saleID).Nights[0].Available
+		return found == len(accepted) && ready == 0 && active+avail == stock
+	}) {
+		c.explainMissing(t, saleID, snap, accepted)
+		t.Fatalf("not drained: %d of %d 202s in the database, %d ready in queue, active %d + available %d != stock %d",
+			found, len(accepted), ready, active, avail, stock)
+	}
+	return snap
 }
 
 // checkTokenOnce presents one purchase token at every instance at once, 60

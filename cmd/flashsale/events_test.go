@@ -199,18 +199,23 @@ func eventsStorm(t *testing.T, clients func() []*client, saleID string, guests i
 func checkEvents(t *testing.T, c *client, saleID string, ev *events, soldOut int, settled bool) {
 	t.Helper()
 	ctx := context.Background()
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		var page struct {
+	var (
+		page struct {
 			Orders []orderJSON `json:"orders"`
 		}
+		soldOuts map[string]int
+		missing  int
+		example  string
+	)
+	if !testenv.Poll(90*time.Second, 200*time.Millisecond, func() bool {
+		page.Orders = nil
 		status, err := c.do(ctx, "GET", "/api/admin/sales/"+saleID+"/orders?limit=1000", c.admin, nil, nil, &page)
 		if err != nil || status != 200 {
 			t.Fatalf("orders: %d %v", status, err)
 		}
-		paths, soldOuts := ev.paths()
-		missing := 0
-		var example string
+		var paths map[string][]string
+		paths, soldOuts = ev.paths()
+		missing, example = 0, ""
 		for _, o := range page.Orders {
 			if settled && o.Status == "held" {
 				missing++ // its hold has not expired yet
@@ -221,19 +226,15 @@ func checkEvents(t *testing.T, c *client, saleID string, ev *events, soldOut int
 				example = fmt.Sprintf("order %s is %s, its events %v", o.OrderID, o.Status, paths[o.OrderID])
 			}
 		}
-		if missing == 0 && (soldOut < 0 || soldOuts[saleID] == soldOut) && len(page.Orders) > 0 {
-			final := map[string]int{}
-			for _, o := range page.Orders {
-				final[o.Status]++
-			}
-			t.Logf("%d orders (%v), each with its whole life in its events; %d sell-outs", len(page.Orders), final, soldOuts[saleID])
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d orders lack events (e.g. %s); %d sell-outs, want %d", missing, len(page.Orders), example, soldOuts[saleID], soldOut)
-		}
-		time.Sleep(200 * time.Millisecond)
+		return missing == 0 && (soldOut < 0 || soldOuts[saleID] == soldOut) && len(page.Orders) > 0
+	}) {
+		t.Fatalf("%d of %d orders lack events (e.g. %s); %d sell-outs, want %d", missing, len(page.Orders), example, soldOuts[saleID], soldOut)
 	}
+	final := map[string]int{}
+	for _, o := range page.Orders {
+		final[o.Status]++
+	}
+	t.Logf("%d orders (%v), each with its whole life in its events; %d sell-outs", len(page.Orders), final, soldOuts[saleID])
 	if ev.bad != 0 {
 		t.Errorf("%d deliveries failed the receiver's signature check", ev.bad)
 	}
