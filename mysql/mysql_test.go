@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/fixture"
 	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/flashsale/flashsale/mysql"
 	"github.com/flashsale/flashsale/storetest"
@@ -104,9 +105,8 @@ func TestPlaceOrdersDeadlock(t *testing.T) {
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	sale := &flashsale.Sale{ID: "s1", Title: "t", Hotel: "h", RoomType: "r", Price: 1, OriginalPrice: 2, Currency: "CNY",
-		StartsAt: time.Now().Add(-time.Hour), EndsAt: time.Now().Add(time.Hour), PerUserLimit: 5, HoldSeconds: 30,
-		Nights: []flashsale.Night{{Date: testenv.Night(0), Stock: 10}}}
+	sale := fixture.Sale(fixture.ID("s1"), fixture.Stock(10), fixture.Price(1, 2), fixture.Limit(5),
+		fixture.Window(time.Now().Add(-time.Hour), time.Now().Add(time.Hour)))
 	if err := s.CreateSale(ctx, sale); err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/fixture"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -1033,17 +1034,11 @@ func newID(prefix string) string { return prefix + "-" + rand.Text() }
 // with one night per stock figure, all stock available and no reservations.
 func newSnapshot(limit int, stocks ...int) *flashsale.StockSnapshot {
 	start := time.Now().Add(time.Hour).Truncate(time.Second)
-	day := time.Date(2030, 12, 24, 0, 0, 0, 0, time.UTC)
-	s := &flashsale.Sale{
-		ID: newID("sale"), Title: "Deluxe King", Hotel: "Test Hotel", RoomType: "deluxe-king",
-		Price: 100_00, OriginalPrice: 400_00, Currency: "CNY",
-		StartsAt: start, EndsAt: start.Add(time.Hour), PerUserLimit: limit, HoldSeconds: 30,
-	}
+	s := fixture.Sale(fixture.ID(newID("sale")), fixture.Stock(stocks...), fixture.Price(100_00, 400_00),
+		fixture.Window(start, start.Add(time.Hour)), fixture.Limit(limit))
 	snap := &flashsale.StockSnapshot{Sale: s}
-	for i, n := range stocks {
-		date := day.AddDate(0, 0, i).Format(flashsale.DateLayout)
-		s.Nights = append(s.Nights, flashsale.Night{Date: date, Stock: n})
-		snap.Nights = append(snap.Nights, flashsale.NightStock{Date: date, Stock: n, Available: n})
+	for _, n := range s.Nights {
+		snap.Nights = append(snap.Nights, flashsale.NightStock{Date: n.Date, Stock: n.Stock, Available: n.Stock})
 	}
 	return snap
 }

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/fixture"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 )
@@ -108,27 +109,14 @@ func legal(from, to flashsale.OrderStatus) bool {
 }
 
 // newSale returns a valid sale with one night per stock, starting on
-// 2026-12-24. Times carry sub-millisecond parts and a non-UTC zone.
+// 2026-12-24, each sale with its own title. Times carry sub-millisecond
+// parts and a non-UTC zone.
 func newSale(id string, limit int, stocks ...int) *flashsale.Sale {
-	s := &flashsale.Sale{
-		ID:            id,
-		Title:         "Winter flash " + id,
-		Hotel:         "Grand Hotel",
-		RoomType:      "Deluxe King",
-		TimeZone:      "Asia/Shanghai",
-		Price:         69900,
-		OriginalPrice: 99900,
-		Currency:      "CNY",
-		StartsAt:      now.Add(-time.Hour + 123456789).In(cst),
-		EndsAt:        now.Add(24 * time.Hour).In(cst),
-		PerUserLimit:  limit,
-		HoldSeconds:   30,
-		CreatedAt:     now.Add(-2*time.Hour + 987654),
-	}
-	d0 := time.Date(2026, 12, 24, 0, 0, 0, 0, time.UTC)
-	for i, n := range stocks {
-		s.Nights = append(s.Nights, flashsale.Night{Date: d0.AddDate(0, 0, i).Format(flashsale.DateLayout), Stock: n})
-	}
+	s := fixture.Sale(fixture.ID(id), fixture.StockFrom(time.Date(2026, 12, 24, 0, 0, 0, 0, time.UTC), stocks...),
+		fixture.Price(69900, 99900), fixture.Zone("Asia/Shanghai"), fixture.Limit(limit),
+		fixture.Window(now.Add(-time.Hour+123456789).In(cst), now.Add(24*time.Hour).In(cst)),
+		fixture.Created(now.Add(-2*time.Hour+987654)))
+	s.Title += " " + id
 	return s
 }
 

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/fixture"
 )
 
 // Harness is one writer under test and the store its orders land in.
@@ -47,22 +48,13 @@ func Run(t *testing.T, open OpenFunc) {
 const landWait = 30 * time.Second
 
 // setup opens a harness and creates a sale of stock rooms a night for two
-// nights a month from now.
+// nights.
 func setup(t *testing.T, open OpenFunc, stock int) (Harness, *flashsale.Sale) {
 	t.Helper()
 	h := open(t)
 	now := time.Now().UTC().Truncate(time.Millisecond)
-	day := now.AddDate(0, 0, 30)
-	sale := &flashsale.Sale{
-		ID: "wt-" + fmt.Sprint(now.UnixNano()), Title: "Writer suite", Hotel: "Grand Hotel", RoomType: "Deluxe King",
-		Price: 69900, OriginalPrice: 99900, Currency: "CNY",
-		StartsAt: now.Add(-time.Hour), EndsAt: now.Add(24 * time.Hour),
-		PerUserLimit: 1, HoldSeconds: 600, CreatedAt: now.Add(-2 * time.Hour),
-		Nights: []flashsale.Night{
-			{Date: day.Format(flashsale.DateLayout), Stock: stock},
-			{Date: day.AddDate(0, 0, 1).Format(flashsale.DateLayout), Stock: stock},
-		},
-	}
+	sale := fixture.Sale(fixture.ID("wt-"+fmt.Sprint(now.UnixNano())), fixture.Stock(stock, stock), fixture.Price(69900, 99900),
+		fixture.Window(now.Add(-time.Hour), now.Add(24*time.Hour)), fixture.Hold(600), fixture.Created(now.Add(-2*time.Hour)))
 	if err := h.Store.CreateSale(t.Context(), sale); err != nil {
 		t.Fatalf("CreateSale: %v", err)
 	}
