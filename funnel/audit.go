@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/flashsale/flashsale"
@@ -76,14 +77,21 @@ var (
 	errEnded         = errors.New("the sale has ended: nothing left to sell, not rebuilt")
 )
 
-// auditConfig is the audit's part of Config.
-type auditConfig struct {
+// auditor audits sales and repairs them: on demand (Audit, Repair) and on
+// its own (run: the scheduled audit and the phantom watch, its two
+// goroutines). It has no lock: a repair's rebuild goes through the healer.
+type auditor struct {
+	*parts
+	sales      *catalog
+	healing    *healer     // rebuilds, and the queue's backlog
+	engineMode func() bool // whether the deployment sells from the engine
+
 	interval, grace, phantom time.Duration
 	republish                flashsale.OrderWriter
 }
 
-func newAuditConfig(cfg Config) auditConfig {
-	return auditConfig{
+func newAuditor(cfg Config, p *parts, sales *catalog, healing *healer, engineMode func() bool) *auditor {
+	return &auditor{parts: p, sales: sales, healing: healing, engineMode: engineMode,
 		interval:  cmp.Or(cfg.AuditInterval, AuditIntervalDefault),
 		grace:     cmp.Or(cfg.AuditGrace, AuditGraceDefault),
 		phantom:   cmp.Or(cfg.PhantomInterval, PhantomIntervalDefault),
@@ -94,7 +102,7 @@ func newAuditConfig(cfg Config) auditConfig {
 // Audit compares a sale's database and engine views and reports every
 // finding that holds across two reads; ErrNotFound for an unknown sale.
 func (s *Service) Audit(ctx context.Context, saleID string) (*flashsale.Audit, error) {
-	return s.checkBooks(ctx, saleID, false, nil)
+	return s.audit.checkBooks(ctx, saleID, false, nil)
 }
 
 // AuditDatabase audits the database's own rules alone (db_oversold,
@@ -102,13 +110,13 @@ func (s *Service) Audit(ctx context.Context, saleID string) (*flashsale.Audit, e
 // cannot see the engine: the embedded shape's engine lives in the memory
 // of the process that serves.
 func (s *Service) AuditDatabase(ctx context.Context, saleID string) (*flashsale.Audit, error) {
-	return s.checkBooks(ctx, saleID, true, nil)
+	return s.audit.checkBooks(ctx, saleID, true, nil)
 }
 
 // checkBooks reads twice, auditSettle apart, and keeps what both reads found.
 // sent are reservations just published again, in flight from now.
-func (s *Service) checkBooks(ctx context.Context, saleID string, dbOnly bool, sent []flashsale.Reservation) (*flashsale.Audit, error) {
-	first, err := s.auditOnce(ctx, saleID, dbOnly, sent)
+func (a *auditor) checkBooks(ctx context.Context, saleID string, dbOnly bool, sent []flashsale.Reservation) (*flashsale.Audit, error) {
+	first, err := a.auditOnce(ctx, saleID, dbOnly, sent)
 	if err != nil || first.Balanced() || dbOnly {
 		return first, err // the database's snapshot is one consistent read
 	}
@@ -119,7 +127,7 @@ func (s *Service) checkBooks(ctx context.Context, saleID string, dbOnly bool, se
 		return nil, fmt.Errorf("audit sale=%s: %w", saleID, ctx.Err())
 	case <-t.C:
 	}
-	second, err := s.auditOnce(ctx, saleID, dbOnly, sent)
+	second, err := a.auditOnce(ctx, saleID, dbOnly, sent)
 	if err != nil {
 		return nil, err
 	}
@@ -147,17 +155,17 @@ func keyOf(f flashsale.Finding) findingKey { return findingKey{f.Kind, f.Night, 
 // auditOnce takes the database's snapshot, then the engine's and the
 // outbox's (in that order: an order placed in between is then young and in
 // flight in the engine, never missing from it), and compares them.
-func (s *Service) auditOnce(ctx context.Context, saleID string, dbOnly bool, sent []flashsale.Reservation) (*flashsale.Audit, error) {
-	if _, err := s.sales.get(ctx, saleID); err != nil {
+func (a *auditor) auditOnce(ctx context.Context, saleID string, dbOnly bool, sent []flashsale.Reservation) (*flashsale.Audit, error) {
+	if _, err := a.sales.get(ctx, saleID); err != nil {
 		return nil, err
 	}
-	db, err := s.store.Snapshot(ctx, saleID)
+	db, err := a.store.Snapshot(ctx, saleID)
 	if err != nil {
 		return nil, fmt.Errorf("audit sale=%s: %w", saleID, err)
 	}
-	in := flashsale.AuditInput{DB: db, DatabaseOnly: dbOnly, Grace: s.audit.grace, Sent: sent}
+	in := flashsale.AuditInput{DB: db, DatabaseOnly: dbOnly, Grace: a.grace, Sent: sent}
 	if !dbOnly {
-		eng, err := s.engine.Snapshot(ctx, saleID)
+		eng, err := a.engine.Snapshot(ctx, saleID)
 		switch {
 		case errors.Is(err, flashsale.ErrNotLoaded):
 		case err != nil:
@@ -165,21 +173,21 @@ func (s *Service) auditOnce(ctx context.Context, saleID string, dbOnly bool, sen
 		default:
 			in.Engine = eng
 		}
-		if ob := s.engine.Outbox; ob != nil && in.Engine != nil {
-			un, err := ob.Unconfirmed(ctx, s.now(), auditOutboxMax)
+		if ob := a.engine.Outbox; ob != nil && in.Engine != nil {
+			un, err := ob.Unconfirmed(ctx, a.now(), auditOutboxMax)
 			if err != nil {
 				return nil, fmt.Errorf("audit sale=%s: outbox: %w", saleID, err)
 			}
 			in.Unconfirmed = un
 		}
-		if n, err := s.healing.drainer.Backlog(ctx); n > 0 || err != nil {
+		if n, err := a.healing.drainer.Backlog(ctx); n > 0 || err != nil {
 			in.Backlog = true
 			if err != nil {
-				s.log.Warn("audit: queue depth unknown; orders without their row count as in flight", "sale_id", saleID, "err", err)
+				a.log.Warn("audit: queue depth unknown; orders without their row count as in flight", "sale_id", saleID, "err", err)
 			}
 		}
 	}
-	in.Now = s.now()
+	in.Now = a.now()
 	return flashsale.AuditSale(in), nil
 }
 
@@ -188,19 +196,19 @@ func (s *Service) auditOnce(ctx context.Context, saleID string, dbOnly bool, sen
 // that failed, a rebuild among them, is in the report's Repairs with its
 // error; the error returned is for an audit that could not run.
 func (s *Service) Repair(ctx context.Context, saleID string) (*flashsale.Audit, error) {
-	_, after, err := s.repair(ctx, saleID)
+	_, after, err := s.audit.repair(ctx, saleID)
 	return after, err
 }
 
-func (s *Service) repair(ctx context.Context, saleID string) (before, after *flashsale.Audit, err error) {
-	before, err = s.Audit(ctx, saleID)
+func (a *auditor) repair(ctx context.Context, saleID string) (before, after *flashsale.Audit, err error) {
+	before, err = a.checkBooks(ctx, saleID, false, nil)
 	if err != nil {
 		return nil, nil, err
 	}
 	if before.Balanced() {
 		return before, before, nil
 	}
-	r := &repairer{s: s, saleID: saleID, drift: make([]int, len(before.Nights))}
+	r := &repairer{a: a, saleID: saleID, drift: make([]int, len(before.Nights))}
 	if before.Engine {
 		for i, n := range before.Nights {
 			r.drift[i] = n.Drift()
@@ -216,23 +224,23 @@ func (s *Service) repair(ctx context.Context, saleID string) (before, after *fla
 			}
 		}
 	}
-	if after, err = s.checkBooks(ctx, saleID, false, r.sent); err != nil {
+	if after, err = a.checkBooks(ctx, saleID, false, r.sent); err != nil {
 		return nil, nil, err
 	}
 	if engineWrong(after) {
-		sale, serr := s.sales.get(ctx, saleID)
+		sale, serr := a.sales.get(ctx, saleID)
 		switch {
-		case s.engine.Outbox != nil && has(after, flashsale.FindingStranded):
+		case a.engine.Outbox != nil && has(after, flashsale.FindingStranded):
 			r.step(flashsale.RepairRebuild, "", errStrandedLeft)
 		case serr != nil:
 			r.step(flashsale.RepairRebuild, "", serr)
-		case !s.now().Before(sale.EndsAt):
+		case !a.now().Before(sale.EndsAt):
 			r.step(flashsale.RepairRebuild, "", errEnded)
 		default:
-			r.step(flashsale.RepairRebuild, "", s.healing.rebuild(ctx, saleID))
+			r.step(flashsale.RepairRebuild, "", a.healing.rebuild(ctx, saleID))
 			// Audit again even after a rebuild that failed: it may have
 			// closed the sale before it gave up.
-			if after, err = s.checkBooks(ctx, saleID, false, r.sent); err != nil {
+			if after, err = a.checkBooks(ctx, saleID, false, r.sent); err != nil {
 				return nil, nil, err
 			}
 		}
@@ -268,7 +276,7 @@ func has(a *flashsale.Audit, kind flashsale.FindingKind) bool {
 // repairer is one repair's state: the steps so far, the drift per night as
 // the repairs so far left it, and what was published again.
 type repairer struct {
-	s      *Service
+	a      *auditor
 	saleID string
 	drift  []int
 	steps  []flashsale.RepairStep
@@ -311,7 +319,7 @@ func (r *repairer) fix(ctx context.Context, f flashsale.Finding) {
 // reservation reads an order's engine record; nil when the engine has none
 // or it belongs to another sale.
 func (r *repairer) reservation(ctx context.Context, action flashsale.RepairAction, orderID string) *flashsale.Reservation {
-	res, err := r.s.engine.Reservation(ctx, orderID)
+	res, err := r.a.engine.Reservation(ctx, orderID)
 	if err != nil {
 		if !errors.Is(err, flashsale.ErrNotFound) {
 			r.step(action, orderID, err)
@@ -326,8 +334,8 @@ func (r *repairer) reservation(ctx context.Context, action flashsale.RepairActio
 
 // retake makes the engine count an order the database has active.
 func (r *repairer) retake(ctx context.Context, id string) {
-	s := r.s
-	o, err := s.store.Order(ctx, id)
+	a := r.a
+	o, err := a.store.Order(ctx, id)
 	if err != nil {
 		r.step(flashsale.RepairRetake, id, err)
 		return
@@ -339,15 +347,15 @@ func (r *repairer) retake(ctx context.Context, id string) {
 	if res == nil || res.Active {
 		return // unknown to the engine (the rebuild's), or taken again meanwhile
 	}
-	if err := s.engine.Retake(ctx, r.saleID, id); err != nil {
+	if err := a.engine.Retake(ctx, r.saleID, id); err != nil {
 		r.step(flashsale.RepairRetake, id, err)
 		return
 	}
 	r.shift(res, -res.Rooms)
 	// The mirror of release's recheck: if the hold ended while we retook
 	// it, give the units back.
-	if now, err := s.store.Order(ctx, id); err == nil && !now.Status.Active() {
-		if err := s.engine.Release(ctx, r.saleID, id); err == nil {
+	if now, err := a.store.Order(ctx, id); err == nil && !now.Status.Active() {
+		if err := a.engine.Release(ctx, r.saleID, id); err == nil {
 			r.shift(res, res.Rooms)
 		}
 		return
@@ -357,8 +365,8 @@ func (r *repairer) retake(ctx context.Context, id string) {
 
 // release gives the engine back the rooms of an order the database ended.
 func (r *repairer) release(ctx context.Context, id string) {
-	s := r.s
-	o, err := s.store.Order(ctx, id)
+	a := r.a
+	o, err := a.store.Order(ctx, id)
 	if err != nil {
 		r.step(flashsale.RepairRelease, id, err)
 		return
@@ -374,13 +382,13 @@ func (r *repairer) release(ctx context.Context, id string) {
 		r.step(flashsale.RepairRelease, id, errReleaseUnsafe)
 		return
 	}
-	if err := s.engine.Release(ctx, r.saleID, id); err != nil {
+	if err := a.engine.Release(ctx, r.saleID, id); err != nil {
 		r.step(flashsale.RepairRelease, id, err)
 		return
 	}
 	r.shift(res, res.Rooms)
-	if now, err := s.store.Order(ctx, id); err == nil && now.Status.Active() {
-		s.reactivate(ctx, now) // a late payment landed meanwhile
+	if now, err := a.store.Order(ctx, id); err == nil && now.Status.Active() {
+		a.reactivate(ctx, now) // a late payment landed meanwhile
 		r.shift(res, -res.Rooms)
 		return
 	}
@@ -389,9 +397,9 @@ func (r *repairer) release(ctx context.Context, id string) {
 
 // republish sends a stranded reservation down the order path again.
 func (r *repairer) republish(ctx context.Context, id string) {
-	s := r.s
-	if s.audit.republish == nil {
-		if s.engine.Outbox != nil {
+	a := r.a
+	if a.republish == nil {
+		if a.engine.Outbox != nil {
 			// The engine sits in front of a queue: the reservation is a 202.
 			r.step(flashsale.RepairRepublish, id, errNoRepublish)
 		}
@@ -399,7 +407,7 @@ func (r *repairer) republish(ctx context.Context, id string) {
 		// one, and the rebuild drops it.
 		return
 	}
-	if _, err := s.store.Order(ctx, id); !errors.Is(err, flashsale.ErrNotFound) {
+	if _, err := a.store.Order(ctx, id); !errors.Is(err, flashsale.ErrNotFound) {
 		if err != nil {
 			r.step(flashsale.RepairRepublish, id, err)
 		}
@@ -409,13 +417,13 @@ func (r *repairer) republish(ctx context.Context, id string) {
 	if res == nil || !res.Active {
 		return
 	}
-	status, err := s.audit.republish.Write(ctx, res)
+	status, err := a.republish.Write(ctx, res)
 	switch {
 	case err == nil, errors.Is(err, flashsale.ErrIndeterminate):
 		r.sent = append(r.sent, *res)
 	case status == flashsale.OrderFailed:
 		// The database refused it and recorded it failed: its units go back.
-		if rerr := s.engine.Release(ctx, r.saleID, id); rerr != nil {
+		if rerr := a.engine.Release(ctx, r.saleID, id); rerr != nil {
 			err = errors.Join(err, rerr)
 		} else {
 			err = fmt.Errorf("the database refused it (recorded failed, units released): %w", err)
@@ -424,17 +432,19 @@ func (r *repairer) republish(ctx context.Context, id string) {
 	r.step(flashsale.RepairRepublish, id, err)
 }
 
-// startAudits starts the scheduled audit, unless AuditInterval is negative.
-// Start calls it.
-func (s *Service) startAudits(ctx context.Context) {
-	if s.audit.interval < 0 {
+// run runs the scheduled audit and the phantom watch until ctx ends, and
+// returns once both have; at once if AuditInterval is negative.
+func (a *auditor) run(ctx context.Context) {
+	if a.interval < 0 {
 		return
 	}
-	s.done.Go(func() { every(ctx, s.audit.interval, nil, s.auditAll) })
-	if s.audit.phantom >= 0 {
+	var wg sync.WaitGroup
+	wg.Go(func() { every(ctx, a.interval, nil, a.auditAll) })
+	if a.phantom >= 0 {
 		seen := map[string][]int{} // the watch's goroutine's alone
-		s.done.Go(func() { every(ctx, s.audit.phantom, nil, func(ctx context.Context) { s.watchPhantoms(ctx, seen) }) })
+		wg.Go(func() { every(ctx, a.phantom, nil, func(ctx context.Context) { a.watchPhantoms(ctx, seen) }) })
 	}
+	wg.Wait()
 }
 
 // watchPhantoms is the cheap half of the audit, run often: for each live
@@ -459,11 +469,11 @@ func (s *Service) startAudits(ctx context.Context) {
 // in a row: purchases in flight come and go and move it, stranded units
 // stay. A storm hides stranded units until it pauses or sells out; then
 // they are repaired within about two intervals.
-func (s *Service) watchPhantoms(ctx context.Context, short map[string][]int) {
-	if !s.engineMode() {
+func (a *auditor) watchPhantoms(ctx context.Context, short map[string][]int) {
+	if !a.engineMode() {
 		return
 	}
-	live := s.sales.live()
+	live := a.sales.live()
 	for id := range short {
 		if !slices.Contains(live, id) {
 			delete(short, id)
@@ -473,11 +483,11 @@ func (s *Service) watchPhantoms(ctx context.Context, short map[string][]int) {
 		if ctx.Err() != nil {
 			return
 		}
-		engine, err := s.engine.Available(ctx, id)
+		engine, err := a.engine.Available(ctx, id)
 		if err != nil {
 			continue // not loaded (the heal loop's) or not answering (the breaker's)
 		}
-		nights, err := s.store.NightStocks(ctx, id)
+		nights, err := a.store.NightStocks(ctx, id)
 		if err != nil {
 			continue
 		}
@@ -488,7 +498,7 @@ func (s *Service) watchPhantoms(ctx context.Context, short map[string][]int) {
 				break
 			}
 			if engine[i] > n.Available {
-				s.log.Warn("phantom rooms: the stock engine has more rooms left than the database allows; auditing and repairing now",
+				a.log.Warn("phantom rooms: the stock engine has more rooms left than the database allows; auditing and repairing now",
 					"sale_id", id, "night", n.Date, "engine_available", engine[i], "database_available", n.Available)
 				phantom = true
 				break
@@ -503,12 +513,12 @@ func (s *Service) watchPhantoms(ctx context.Context, short map[string][]int) {
 		switch {
 		case phantom:
 			delete(short, id)
-			s.auditAndRepair(ctx, id)
+			a.auditAndRepair(ctx, id)
 		case gap == nil:
 			delete(short, id)
 		case slices.Equal(gap, short[id]):
 			delete(short, id)
-			s.auditAndRepair(ctx, id)
+			a.auditAndRepair(ctx, id)
 		default:
 			short[id] = gap
 		}
@@ -516,52 +526,52 @@ func (s *Service) watchPhantoms(ctx context.Context, short map[string][]int) {
 }
 
 // auditAll audits and repairs every current sale.
-func (s *Service) auditAll(ctx context.Context) {
-	if !s.engineMode() {
+func (a *auditor) auditAll(ctx context.Context) {
+	if !a.engineMode() {
 		return // the engine is being left or rebuilt: its drift is expected
 	}
-	sales, err := s.store.Sales(ctx, s.now())
+	sales, err := a.store.Sales(ctx, a.now())
 	if err != nil {
-		s.log.Error("audit: list sales", "err", err)
+		a.log.Error("audit: list sales", "err", err)
 		return
 	}
 	for _, sale := range sales {
 		if ctx.Err() != nil {
 			return
 		}
-		s.sales.put(sale)
-		s.auditAndRepair(ctx, sale.ID)
+		a.sales.put(sale)
+		a.auditAndRepair(ctx, sale.ID)
 	}
 }
 
 // auditAndRepair is one sale's scheduled audit: every finding is logged at
 // warn, then what the repair did, then what it left.
-func (s *Service) auditAndRepair(ctx context.Context, saleID string) {
+func (a *auditor) auditAndRepair(ctx context.Context, saleID string) {
 	ctx, cancel := context.WithTimeout(ctx, auditTimeout)
 	defer cancel()
-	before, after, err := s.repair(ctx, saleID)
+	before, after, err := a.repair(ctx, saleID)
 	if err != nil {
-		s.obs.Audited(saleID, 0, 0, err)
-		s.log.Error("audit", "sale_id", saleID, "err", err)
+		a.obs.Audited(saleID, 0, 0, err)
+		a.log.Error("audit", "sale_id", saleID, "err", err)
 		return
 	}
-	s.obs.Audited(saleID, len(before.Findings), len(after.Findings), nil)
+	a.obs.Audited(saleID, len(before.Findings), len(after.Findings), nil)
 	if before.Balanced() {
-		s.log.Debug("audit: balanced", "sale_id", saleID)
+		a.log.Debug("audit: balanced", "sale_id", saleID)
 		return
 	}
 	for _, f := range before.Findings {
-		s.log.Warn("audit finding", findingAttrs(saleID, f)...)
+		a.log.Warn("audit finding", findingAttrs(saleID, f)...)
 	}
 	for _, st := range after.Repairs {
 		if st.Err != nil {
-			s.log.Warn("audit repair failed", "sale_id", saleID, "action", st.Action, "order_id", st.OrderID, "err", st.Err)
+			a.log.Warn("audit repair failed", "sale_id", saleID, "action", st.Action, "order_id", st.OrderID, "err", st.Err)
 		} else {
-			s.log.Info("audit repaired", "sale_id", saleID, "action", st.Action, "order_id", st.OrderID)
+			a.log.Info("audit repaired", "sale_id", saleID, "action", st.Action, "order_id", st.OrderID)
 		}
 	}
 	for _, f := range after.Findings {
-		s.log.Warn("audit finding remains after repair", findingAttrs(saleID, f)...)
+		a.log.Warn("audit finding remains after repair", findingAttrs(saleID, f)...)
 	}
 }
 

@@ -122,8 +122,8 @@ type Service struct {
 	sales   *catalog // every sale this instance has seen (catalog.go)
 	admit   *admission
 	events  *dispatcher // the order events' delivery (notices.go)
-	reapInt time.Duration
-	audit   auditConfig
+	reaper  *reaper     // releases expired holds (reap.go)
+	audit   *auditor    // the audit and its repairs (audit.go)
 	soldOut soldOutLog
 
 	// lifeMu serialises this instance's operator changes of sales
@@ -134,12 +134,34 @@ type Service struct {
 	// answer, a payment's retake and a stock change; the in-process
 	// rebuild holds it (heal.go).
 	engineWork inflight
-	sell       *seller      // the breaker's db mode (mode.go); nil without a board
+	sell       *seller      // the breaker's db mode, as purchases see it (mode.go); nil without a board
+	modes      *modeSwitch  // this instance's steps in it; nil without a board
 	healing    *healer      // rebuilds what the engine lost (heal.go)
 	force      *forceSwitch // the deployment's breaker override (force.go); nil: this instance's own
+	loops      loops        // every component's run, between Start and Close
+}
 
-	bg   context.CancelFunc // ends the background loops' context
-	done sync.WaitGroup
+// loops runs components' run methods from Start until Close: each returns
+// once its context ends, and Close waits for all of them.
+type loops struct {
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func (l *loops) start(runs ...func(context.Context)) {
+	ctx, cancel := context.WithCancel(context.Background())
+	l.cancel = cancel
+	for _, run := range runs {
+		l.wg.Go(func() { run(ctx) })
+	}
+}
+
+// stop ends every run and waits for them; it does nothing before start.
+func (l *loops) stop() {
+	if l.cancel != nil {
+		l.cancel()
+	}
+	l.wg.Wait()
 }
 
 // parts are what every component of the Service works with: the seams,
@@ -180,17 +202,20 @@ func New(cfg Config) *Service {
 		sales:  sales,
 		events: &dispatcher{store: cfg.Store, sales: sales, log: log, now: cfg.Now, instance: instance,
 			sinks: cfg.Sinks, poll: cmp.Or(cfg.NoticePoll, NoticePollDefault), retention: cfg.OutboxRetention},
-		admit:   newAdmission(cfg.MaxInFlight, cfg.MaxInFlightPerSale, cfg.Limiter, cfg.Limits, cfg.Facts),
-		reapInt: cmp.Or(cfg.ReapInterval, ReapIntervalDefault),
-		audit:   newAuditConfig(cfg),
-		sell:    newSeller(cfg),
-		force:   newForceSwitch(cfg.Store.Forces, cfg.Engine.Breaker, cfg.ForcePoll, log),
+		admit: newAdmission(cfg.MaxInFlight, cfg.MaxInFlightPerSale, cfg.Limiter, cfg.Limits, cfg.Facts),
+		sell:  newSeller(cfg),
+		force: newForceSwitch(cfg.Store.Forces, cfg.Engine.Breaker, cfg.ForcePoll, log),
 	}
-	s.healing = &healer{parts: &s.parts, sales: sales, work: &s.engineWork, engineMode: s.engineMode,
+	s.reaper = &reaper{parts: &s.parts, interval: cmp.Or(cfg.ReapInterval, ReapIntervalDefault)}
+	s.healing = &healer{parts: &s.parts, sales: sales, work: &s.engineWork, engineMode: s.sell.engineMode,
 		fence:   cfg.Fence,
 		drainer: cmp.Or[Drainer](cfg.Drainer, nopDrainer{}),
 		grace:   cmp.Or(cfg.HealGrace, HealGraceDefault),
 		wake:    make(chan struct{}, 1),
+	}
+	s.audit = newAuditor(cfg, &s.parts, sales, s.healing, s.sell.engineMode)
+	if s.sell != nil {
+		s.modes = &modeSwitch{parts: &s.parts, sell: s.sell, healing: s.healing, sales: sales, engineWork: &s.engineWork}
 	}
 	return s
 }
@@ -221,35 +246,27 @@ func (s *Service) Start(ctx context.Context) error {
 		}
 		s.sales.put(sale)
 	}
-	bg, cancel := context.WithCancel(context.Background())
-	s.bg = cancel
+	runs := []func(context.Context){s.reaper.run, s.sales.run, s.events.run, s.audit.run}
 	if s.force != nil {
 		s.force.step(ctx) // an instance starting while the switch is on follows it from the start
-		s.done.Go(func() { s.force.run(bg) })
+		runs = append(runs, s.force.run)
 	}
-	if s.sell != nil {
-		s.modeStep(ctx) // sell from where the others do from the start
-		s.done.Add(1)
-		go s.modeLoop(bg)
+	if s.modes != nil {
+		s.modes.step(ctx) // sell from where the others do from the start
+		runs = append(runs, s.modes.run)
 	}
-	s.done.Add(1)
-	go s.reapLoop(bg)
-	s.done.Go(func() { s.sales.run(bg) })
-	s.done.Go(func() { s.events.run(bg) })
-	s.startAudits(bg)
 	if s.healing.fence != nil {
-		s.done.Go(func() { s.healing.run(bg) })
+		runs = append(runs, s.healing.run)
 	}
+	s.loops.start(runs...)
 	return nil
 }
 
-// Close stops the reaper, the scheduled audit and the heal loop. The caller closes the writer,
-// engine and store.
+// Close stops every component's loop (the reaper, the catalog's refresh,
+// the event dispatch, the audit, the force and mode switches, the heal
+// loop) and waits for them. The caller closes the writer, engine and store.
 func (s *Service) Close() error {
-	if s.bg != nil {
-		s.bg()
-	}
-	s.done.Wait()
+	s.loops.stop()
 	s.sales.close()
 	return nil
 }

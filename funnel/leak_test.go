@@ -81,7 +81,8 @@ func (nopSink) Deliver(context.Context, flashsale.Notice) (int, error) { return 
 // audit and its phantom watch, the heal loop and its heartbeat, the force
 // switch, the sell mode) leaves no goroutine behind once Close returns,
 // and neither does each component on its own (the catalog, the
-// dispatcher, the healer, the force switch).
+// dispatcher, the healer, the reaper, the auditor, the mode switch, the
+// force switch).
 func TestCloseLeavesNoGoroutine(t *testing.T) {
 	before := goleak.IgnoreCurrent()
 	ctx := context.Background()
@@ -111,34 +112,46 @@ func TestCloseLeavesNoGoroutine(t *testing.T) {
 	goleak.VerifyNone(t, before)
 
 	t.Run("catalog", func(t *testing.T) {
-		store := mustStore(t)
-		c := newCatalog(store.Roles(), nopObserver{}, slog.New(slog.DiscardHandler), time.Now, fast)
-		runAndStop(t, c.run)
-		c.close()
-		store.Close()
+		r := newRig(t, inmem.NewEngine().Roles(), fast)
+		runAndStop(t, r.sales.run)
+		r.close()
 		goleak.VerifyNone(t, before)
 	})
 	t.Run("dispatcher", func(t *testing.T) {
-		store := mustStore(t)
-		log := slog.New(slog.DiscardHandler)
-		d := &dispatcher{store: store.Roles(), sales: newCatalog(store.Roles(), nopObserver{}, log, time.Now, fast), log: log, now: time.Now,
+		r := newRig(t, inmem.NewEngine().Roles(), fast)
+		d := &dispatcher{store: r.store.Roles(), sales: r.sales, log: r.p.log, now: time.Now,
 			instance: "self", sinks: []flashsale.NoticeSink{nopSink{}, nopSink{}}, poll: fast, retention: time.Hour}
 		runAndStop(t, d.run)
-		d.sales.close()
-		store.Close()
+		r.close()
 		goleak.VerifyNone(t, before)
 	})
 	t.Run("healer", func(t *testing.T) {
-		store := mustStore(t)
-		log := slog.New(slog.DiscardHandler)
-		p := &parts{store: store.Roles(), engine: inmem.NewEngine().Roles(), log: log, now: time.Now, obs: nopObserver{}, instance: "self"}
-		h := &healer{parts: p, sales: newCatalog(store.Roles(), nopObserver{}, log, time.Now, fast), work: &inflight{},
-			engineMode: func() bool { return true },
-			fence:      &fakeFence{beats: map[string]string{}, events: events}, drainer: &fakeDrainer{events: events},
-			grace: fast, wake: make(chan struct{}, 1)}
-		runAndStop(t, h.run)
-		h.sales.close()
-		store.Close()
+		r := newRig(t, inmem.NewEngine().Roles(), fast)
+		r.heal.fence, r.heal.drainer = &fakeFence{beats: map[string]string{}, events: events}, &fakeDrainer{events: events}
+		runAndStop(t, r.heal.run)
+		r.close()
+		goleak.VerifyNone(t, before)
+	})
+	t.Run("reaper", func(t *testing.T) {
+		r := newRig(t, inmem.NewEngine().Roles(), fast)
+		runAndStop(t, (&reaper{parts: r.p, interval: fast}).run)
+		r.close()
+		goleak.VerifyNone(t, before)
+	})
+	t.Run("auditor", func(t *testing.T) {
+		r := newRig(t, inmem.NewEngine().Roles(), fast)
+		a := newAuditor(Config{AuditInterval: fast, PhantomInterval: fast}, r.p, r.sales, r.heal, func() bool { return true })
+		runAndStop(t, a.run)
+		r.close()
+		goleak.VerifyNone(t, before)
+	})
+	t.Run("modeSwitch", func(t *testing.T) {
+		r := newRig(t, brk.Roles(), fast)
+		sl := newSeller(Config{Store: withBoards(r.store.Roles(), boards)})
+		r.heal.engineMode, r.heal.drainer = sl.engineMode, &fakeDrainer{events: events}
+		ms := &modeSwitch{parts: r.p, sell: sl, healing: r.heal, sales: r.sales, engineWork: r.heal.work}
+		runAndStop(t, ms.run)
+		r.close()
 		goleak.VerifyNone(t, before)
 	})
 	t.Run("forceSwitch", func(t *testing.T) {
@@ -162,6 +175,31 @@ func runAndStop(t *testing.T, run func(context.Context)) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the loop did not return 5 s after its context ended")
 	}
+}
+
+// rig is what a component is built on in a test: a migrated SQLite store,
+// the parts over it and engine, a catalog refreshing every period, and a
+// healer without a fence. close closes what it opened.
+type rig struct {
+	store *sqlite.Store
+	p     *parts
+	sales *catalog
+	heal  *healer
+}
+
+func newRig(t *testing.T, engine flashsale.StockEngine, period time.Duration) *rig {
+	store := mustStore(t)
+	log := slog.New(slog.DiscardHandler)
+	p := &parts{store: store.Roles(), engine: engine, log: log, now: time.Now, obs: nopObserver{}, instance: "self"}
+	sales := newCatalog(store.Roles(), nopObserver{}, log, time.Now, period)
+	h := &healer{parts: p, sales: sales, work: &inflight{}, engineMode: func() bool { return true },
+		drainer: nopDrainer{}, grace: period, wake: make(chan struct{}, 1)}
+	return &rig{store: store, p: p, sales: sales, heal: h}
+}
+
+func (r *rig) close() {
+	r.sales.close()
+	r.store.Close()
 }
 
 // mustStore opens and migrates a SQLite store; the caller closes it.

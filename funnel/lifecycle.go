@@ -225,7 +225,7 @@ func (s *Service) AdjustStock(ctx context.Context, id string, d flashsale.StockD
 	if !now.Before(sale.EndsAt) {
 		return nil, errEditEnded
 	}
-	if !s.engineMode() {
+	if !s.sell.engineMode() {
 		return nil, flashsale.Errorf(flashsale.EUnavailable, "stock changes wait while the breaker sells from the database; retry when it is back on the stock engine")
 	}
 	s.lifeMu.Lock()

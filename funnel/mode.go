@@ -66,12 +66,6 @@ type seller struct {
 	mode    atomic.Value // flashsale.SellMode: the deployment's, as last read
 	fresh   atomic.Int64 // time.Since(base) until which the lease surely stands
 
-	// acted is the mode this instance has done its part for, and paused
-	// whether it paused its consumer for it; only the mode loop touches
-	// them.
-	acted  flashsale.SellMode
-	paused bool
-
 	slots chan struct{} // DirectLimit
 	// dbWork is entered by every purchase from the database; the step
 	// out of db mode waits for it to empty.
@@ -111,18 +105,21 @@ func newSeller(cfg Config) *seller {
 	return sl
 }
 
-// sells is what this instance sells from now: SellingNone too once its
-// lease may have run out, whatever it last decided.
-func (s *Service) sells() flashsale.Selling {
-	if s.sell == nil {
+// sells is what this instance sells from now (the engine, always, without
+// a board): SellingNone too once its lease may have run out, whatever it
+// last decided.
+func (sl *seller) sells() flashsale.Selling {
+	if sl == nil {
 		return flashsale.SellingEngine
 	}
-	sel := s.sell.selling.Load().(flashsale.Selling)
-	if sel == flashsale.SellingEngine && int64(time.Since(s.sell.base)) > s.sell.fresh.Load() {
+	sel := sl.selling.Load().(flashsale.Selling)
+	if sel == flashsale.SellingEngine && int64(time.Since(sl.base)) > sl.fresh.Load() {
 		return flashsale.SellingNone
 	}
 	return sel
 }
+
+func (s *Service) sells() flashsale.Selling { return s.sell.sells() }
 
 // SellMode is the deployment's sell mode as this instance last read it,
 // and what it sells from now (metrics; the zero mode without a board).
@@ -146,152 +143,164 @@ func (s *Service) sellingEngine() error {
 // engineMode reports whether the deployment sells from the engine (always,
 // without a board): the scheduled audit and the heal loop's rebuilds wait
 // while it does not.
-func (s *Service) engineMode() bool {
-	return s.sell == nil || s.sell.mode.Load().(flashsale.SellMode).Phase == flashsale.PhaseEngine
+func (sl *seller) engineMode() bool {
+	return sl == nil || sl.mode.Load().(flashsale.SellMode).Phase == flashsale.PhaseEngine
 }
 
-// modeLoop beats on the board and takes this instance's steps.
-func (s *Service) modeLoop(ctx context.Context) {
-	defer s.done.Done()
-	every(ctx, modeTick, nil, s.modeStep)
+// modeSwitch takes this instance's steps in the db mode: it beats on the
+// board, follows the deployment's phase and moves it on (run, its one
+// goroutine). Only that goroutine touches acted and paused, so it has no
+// lock; what purchases read of it is in seller's atomics.
+type modeSwitch struct {
+	*parts
+	sell       *seller
+	healing    *healer   // the consumer's pause and drain, and the rebuild
+	sales      *catalog  // the live sales a return to the engine reloads
+	engineWork *inflight // the Service's: stopEngine waits for it
+	// acted is the mode this instance has done its part for, and paused
+	// whether it paused its consumer for it.
+	acted  flashsale.SellMode
+	paused bool
 }
 
-func (s *Service) modeStep(ctx context.Context) {
-	sl := s.sell
+// run beats on the board and takes this instance's steps until ctx ends.
+func (ms *modeSwitch) run(ctx context.Context) { every(ctx, modeTick, nil, ms.step) }
+
+func (ms *modeSwitch) step(ctx context.Context) {
+	sl := ms.sell
 	start := time.Since(sl.base)
 	sel := sl.selling.Load().(flashsale.Selling)
-	m, err := sl.board.Beat(ctx, flashsale.SellPart{Instance: s.instance, Mode: sl.acted, Selling: sel}, sl.lease)
+	m, err := sl.board.Beat(ctx, flashsale.SellPart{Instance: ms.instance, Mode: ms.acted, Selling: sel}, sl.lease)
 	if err != nil {
-		if sel == flashsale.SellingEngine && s.sells() != flashsale.SellingEngine {
-			s.log.Warn("sell mode: lease ran out (the database is unreachable): not selling from the stock engine until it answers", "err", err)
+		if sel == flashsale.SellingEngine && sl.sells() != flashsale.SellingEngine {
+			ms.log.Warn("sell mode: lease ran out (the database is unreachable): not selling from the stock engine until it answers", "err", err)
 			sl.selling.Store(flashsale.SellingNone)
 		}
 		return
 	}
 	sl.fresh.Store(int64(start + sl.lease - leaseMargin))
 	if prev := sl.mode.Swap(m).(flashsale.SellMode); prev != m {
-		s.log.Warn("sell mode", "phase", m.Phase, "epoch", m.Epoch, "was", prev.Phase)
+		ms.log.Warn("sell mode", "phase", m.Phase, "epoch", m.Epoch, "was", prev.Phase)
 	}
 	switch m.Phase {
 	case flashsale.PhaseEngine:
-		s.modeEngine(ctx, m, sel)
+		ms.modeEngine(ctx, m, sel)
 	case flashsale.PhaseStopping:
-		s.modeStopping(ctx, m, sel)
+		ms.modeStopping(ctx, m, sel)
 	case flashsale.PhaseDB:
-		s.modeDB(ctx, m, sel)
+		ms.modeDB(ctx, m, sel)
 	case flashsale.PhaseReturning:
-		s.modeReturning(ctx, m, sel)
+		ms.modeReturning(ctx, m, sel)
 	}
 }
 
-func (s *Service) modeEngine(ctx context.Context, m flashsale.SellMode, sel flashsale.Selling) {
-	sl := s.sell
-	if sl.paused {
-		s.healing.drainer.Resume()
-		sl.paused = false
+func (ms *modeSwitch) modeEngine(ctx context.Context, m flashsale.SellMode, sel flashsale.Selling) {
+	sl := ms.sell
+	if ms.paused {
+		ms.healing.drainer.Resume()
+		ms.paused = false
 	}
-	sl.acted = m
+	ms.acted = m
 	if sel != flashsale.SellingEngine {
 		sl.selling.Store(flashsale.SellingEngine)
-		s.log.Warn("sell mode: selling from the stock engine", "epoch", m.Epoch)
+		ms.log.Warn("sell mode: selling from the stock engine", "epoch", m.Epoch)
 	}
-	if s.engine.Breaker != nil && s.engine.Breaker.Status().State == flashsale.BreakerOpen {
+	if ms.engine.Breaker != nil && ms.engine.Breaker.Status().State == flashsale.BreakerOpen {
 		next := flashsale.SellMode{Phase: flashsale.PhaseStopping, Epoch: m.Epoch + 1}
-		s.moveMode(ctx, m, next, "sell mode: the stock engine's breaker is open; moving every instance to the database")
+		ms.moveMode(ctx, m, next, "sell mode: the stock engine's breaker is open; moving every instance to the database")
 	}
 }
 
-func (s *Service) modeStopping(ctx context.Context, m flashsale.SellMode, sel flashsale.Selling) {
-	sl := s.sell
-	if sl.acted != m {
-		s.stopEngine(sel)
+func (ms *modeSwitch) modeStopping(ctx context.Context, m flashsale.SellMode, sel flashsale.Selling) {
+	if ms.acted != m {
+		ms.stopEngine(sel)
 		pctx, cancel := context.WithTimeout(ctx, healWait)
-		err := s.healing.drainer.Pause(pctx)
+		err := ms.healing.drainer.Pause(pctx)
 		cancel()
 		if err != nil {
-			s.log.Error("sell mode: pause the order consumer", "epoch", m.Epoch, "err", err)
+			ms.log.Error("sell mode: pause the order consumer", "epoch", m.Epoch, "err", err)
 			return
 		}
-		sl.paused, sl.acted = true, m
+		ms.paused, ms.acted = true, m
 		return // the next beat says so
 	}
-	if ok, err := s.allStopped(ctx, m); err != nil || !ok {
+	if ok, err := ms.allStopped(ctx, m); err != nil || !ok {
 		return
 	}
 	// Every order a 202 was given for is in the queue or the database:
 	// drain the queue, and the database knows them all.
-	if err := s.healing.drainer.Drain(ctx); err != nil {
-		s.log.Error("sell mode: drain the order queue", "epoch", m.Epoch, "err", err)
+	if err := ms.healing.drainer.Drain(ctx); err != nil {
+		ms.log.Error("sell mode: drain the order queue", "epoch", m.Epoch, "err", err)
 		return
 	}
 	next := flashsale.SellMode{Phase: flashsale.PhaseDB, Epoch: m.Epoch}
-	s.moveMode(ctx, m, next, "sell mode: queue drained; every instance sells from the database")
+	ms.moveMode(ctx, m, next, "sell mode: queue drained; every instance sells from the database")
 }
 
-func (s *Service) modeDB(ctx context.Context, m flashsale.SellMode, sel flashsale.Selling) {
-	sl := s.sell
-	if sl.acted.Epoch != m.Epoch {
+func (ms *modeSwitch) modeDB(ctx context.Context, m flashsale.SellMode, sel flashsale.Selling) {
+	sl := ms.sell
+	if ms.acted.Epoch != m.Epoch {
 		// This instance missed the stop (its beats failed throughout):
 		// stop now, then sell like the others.
-		s.stopEngine(sel)
+		ms.stopEngine(sel)
 	}
-	if sl.paused {
-		s.healing.drainer.Resume()
-		sl.paused = false
+	if ms.paused {
+		ms.healing.drainer.Resume()
+		ms.paused = false
 	}
-	sl.acted = m
+	ms.acted = m
 	if sel != flashsale.SellingDB {
 		sl.selling.Store(flashsale.SellingDB)
-		s.log.Warn("sell mode: selling from the database", "epoch", m.Epoch)
+		ms.log.Warn("sell mode: selling from the database", "epoch", m.Epoch)
 	}
-	if s.engine.Breaker == nil || s.engine.Breaker.Status().State != flashsale.BreakerClosed {
+	if ms.engine.Breaker == nil || ms.engine.Breaker.Status().State != flashsale.BreakerClosed {
 		return
 	}
 	next := flashsale.SellMode{Phase: flashsale.PhaseReturning, Epoch: m.Epoch + 1}
-	s.moveMode(ctx, m, next, "sell mode: the stock engine answers again; returning to it")
+	ms.moveMode(ctx, m, next, "sell mode: the stock engine answers again; returning to it")
 }
 
-func (s *Service) modeReturning(ctx context.Context, m flashsale.SellMode, sel flashsale.Selling) {
-	sl := s.sell
-	if sl.acted != m {
-		s.stopEngine(sel)
+func (ms *modeSwitch) modeReturning(ctx context.Context, m flashsale.SellMode, sel flashsale.Selling) {
+	sl := ms.sell
+	if ms.acted != m {
+		ms.stopEngine(sel)
 		sl.selling.Store(flashsale.SellingNone)
 		sl.dbWork.wait() // the purchases from the database in flight end
-		sl.acted = m
+		ms.acted = m
 		return
 	}
-	if ok, err := s.allStopped(ctx, m); err != nil || !ok {
+	if ok, err := ms.allStopped(ctx, m); err != nil || !ok {
 		return
 	}
 	// Reservations the engine holds but never handed to the queue (a
 	// lost confirm before it went out) are relayed first, or the
 	// rebuild would not count them and sell their rooms again.
-	if ob := s.engine.Outbox; ob != nil {
-		left, err := ob.Unconfirmed(ctx, s.now(), 1)
+	if ob := ms.engine.Outbox; ob != nil {
+		left, err := ob.Unconfirmed(ctx, ms.now(), 1)
 		if err != nil || len(left) > 0 {
 			return
 		}
 	}
-	if err := s.reload(ctx); err != nil {
+	if err := ms.reload(ctx); err != nil {
 		if !errors.Is(err, errHealBusy) {
-			s.log.Error("sell mode: rebuild the stock engine", "epoch", m.Epoch, "err", err)
+			ms.log.Error("sell mode: rebuild the stock engine", "epoch", m.Epoch, "err", err)
 		}
 		return
 	}
 	next := flashsale.SellMode{Phase: flashsale.PhaseEngine, Epoch: m.Epoch}
-	s.moveMode(ctx, m, next, "sell mode: stock engine rebuilt from the database; every instance sells from it")
+	ms.moveMode(ctx, m, next, "sell mode: stock engine rebuilt from the database; every instance sells from it")
 }
 
 // reload rebuilds every live sale in the engine from the database: the
 // fenced rebuild across instances, or the in-process one's barrier.
-func (s *Service) reload(ctx context.Context) error {
-	if s.healing.fence != nil {
-		s.healing.mu.Lock()
-		defer s.healing.mu.Unlock()
-		return s.healing.heal(ctx, nil, s.sales.live())
+func (ms *modeSwitch) reload(ctx context.Context) error {
+	if ms.healing.fence != nil {
+		ms.healing.mu.Lock()
+		defer ms.healing.mu.Unlock()
+		return ms.healing.heal(ctx, nil, ms.sales.live())
 	}
-	for _, id := range s.sales.live() {
-		if err := s.healing.rebuild(ctx, id); err != nil {
+	for _, id := range ms.sales.live() {
+		if err := ms.healing.rebuild(ctx, id); err != nil {
 			return err
 		}
 	}
@@ -300,29 +309,29 @@ func (s *Service) reload(ctx context.Context) error {
 
 // moveMode moves the deployment from m to next and, if this instance's
 // move was the one that took, logs why.
-func (s *Service) moveMode(ctx context.Context, m, next flashsale.SellMode, why string) {
-	if ok, err := s.sell.board.Move(ctx, m, next); err == nil && ok {
-		s.log.Warn(why, "epoch", next.Epoch)
+func (ms *modeSwitch) moveMode(ctx context.Context, m, next flashsale.SellMode, why string) {
+	if ok, err := ms.sell.board.Move(ctx, m, next); err == nil && ok {
+		ms.log.Warn(why, "epoch", next.Epoch)
 	}
 }
 
 // stopEngine ends this instance's sales from the engine, waiting for the
 // ones in flight (each is inside engineWork from its check to its answer).
-func (s *Service) stopEngine(sel flashsale.Selling) {
+func (ms *modeSwitch) stopEngine(sel flashsale.Selling) {
 	if sel != flashsale.SellingEngine {
 		return
 	}
-	s.sell.selling.Store(flashsale.SellingNone)
-	s.engineWork.wait() // the purchases from the engine in flight end
-	s.log.Warn("sell mode: stopped selling from the stock engine")
+	ms.sell.selling.Store(flashsale.SellingNone)
+	ms.engineWork.wait() // the purchases from the engine in flight end
+	ms.log.Warn("sell mode: stopped selling from the stock engine")
 }
 
 // allStopped reports whether every instance has done its part for m, or
 // has been silent for longer than its lease and a publish's grace: it
 // stopped on its own when its lease ran out, and what it was publishing
 // then is confirmed or given up.
-func (s *Service) allStopped(ctx context.Context, m flashsale.SellMode) (bool, error) {
-	parts, now, err := s.sell.board.Parts(ctx)
+func (ms *modeSwitch) allStopped(ctx context.Context, m flashsale.SellMode) (bool, error) {
+	parts, now, err := ms.sell.board.Parts(ctx)
 	if err != nil {
 		return false, err
 	}
@@ -330,7 +339,7 @@ func (s *Service) allStopped(ctx context.Context, m flashsale.SellMode) (bool, e
 		if p.Mode == m && p.Selling == flashsale.SellingNone {
 			continue
 		}
-		if p.Expires.Add(s.healing.grace).Before(now) {
+		if p.Expires.Add(ms.healing.grace).Before(now) {
 			continue
 		}
 		return false, nil

@@ -433,28 +433,28 @@ func (s *Service) Cancel(ctx context.Context, u flashsale.User, id string) (*fla
 // nothing, so this Release would hand a paid order's rooms back to the
 // engine. Reading the order again after the Release and retaking it if it
 // is active again closes that window; retake does the mirror check.
-func (s *Service) release(ctx context.Context, o *flashsale.Order) {
-	if err := s.engine.Release(ctx, o.SaleID, o.ID); err != nil {
-		s.log.Error("release units", "sale_id", o.SaleID, "order_id", o.ID, "err", err)
+func (p *parts) release(ctx context.Context, o *flashsale.Order) {
+	if err := p.engine.Release(ctx, o.SaleID, o.ID); err != nil {
+		p.log.Error("release units", "sale_id", o.SaleID, "order_id", o.ID, "err", err)
 		return
 	}
-	now, err := s.store.Order(ctx, o.ID)
+	now, err := p.store.Order(ctx, o.ID)
 	if err != nil {
-		s.log.Error("recheck released order", "sale_id", o.SaleID, "order_id", o.ID, "err", err)
+		p.log.Error("recheck released order", "sale_id", o.SaleID, "order_id", o.ID, "err", err)
 		return
 	}
 	if now.Status.Active() {
-		s.reactivate(ctx, now)
+		p.reactivate(ctx, now)
 	}
 }
 
 // reactivate makes the engine count an order the database says is active
 // again (Retake of an active reservation does nothing).
-func (s *Service) reactivate(ctx context.Context, o *flashsale.Order) {
-	if err := s.engine.Retake(ctx, o.SaleID, o.ID); err != nil {
+func (p *parts) reactivate(ctx context.Context, o *flashsale.Order) {
+	if err := p.engine.Retake(ctx, o.SaleID, o.ID); err != nil {
 		// The rooms went to someone else in between: the database's guard
 		// refuses that order, and a rebuild realigns the engine.
-		s.log.Error("retake paid order after a release", "sale_id", o.SaleID, "order_id", o.ID, "err", err)
+		p.log.Error("retake paid order after a release", "sale_id", o.SaleID, "order_id", o.ID, "err", err)
 	}
 }
 

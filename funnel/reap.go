@@ -15,18 +15,27 @@ import (
 // would take longer than the second I5 allows.
 const ReapWorkersDefault = 8
 
-// reapLoop releases expired holds. It polls the database, the truth for
+// reaper releases expired holds. It polls the database, the truth for
 // holds, so it needs no timers to rebuild after a restart and any number of
 // instances can run it: the store expires each hold exactly once, in
-// whichever instance's batch takes it first.
-func (s *Service) reapLoop(ctx context.Context) {
-	defer s.done.Done()
-	// A reap under way finishes even when Close comes: the holds it expired
-	// in the database must be released in the engine too.
-	every(ctx, s.reapInt, nil, func(ctx context.Context) { s.Reap(context.WithoutCancel(ctx)) })
+// whichever instance's batch takes it first. Its goroutines are run's and
+// one reap's releasers; it has no lock of its own.
+type reaper struct {
+	*parts
+	interval time.Duration // Config.ReapInterval
 }
 
-// Reap expires every hold ended by now and returns how many it expired,
+// run reaps every interval until ctx ends. A reap under way finishes even
+// then: the holds it expired in the database must be released in the
+// engine too.
+func (r *reaper) run(ctx context.Context) {
+	every(ctx, r.interval, nil, func(ctx context.Context) { r.reap(context.WithoutCancel(ctx)) })
+}
+
+// Reap expires every hold ended by now (see reaper.reap).
+func (s *Service) Reap(ctx context.Context) int { return s.reaper.reap(ctx) }
+
+// reap expires every hold ended by now and returns how many it expired,
 // once every one of them is released in the engine too.
 //
 // The store expires up to ReapBatchDefault holds per transaction (one
@@ -39,21 +48,21 @@ func (s *Service) reapLoop(ctx context.Context) {
 // once, and after a short one Reap looks again every reap interval for as
 // long as releases are still running. An error or the end of ctx stops the
 // looking, not the releases already due.
-func (s *Service) Reap(ctx context.Context) int {
-	r := &releaser{s: s, ctx: ctx}
+func (rp *reaper) reap(ctx context.Context) int {
+	r := &releaser{p: rp.parts, ctx: ctx}
 	expired := 0
 	for ctx.Err() == nil {
-		orders, err := s.store.ExpireHolds(ctx, s.now(), ReapBatchDefault)
+		orders, err := rp.store.ExpireHolds(ctx, rp.now(), ReapBatchDefault)
 		if err != nil {
-			s.log.Error("expire holds", "err", err)
+			rp.log.Error("expire holds", "err", err)
 			break
 		}
 		for _, o := range orders {
-			s.log.Info("order expired", "sale_id", o.SaleID, "order_id", o.ID)
+			rp.log.Info("order expired", "sale_id", o.SaleID, "order_id", o.ID)
 		}
 		r.add(orders)
 		expired += len(orders)
-		if len(orders) < ReapBatchDefault && !r.running(s.reapInt) {
+		if len(orders) < ReapBatchDefault && !r.running(rp.interval) {
 			break
 		}
 	}
@@ -66,7 +75,7 @@ func (s *Service) Reap(ctx context.Context) int {
 // goes through release, whose recheck keeps a payment that raced the
 // expiry counted.
 type releaser struct {
-	s   *Service
+	p   *parts
 	ctx context.Context
 	wg  sync.WaitGroup // the workers
 
@@ -106,8 +115,8 @@ func (r *releaser) work() {
 		o := r.todo[0]
 		r.todo[0], r.todo = nil, r.todo[1:]
 		r.mu.Unlock()
-		r.s.release(r.ctx, o)
-		r.s.obs.HoldReleased(o.SaleID, r.s.now().Sub(o.HoldExpiresAt))
+		r.p.release(r.ctx, o)
+		r.p.obs.HoldReleased(o.SaleID, r.p.now().Sub(o.HoldExpiresAt))
 		r.mu.Lock()
 		r.left--
 		if r.left == 0 {
