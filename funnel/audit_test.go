@@ -20,6 +20,7 @@ import (
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/funnel"
 	"github.com/flashsale/flashsale/inmem"
+	"github.com/flashsale/flashsale/internal/fixture"
 	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/flashsale/flashsale/sqlite"
 )
@@ -323,11 +324,7 @@ func TestAudit(t *testing.T) {
 	t.Run("EngineNotLoaded", func(t *testing.T) {
 		// A sale written to the database by someone else and never loaded here.
 		e := mustOpenAudit(t, nil, nil)
-		s := &flashsale.Sale{
-			ID: ulid.Make().String(), Title: "T", Hotel: "H", RoomType: "R", Currency: "CNY",
-			Nights:   []flashsale.Night{{Date: night0, Stock: 3}},
-			StartsAt: t0.Add(-time.Minute), EndsAt: t0.Add(time.Hour), PerUserLimit: 1, HoldSeconds: 30, CreatedAt: t0,
-		}
+		s := fixture.Sale(fixture.ID(ulid.Make().String()), fixture.Stock(3), fixture.OpenAt(t0), fixture.Created(t0))
 		if err := e.store.CreateSale(ctx, s); err != nil {
 			t.Fatal(err)
 		}

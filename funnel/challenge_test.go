@@ -9,7 +9,7 @@ import (
 
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/funnel"
-	"github.com/flashsale/flashsale/internal/testenv"
+	"github.com/flashsale/flashsale/internal/fixture"
 )
 
 // testDifficulty keeps the tests fast: 256 hashes on average.
@@ -26,13 +26,8 @@ func TestChallenge(t *testing.T) {
 			d := mustDeploy(t, eng.open(t))
 			a, b := d.instance(t, key0), d.instance(t, key0)
 			newSale := func(difficulty int) *flashsale.Sale {
-				s, err := a.CreateSale(ctx, &flashsale.Sale{
-					Title: "Flash", Hotel: "Harbour View", RoomType: "Deluxe King",
-					Nights: []flashsale.Night{{Date: testenv.Night(0), Stock: 50}}, Price: 39900, OriginalPrice: 69900, Currency: "CNY",
-					StartsAt: d.clock.Now().Add(-time.Minute), EndsAt: d.clock.Now().Add(time.Hour),
-					PerUserLimit: 50, HoldSeconds: 30, PurchaseToken: true,
-					Challenge: flashsale.Challenge{Difficulty: difficulty},
-				})
+				s, err := a.CreateSale(ctx, fixture.Sale(fixture.Stock(50), fixture.OpenAt(d.clock.Now()), fixture.Limit(50),
+					fixture.Token(), fixture.Challenge(difficulty)))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -199,12 +194,8 @@ func TestChallengeBeforeStart(t *testing.T) {
 	ctx := context.Background()
 	d := mustDeploy(t, engines[0].open(t))
 	svc := d.instance(t)
-	s, err := svc.CreateSale(ctx, &flashsale.Sale{
-		Title: "Flash", Hotel: "Harbour View", RoomType: "Deluxe King",
-		Nights: []flashsale.Night{{Date: testenv.Night(0), Stock: 5}}, Price: 39900, OriginalPrice: 69900, Currency: "CNY",
-		StartsAt: d.clock.Now().Add(10 * time.Second), EndsAt: d.clock.Now().Add(time.Hour),
-		PerUserLimit: 1, HoldSeconds: 30, PurchaseToken: true, Challenge: flashsale.Challenge{Difficulty: testDifficulty},
-	})
+	s, err := svc.CreateSale(ctx, fixture.Sale(fixture.Window(d.clock.Now().Add(10*time.Second), d.clock.Now().Add(time.Hour)),
+		fixture.Stock(5), fixture.Token(), fixture.Challenge(testDifficulty)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/fixture"
 )
 
 // day is the date d days from the test clock's today (UTC).
@@ -30,21 +31,18 @@ func TestCreatePassedNights(t *testing.T) {
 	ctx := context.Background()
 	for _, c := range []struct {
 		name string
-		mod  func(*flashsale.Sale)
+		opts []fixture.SaleOption
 		want string
 	}{
-		{"Passed", func(s *flashsale.Sale) { s.Nights = []flashsale.Night{{Date: day(e, -3), Stock: 5}} }, "has passed"},
-		{"Year2020", func(s *flashsale.Sale) { s.Nights = []flashsale.Night{{Date: "2020-12-24", Stock: 5}} }, "has passed"},
-		{"BeforeOpening", func(s *flashsale.Sale) {
-			s.StartsAt, s.EndsAt = e.clock.Now().AddDate(0, 0, 16), e.clock.Now().AddDate(0, 0, 17)
-			s.Nights = []flashsale.Night{{Date: day(e, 1), Stock: 5}, {Date: day(e, 2), Stock: 5}}
+		{"Passed", []fixture.SaleOption{fixture.On(5, day(e, -3))}, "has passed"},
+		{"Year2020", []fixture.SaleOption{fixture.On(5, "2020-12-24")}, "has passed"},
+		{"BeforeOpening", []fixture.SaleOption{
+			fixture.Window(e.clock.Now().AddDate(0, 0, 16), e.clock.Now().AddDate(0, 0, 17)),
+			fixture.On(5, day(e, 1), day(e, 2)),
 		}, "is before the sale opens"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			s := &flashsale.Sale{Title: "Flash", Hotel: "Harbour View", RoomType: "Deluxe King",
-				Price: 39900, OriginalPrice: 69900, Currency: "CNY",
-				StartsAt: e.clock.Now().Add(-time.Minute), EndsAt: e.clock.Now().Add(time.Hour), PerUserLimit: 1, HoldSeconds: 30}
-			c.mod(s)
+			s := fixture.Sale(append([]fixture.SaleOption{fixture.OpenAt(e.clock.Now())}, c.opts...)...)
 			_, err := e.svc.CreateSale(ctx, s)
 			wantInvalid(t, "CreateSale", err, c.want)
 		})

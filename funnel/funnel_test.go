@@ -12,6 +12,7 @@ import (
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/funnel"
 	"github.com/flashsale/flashsale/inmem"
+	"github.com/flashsale/flashsale/internal/fixture"
 	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/flashsale/flashsale/sqlite"
 )
@@ -95,18 +96,12 @@ func (e *env) close(tb testing.TB) {
 	e.svc = nil
 }
 
-// sale creates an active sale (started a minute ago) with the given stock per night.
+// sale creates an active sale (started a minute ago) with the given stock
+// per night and a purchase token; mod, if any, changes it before it is
+// created.
 func (e *env) sale(tb testing.TB, mod func(*flashsale.Sale), stock ...int) *flashsale.Sale {
 	tb.Helper()
-	s := &flashsale.Sale{
-		Title: "Flash", Hotel: "Harbour View", RoomType: "Deluxe King",
-		Price: 39900, OriginalPrice: 69900, Currency: "CNY",
-		StartsAt: e.clock.Now().Add(-time.Minute), EndsAt: e.clock.Now().Add(time.Hour),
-		PerUserLimit: 1, HoldSeconds: 30, PurchaseToken: true,
-	}
-	for i, n := range stock {
-		s.Nights = append(s.Nights, flashsale.Night{Date: testenv.Night(i), Stock: n})
-	}
+	s := fixture.Sale(fixture.Stock(stock...), fixture.OpenAt(e.clock.Now()), fixture.Token())
 	if mod != nil {
 		mod(s)
 	}

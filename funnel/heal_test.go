@@ -11,7 +11,7 @@ import (
 
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/inmem"
-	"github.com/flashsale/flashsale/internal/testenv"
+	"github.com/flashsale/flashsale/internal/fixture"
 	"github.com/flashsale/flashsale/sqlite"
 )
 
@@ -173,11 +173,8 @@ func TestHealFence(t *testing.T) {
 		HealGrace: 50 * time.Millisecond, ReapInterval: time.Hour,
 	})
 	start := time.Now().Add(-time.Minute)
-	sale, err := svc.CreateSale(ctx, &flashsale.Sale{
-		Title: "t", Hotel: "h", RoomType: "r", Price: 100, OriginalPrice: 200, Currency: "CNY",
-		StartsAt: start, EndsAt: start.Add(time.Hour), PerUserLimit: 1, HoldSeconds: 60,
-		Nights: []flashsale.Night{{Date: testenv.Night(0), Stock: 5}},
-	})
+	sale, err := svc.CreateSale(ctx, fixture.Sale(fixture.Stock(5), fixture.Price(100, 200), fixture.Window(start, start.Add(time.Hour)),
+		fixture.Hold(60)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,11 +242,8 @@ func TestRebuildInProcess(t *testing.T) {
 	svc := New(Config{Store: store.Roles(), Engine: engine.Roles(), Writer: slow, Secret: []byte("s"), ReapInterval: time.Hour})
 	start := time.Now().Add(-time.Minute)
 	const stock = 300
-	sale, err := svc.CreateSale(ctx, &flashsale.Sale{
-		Title: "t", Hotel: "h", RoomType: "r", Price: 100, OriginalPrice: 200, Currency: "CNY",
-		StartsAt: start, EndsAt: start.Add(time.Hour), PerUserLimit: 1, HoldSeconds: 60,
-		Nights: []flashsale.Night{{Date: testenv.Night(0), Stock: stock}},
-	})
+	sale, err := svc.CreateSale(ctx, fixture.Sale(fixture.Stock(stock), fixture.Price(100, 200), fixture.Window(start, start.Add(time.Hour)),
+		fixture.Hold(60)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,10 +7,11 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/fixture"
 )
 
 var (
-	signSale = &flashsale.Sale{ID: "01JF6Z8Q2W3E4R5T6Y7U8I9O0P", Price: 39900}
+	signSale = fixture.Sale(fixture.ID("01JF6Z8Q2W3E4R5T6Y7U8I9O0P")) // the fixture's price, 39900
 	signUser = flashsale.User{ID: "user-123456"}
 	signNow  = time.Date(2026, 12, 24, 20, 0, 0, 0, time.UTC)
 )
@@ -243,7 +244,7 @@ func TestSolve(t *testing.T) {
 // does not rely on it).
 func TestSolvedDifficulty(t *testing.T) {
 	s := newSigner(nil, []byte("secret"))
-	sale := &flashsale.Sale{ID: signSale.ID, Challenge: flashsale.Challenge{Difficulty: 6}}
+	sale := fixture.Sale(fixture.ID(signSale.ID), fixture.Token(), fixture.Challenge(6))
 	for d, ok := range map[int]bool{5: false, 6: true, 7: true} {
 		c := s.seal(kindChallenge, new([nonceLen]byte), signNow.Add(time.Minute), int64(d), sale.ID, signUser.ID)
 		_, _, err := s.solved(c, Solve(c, d), signUser, sale, signNow)
@@ -264,7 +265,7 @@ func TestSolvedDifficulty(t *testing.T) {
 // least as hard as the sale's, not expired, and solved.
 func FuzzChallenge(f *testing.F) {
 	s := newSigner(nil, []byte("secret"))
-	sale := &flashsale.Sale{ID: signSale.ID, Challenge: flashsale.Challenge{Difficulty: 4}}
+	sale := fixture.Sale(fixture.ID(signSale.ID), fixture.Token(), fixture.Challenge(4))
 	c := s.seal(kindChallenge, new([nonceLen]byte), signNow.Add(time.Minute), 4, sale.ID, signUser.ID)
 	f.Add(c, Solve(c, 4))
 	f.Add(c, "0")
@@ -314,7 +315,7 @@ func BenchmarkSolve(b *testing.B) {
 // solved challenge, beyond the token's own.
 func BenchmarkCheckSolution(b *testing.B) {
 	s := newSigner(nil, []byte("secret"))
-	sale := &flashsale.Sale{ID: signSale.ID, Challenge: flashsale.Challenge{Difficulty: 16}}
+	sale := fixture.Sale(fixture.ID(signSale.ID), fixture.Token(), fixture.Challenge(16))
 	c := s.seal(kindChallenge, new([nonceLen]byte), signNow.Add(time.Minute), 16, sale.ID, signUser.ID)
 	sol := Solve(c, 16)
 	b.ReportAllocs()

@@ -12,6 +12,7 @@ import (
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/funnel"
 	"github.com/flashsale/flashsale/inmem"
+	"github.com/flashsale/flashsale/internal/fixture"
 	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/flashsale/flashsale/redis"
 )
@@ -107,13 +108,7 @@ func TestPurchaseTokenRefused(t *testing.T) {
 			mid := d.instance(t, key1, key0) // during it
 			done := d.instance(t, key2, key1)
 			sale := func() *flashsale.Sale {
-				s := &flashsale.Sale{
-					Title: "Flash", Hotel: "Harbour View", RoomType: "Deluxe King",
-					Nights: []flashsale.Night{{Date: testenv.Night(0), Stock: 50}}, Price: 39900, OriginalPrice: 69900, Currency: "CNY",
-					StartsAt: d.clock.Now().Add(-time.Minute), EndsAt: d.clock.Now().Add(time.Hour),
-					PerUserLimit: 50, HoldSeconds: 30, PurchaseToken: true,
-				}
-				s, err := old.CreateSale(ctx, s)
+				s, err := old.CreateSale(ctx, fixture.Sale(fixture.Stock(50), fixture.OpenAt(d.clock.Now()), fixture.Limit(50), fixture.Token()))
 				if err != nil {
 					t.Fatal(err)
 				}
