@@ -4,11 +4,12 @@
 //	flashsale migrate
 //	flashsale audit [--sale ID] [--repair]
 //	flashsale bench (--self | --target URL) [--shape pulse] [--ceiling] [--json FILE]
+//	flashsale queue verify (--file F | --url URL)
 //	flashsale version
 //
 // It is wiring: each command is a package's (internal/app: serve,
-// migrate, audit, token; bench: bench), and this file holds only main and
-// the table of commands. Every setting: docs/configuration.md.
+// migrate, audit, token, queue; bench: bench), and this file holds only
+// main and the table of commands. Every setting: docs/configuration.md.
 package main
 
 import (
@@ -61,6 +62,8 @@ commands:
             check the invariants; exits non-zero when one breaks (flashsale bench --help)
   token     print a user JWT signed with this instance's secret, to try the API:
             flashsale token --user alice [--tier gold] [--ttl 1h]
+  queue     the waiting room: flashsale queue verify (--file F | --url URL) checks a
+            sale's published draw (docs/waiting-room.md); exits non-zero when it fails
   version   print the version
   help      this; flashsale help COMMAND (or COMMAND --help) lists that command's flags
 `
@@ -72,6 +75,7 @@ var commands = map[string]func(ctx context.Context, args []string, getenv func(s
 	"audit":   app.Audit,
 	"bench":   bench.Command,
 	"token":   app.Token,
+	"queue":   app.Queue,
 	"version": func(_ context.Context, _ []string, _ func(string) string, stdout, _ io.Writer) error {
 		fmt.Fprintln(stdout, "flashsale", app.Version())
 		return nil
