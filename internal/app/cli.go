@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"os/signal"
 	"runtime/debug"
 	"syscall"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/flashsale/flashsale"
 )
 
@@ -123,6 +125,7 @@ func Serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return err
 	}
 	tuneGC(getenv, logger)
+	limitMemory(memlimit.FromCgroup, logger)
 	m := NewMain(cfg, logger, stdout)
 	if err := m.Open(ctx); err != nil {
 		m.Close()
@@ -188,6 +191,29 @@ func tuneGC(getenv func(string) string, log *slog.Logger) {
 	}
 	debug.SetGCPercent(gcPercentDefault)
 	log.Debug("garbage collector target", "gogc", gcPercentDefault)
+}
+
+// memoryRatio is the share of the container's memory limit the heap may
+// reach before the collector gives up GOGC's headroom: the rest is the
+// runtime's own, goroutine stacks and the SQLite driver's C-side memory.
+const memoryRatio = 0.9
+
+// limitMemory sets the runtime's memory limit to memoryRatio of the
+// container's (cgroup) limit. With GOGC at 400 the heap may grow to five
+// times what is live: 880 MB of RSS after 140 000 accepted orders in 15 s,
+// so an instance under the shipped 512 Mi pod limit would be killed
+// mid-sale (issue 26). With the limit the collector runs harder as the
+// heap nears it instead. GOMEMLIMIT, when set, is the runtime's as usual,
+// and AUTOMEMLIMIT=off (or a ratio) is automemlimit's; without a cgroup
+// limit nothing changes.
+func limitMemory(provider memlimit.Provider, log *slog.Logger) {
+	limit, err := memlimit.Set(memlimit.WithProvider(provider), memlimit.WithRatio(memoryRatio))
+	switch {
+	case err != nil:
+		log.Warn("memory limit: the container's could not be read; the runtime has none", "err", err)
+	case limit > 0 && limit < math.MaxInt64:
+		log.Info("memory limit", "bytes", limit, "of_container", memoryRatio)
+	}
 }
 
 // newLogger is every line's logger: one stream, text or JSON
