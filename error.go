@@ -46,6 +46,9 @@ const (
 	EConflict    = "conflict"
 	ETooLarge    = "too_large"
 	ERateLimited = "rate_limited"
+	// ENotAdmitted: the sale has a waiting room and this guest's turn has
+	// not come (or their admission lapsed).
+	ENotAdmitted = "not_admitted"
 	EUnavailable = "unavailable"
 	EInternal    = "internal"
 )
@@ -145,6 +148,10 @@ var ErrOrderCancelled = &Error{EOrderCancelled, "the guest cancelled this order 
 func AlreadyPaid(ref string) *Error {
 	return Errorf(EAlreadyPaid, "the order is already paid with payment_ref %q; refund this payment", ref)
 }
+
+// ErrNotAdmitted answers a token (or a purchase) asked for through a
+// waiting room by a guest it has not admitted.
+var ErrNotAdmitted = &Error{ENotAdmitted, "this sale has a waiting room: join it (POST /api/sales/{id}/queue) and wait to be admitted"}
 
 // ErrChallengeFailed means a token was asked for without the solved
 // challenge the sale wants.

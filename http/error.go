@@ -39,6 +39,7 @@ var statuses = map[string]int{
 	flashsale.EConflict:        http.StatusConflict,
 	flashsale.ETooLarge:        http.StatusRequestEntityTooLarge,
 	flashsale.ERateLimited:     http.StatusTooManyRequests,
+	flashsale.ENotAdmitted:     http.StatusForbidden,
 	flashsale.EUnavailable:     http.StatusServiceUnavailable,
 	flashsale.EInternal:        http.StatusInternalServerError,
 }

@@ -1,0 +1,263 @@
+package inmem
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/flashsale/flashsale"
+	"github.com/oklog/ulid/v2"
+)
+
+// Queue is the embedded shape's flashsale.Queue: every sale's waiting room
+// in this process's memory, behind one lock per sale.
+//
+// A sale's places are one slice in the queue's order (the draw's, then
+// arrival); head is the first still waiting. Every place between head and
+// a waiting guest is waiting too (admission and skipping move head past a
+// place, and a place that joins again is appended anew), so a guest's
+// Ahead is their index minus head: one subtraction per read, however long
+// the queue.
+type Queue struct {
+	mu    sync.Mutex // over rooms
+	rooms map[string]*room
+}
+
+// NewQueue returns an empty Queue.
+func NewQueue() *Queue { return &Queue{rooms: map[string]*room{}} }
+
+type room struct {
+	mu      sync.Mutex
+	drawn   bool
+	draw    flashsale.Draw
+	order   []*place // the queue's order; before the draw, arrival order
+	head    int      // index in order of the first place not yet admitted or skipped
+	byUser  map[string]*place
+	soldOut bool
+	// live are the admissions not yet used or lapsed, in admission order:
+	// few (the funnel admits no more than the rooms left), so lapsing
+	// walks them, never the queue.
+	live          []*place
+	used, expired int // places in those states
+}
+
+type place struct {
+	ticket, user string
+	index        int // in room.order
+	state        flashsale.QueueState
+	seen         time.Time
+	until        time.Time
+	used         bool
+}
+
+func (q *Queue) room(saleID string, create bool) *room {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	r := q.rooms[saleID]
+	if r == nil && create {
+		r = &room{byUser: map[string]*place{}}
+		q.rooms[saleID] = r
+	}
+	return r
+}
+
+// Join implements flashsale.Queue.
+func (q *Queue) Join(_ context.Context, saleID, userID string, at time.Time) (flashsale.Place, bool, error) {
+	r := q.room(saleID, true)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lapse(at)
+	p := r.byUser[userID]
+	if p != nil && p.state != flashsale.QueueExpired {
+		p.seen = at
+		return r.view(p), false, nil
+	}
+	if r.soldOut {
+		return flashsale.Place{}, false, flashsale.ErrSoldOut
+	}
+	if p != nil { // expired: to the back, under the same ticket
+		r.expired--
+		r.order[p.index] = &place{state: flashsale.QueueExpired} // its old slot stays passed
+		p = &place{ticket: p.ticket, user: userID}
+	} else {
+		p = &place{ticket: ulid.Make().String(), user: userID}
+	}
+	p.index, p.state, p.seen = len(r.order), flashsale.QueueWaiting, at
+	r.order = append(r.order, p)
+	r.byUser[userID] = p
+	return r.view(p), true, nil
+}
+
+// Place implements flashsale.Queue.
+func (q *Queue) Place(_ context.Context, saleID, userID string, at time.Time) (flashsale.Place, error) {
+	r := q.room(saleID, false)
+	if r == nil {
+		return flashsale.Place{}, flashsale.ErrNotFound
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lapse(at)
+	p := r.byUser[userID]
+	if p == nil {
+		return flashsale.Place{}, flashsale.ErrNotFound
+	}
+	p.seen = at
+	return r.view(p), nil
+}
+
+// Draw implements flashsale.Queue.
+func (q *Queue) Draw(_ context.Context, saleID, seedHex string) (flashsale.Draw, error) {
+	r := q.room(saleID, true)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.drawn {
+		return r.draw, nil
+	}
+	tickets := make([]string, 0, len(r.order))
+	byTicket := make(map[string]*place, len(r.order))
+	for _, p := range r.order[r.head:] {
+		if p.state == flashsale.QueueWaiting {
+			tickets = append(tickets, p.ticket)
+			byTicket[p.ticket] = p
+		}
+	}
+	order, err := flashsale.DrawOrder(seedHex, tickets)
+	if err != nil {
+		return flashsale.Draw{}, err
+	}
+	r.order = r.order[:0]
+	for i, t := range order {
+		p := byTicket[t]
+		p.index = i
+		r.order = append(r.order, p)
+	}
+	commitment, err := flashsale.DrawCommitment(saleID, seedHex)
+	if err != nil {
+		return flashsale.Draw{}, err
+	}
+	r.head = 0
+	r.drawn = true
+	r.draw = flashsale.Draw{SaleID: saleID, Commitment: commitment, Seed: seedHex, Tickets: sortedCopy(tickets), Order: order}
+	return r.draw, nil
+}
+
+// Admit implements flashsale.Queue.
+func (q *Queue) Admit(_ context.Context, saleID string, n int, at time.Time, rule flashsale.AdmitRule) (int, error) {
+	r := q.room(saleID, false)
+	if r == nil {
+		return 0, nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lapse(at)
+	if !r.drawn || r.soldOut {
+		return 0, nil
+	}
+	admitted := 0
+	for admitted < n && r.head < len(r.order) {
+		p := r.order[r.head]
+		r.head++
+		if p.state != flashsale.QueueWaiting {
+			continue // joined again further back
+		}
+		if rule.IdleAfter > 0 && at.Sub(p.seen) > rule.IdleAfter {
+			p.state = flashsale.QueueExpired
+			r.expired++
+			continue
+		}
+		p.state, p.until = flashsale.QueueAdmitted, at.Add(rule.For)
+		r.live = append(r.live, p)
+		admitted++
+	}
+	return admitted, nil
+}
+
+// Use implements flashsale.Queue.
+func (q *Queue) Use(_ context.Context, saleID, userID string, at time.Time) error {
+	r := q.room(saleID, false)
+	if r == nil {
+		return flashsale.ErrNotAdmitted
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lapse(at)
+	p := r.byUser[userID]
+	switch {
+	case p == nil || p.state != flashsale.QueueAdmitted:
+		return flashsale.ErrNotAdmitted
+	case !p.used:
+		p.used = true
+		r.used++
+		r.live = slices.DeleteFunc(r.live, func(l *place) bool { return l == p })
+	}
+	return nil
+}
+
+// SetSoldOut implements flashsale.Queue.
+func (q *Queue) SetSoldOut(_ context.Context, saleID string, soldOut bool) error {
+	r := q.room(saleID, true)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.soldOut = soldOut
+	return nil
+}
+
+// Stats implements flashsale.Queue.
+func (q *Queue) Stats(_ context.Context, saleID string, at time.Time) (flashsale.QueueStats, error) {
+	r := q.room(saleID, false)
+	if r == nil {
+		return flashsale.QueueStats{}, nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lapse(at)
+	return flashsale.QueueStats{
+		Drawn: r.drawn, Joined: len(r.byUser),
+		Waiting:  len(r.byUser) - len(r.live) - r.used - r.expired,
+		Admitted: len(r.live), Used: r.used, Expired: r.expired, SoldOut: r.soldOut,
+	}, nil
+}
+
+// Drop implements flashsale.Queue.
+func (q *Queue) Drop(_ context.Context, saleID string) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	delete(q.rooms, saleID)
+	return nil
+}
+
+// lapse expires the admissions that ended by at unused.
+func (r *room) lapse(at time.Time) {
+	r.live = slices.DeleteFunc(r.live, func(p *place) bool {
+		if !at.After(p.until) {
+			return false
+		}
+		p.state = flashsale.QueueExpired
+		r.expired++
+		return true
+	})
+}
+
+// view is p as the guest sees it.
+func (r *room) view(p *place) flashsale.Place {
+	v := flashsale.Place{Ticket: p.ticket, State: p.state, AdmittedUntil: p.until, Used: p.used}
+	if r.drawn {
+		v.Rank = p.index + 1
+	}
+	if p.state == flashsale.QueueWaiting {
+		if r.drawn {
+			v.Ahead = p.index - r.head
+		}
+		if r.soldOut {
+			v.State = flashsale.QueueSoldOut
+		}
+	}
+	return v
+}
+
+func sortedCopy(s []string) []string {
+	c := append([]string(nil), s...)
+	slices.Sort(c)
+	return c
+}

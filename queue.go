@@ -1,0 +1,101 @@
+package flashsale
+
+import (
+	"context"
+	"time"
+)
+
+// The waiting room's queue (issue 24): each sale with a waiting room keeps
+// one queue of the guests who joined it. Those who joined before the
+// start are put in order once, at the start, by the sale's draw (draw.go);
+// later arrivals join the back in arrival order. Guests leave the front by
+// admission (they may then take a purchase token until AdmittedUntil), or
+// are skipped there when they stopped asking for their place. What a
+// guest's place is, and who is admitted, is the Queue's; how many to
+// admit, when, and what the stock allows is the funnel's.
+
+// QueueState is where a guest stands in a sale's queue.
+type QueueState string
+
+const (
+	// QueueWaiting: in the queue, not yet admitted.
+	QueueWaiting QueueState = "waiting"
+	// QueueAdmitted: may take a purchase token until AdmittedUntil.
+	QueueAdmitted QueueState = "admitted"
+	// QueueSoldOut: waiting, but every room left is spoken for; the place
+	// is kept, and the queue moves again if rooms come back.
+	QueueSoldOut QueueState = "sold_out"
+	// QueueClosed: the sale ended.
+	QueueClosed QueueState = "closed"
+	// QueueExpired: the admission lapsed unused, or the guest was skipped
+	// at the front because they had stopped asking; joining again goes to
+	// the back.
+	QueueExpired QueueState = "expired"
+)
+
+// Place is one guest's place in a sale's queue.
+type Place struct {
+	// Ticket names the place in the published draw; never the user.
+	Ticket string
+	State  QueueState
+	// Rank is the place's position in the queue's order, 1 the first;
+	// 0 before the draw has put the prequeue in order.
+	Rank int
+	// Ahead is how many guests still wait in front (0 before the draw).
+	// It only ever decreases while the guest waits.
+	Ahead int
+	// AdmittedUntil is when an admission lapses if unused; Used, whether a
+	// purchase token was taken with it.
+	AdmittedUntil time.Time
+	Used          bool
+}
+
+// QueueStats are a queue's counts as of a moment.
+type QueueStats struct {
+	Drawn bool // the prequeue has been put in order
+	// Joined counts the users who joined; Waiting those still waiting
+	// (in the prequeue too); Admitted the admissions live and unused;
+	// Used the admissions used; Expired the lapsed and skipped.
+	Joined, Waiting, Admitted, Used, Expired int
+	SoldOut                                  bool
+}
+
+// AdmitRule is how one admission step treats the front of the queue.
+type AdmitRule struct {
+	// For is how long an admission lasts unused.
+	For time.Duration
+	// IdleAfter: a guest not seen (joining or reading their place) for
+	// longer is skipped when their turn comes; 0 never skips.
+	IdleAfter time.Duration
+}
+
+// Queue keeps the waiting rooms of sales: one order for every instance.
+// Every method is safe for concurrent use.
+type Queue interface {
+	// Join gives userID a place in saleID's queue, as of at; the same
+	// place on every call while it stands (created reports the first).
+	// An expired place joins again at the back. While the queue is sold
+	// out a user without a place gets ErrSoldOut.
+	Join(ctx context.Context, saleID, userID string, at time.Time) (p Place, created bool, err error)
+	// Place is userID's place as of at, and marks the guest seen (so not
+	// skipped); ErrNotFound if they never joined.
+	Place(ctx context.Context, saleID, userID string, at time.Time) (Place, error)
+	// Draw puts the places taken so far in the order of the draw of
+	// seedHex (DrawOrder) and returns that draw; every later join goes
+	// to the back. Only the first call draws: later ones return the
+	// same draw whatever their seed.
+	Draw(ctx context.Context, saleID, seedHex string) (Draw, error)
+	// Admit lapses the admissions ended by at, then admits up to n of the
+	// guests at the front (after the draw only), skipping those idle by
+	// rule, and returns how many it admitted.
+	Admit(ctx context.Context, saleID string, n int, at time.Time, rule AdmitRule) (int, error)
+	// Use spends userID's admission (they took a purchase token);
+	// ErrNotAdmitted unless it is live at at. Using it again is no error.
+	Use(ctx context.Context, saleID, userID string, at time.Time) error
+	// SetSoldOut marks the queue sold out, or open again.
+	SetSoldOut(ctx context.Context, saleID string, soldOut bool) error
+	// Stats are the queue's counts as of at; zero for a sale without one.
+	Stats(ctx context.Context, saleID string, at time.Time) (QueueStats, error)
+	// Drop forgets saleID's queue (the sale ended or was deleted).
+	Drop(ctx context.Context, saleID string) error
+}
