@@ -65,6 +65,9 @@ type SalePatch struct {
 	Eligibility   *Eligibility
 	Limits        *SaleLimits
 	Challenge     *Challenge
+	// WaitingRoom: nil leaves it as it is; a pointer to nil turns it off
+	// (JSON null), to a room sets that room.
+	WaitingRoom **WaitingRoom
 }
 
 // Apply returns a copy of s with p applied and validated, and the names of
@@ -137,6 +140,16 @@ func (p *SalePatch) Apply(s *Sale, now time.Time) (*Sale, []string, error) {
 			return true
 		}},
 		{"challenge", false, func() bool { return patch(&c.Challenge, p.Challenge) }},
+		{"waiting_room", false, func() bool {
+			if p.WaitingRoom == nil || waitingRoomEqual(*p.WaitingRoom, c.WaitingRoom) {
+				return false
+			}
+			c.WaitingRoom = nil
+			if w := *p.WaitingRoom; w != nil {
+				c.WaitingRoom = new(*w) // the sale's own, not the patch's
+			}
+			return true
+		}},
 	}
 	for _, f := range fields {
 		if err := set(f.name, f.always, f.apply); err != nil {
@@ -171,6 +184,10 @@ func patchTime(dst *time.Time, v *time.Time) bool {
 
 func eligibilityEqual(a, b Eligibility) bool {
 	return a.MinTier == b.MinTier && a.MinStays30d == b.MinStays30d && slices.Equal(a.Channels, b.Channels)
+}
+
+func waitingRoomEqual(a, b *WaitingRoom) bool {
+	return (a == nil) == (b == nil) && (a == nil || *a == *b)
 }
 
 func (l SaleLimits) equal(o SaleLimits) bool {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -57,6 +58,9 @@ type Sale struct {
 	// Challenge, when its difficulty is set, makes the token endpoint ask
 	// for a proof of work first (it needs PurchaseToken).
 	Challenge Challenge `json:"challenge,omitzero"`
+	// WaitingRoom, when set, puts the sale behind a virtual waiting room
+	// (issue 24); nil: none, guests buy as they arrive.
+	WaitingRoom *WaitingRoom `json:"waiting_room,omitempty"`
 	// Test marks a load test's sale (flashsale bench): hidden from the
 	// public list, counted in metrics under sale="test" (never its ID) and
 	// marked in events (a header), and deletable with its orders. Set at
@@ -69,6 +73,61 @@ type Sale struct {
 	// instance that caches the sale can tell it changed.
 	Revision  int64     `json:"revision"`
 	CreatedAt time.Time `json:"created_at"`
+}
+
+// WaitingRoom is a sale's waiting room: guests join a queue and are
+// admitted a few at a time, so a sale of a hundred rooms is not won by the
+// fastest refresher among half a million.
+type WaitingRoom struct {
+	// PrequeueMinutes is how long before StartsAt guests may join. Those
+	// who join in that time are shuffled once at the start, so arriving
+	// first buys no better place than arriving a minute before the start:
+	// nobody needs to camp, and a script gains nothing by being early.
+	PrequeueMinutes int `json:"prequeue_minutes"`
+	// AdmitPerSecond is how many guests are admitted a second. 0 leaves it
+	// to the sale: a rate derived from the stock and the hold window, so
+	// the queue moves as fast as rooms can be bought and paid for.
+	AdmitPerSecond float64 `json:"admit_per_second"`
+	// AdmissionSeconds is how long an admitted guest has to take a
+	// purchase token: after that the admission lapses, and the room it
+	// stood for goes to the next in line instead of waiting for a guest
+	// who walked away.
+	AdmissionSeconds int `json:"admission_seconds"`
+}
+
+// Bounds of a waiting room.
+const (
+	// MaxPrequeueMinutes is a day: a queue open longer only gathers
+	// guests who will have stopped watching by the start.
+	MaxPrequeueMinutes = 24 * 60
+	// MinAdmitPerSecond and MaxAdmitPerSecond bound a set rate: slower
+	// than one guest in ten seconds is a stalled queue, faster than the
+	// engine sells is no queue.
+	MinAdmitPerSecond = 0.1
+	MaxAdmitPerSecond = 100_000
+	// MinAdmissionSeconds is time enough to tap "buy" (and solve a
+	// challenge); MaxAdmissionSeconds an hour, after which the place is
+	// better given to someone still there.
+	MinAdmissionSeconds = 10
+	MaxAdmissionSeconds = 3600
+)
+
+// validate checks the waiting room's settings, naming the field.
+func (w *WaitingRoom) validate() error {
+	r := w.AdmitPerSecond
+	switch {
+	case w.PrequeueMinutes < 0 || w.PrequeueMinutes > MaxPrequeueMinutes:
+		return Errorf(EInvalid, "waiting_room.prequeue_minutes must be between 0 and %d (a day)", MaxPrequeueMinutes)
+	case math.IsNaN(r) || math.IsInf(r, 0) || r != 0 && (r < MinAdmitPerSecond || r > MaxAdmitPerSecond):
+		return Errorf(EInvalid, "waiting_room.admit_per_second must be 0 (derived from the stock and the hold window) or between %g and %d",
+			MinAdmitPerSecond, MaxAdmitPerSecond)
+	case w.AdmissionSeconds == 0:
+		return Errorf(EInvalid, "waiting_room.admission_seconds is required (%d to %d): how long an admitted guest has to take a purchase token",
+			MinAdmissionSeconds, MaxAdmissionSeconds)
+	case w.AdmissionSeconds < MinAdmissionSeconds || w.AdmissionSeconds > MaxAdmissionSeconds:
+		return Errorf(EInvalid, "waiting_room.admission_seconds must be between %d and %d", MinAdmissionSeconds, MaxAdmissionSeconds)
+	}
+	return nil
 }
 
 // PriceTier is the per-room-night price when buying at least Rooms rooms.
@@ -395,6 +454,11 @@ func (s *Sale) Validate() error {
 	}
 	if err := s.Limits.validate(); err != nil {
 		return err
+	}
+	if s.WaitingRoom != nil {
+		if err := s.WaitingRoom.validate(); err != nil {
+			return err
+		}
 	}
 	var prev time.Time
 	for i, n := range s.Nights {

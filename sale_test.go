@@ -1,6 +1,7 @@
 package flashsale_test
 
 import (
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -125,6 +126,107 @@ func TestValidateTermsOnEdit(t *testing.T) {
 			t.Errorf("edit breaking %s: %v", name, err)
 		}
 	}
+}
+
+// TestValidateWaitingRoom (issue 24, item 1): a waiting room's bounds,
+// each bad value refused naming its field path, and the edges accepted.
+func TestValidateWaitingRoom(t *testing.T) {
+	room := func(prequeue int, rate float64, admission int) func(*flashsale.Sale) {
+		return func(s *flashsale.Sale) {
+			s.WaitingRoom = &flashsale.WaitingRoom{PrequeueMinutes: prequeue, AdmitPerSecond: rate, AdmissionSeconds: admission}
+		}
+	}
+	good := []func(*flashsale.Sale){
+		func(s *flashsale.Sale) { s.WaitingRoom = nil },
+		room(0, 0, 10),                    // no prequeue, the derived rate, the shortest admission
+		room(1440, 0.1, 3600),             // a day's prequeue, the slowest rate, the longest admission
+		room(30, 100_000, 60),             // the fastest rate
+		room(15, 2.5, 120),                // a fractional rate
+		room(0, math.Copysign(0, -1), 10), // -0 is 0
+	}
+	bad := []badSale{
+		{"waiting_room.prequeue_minutes", room(-1, 0, 60)},
+		{"waiting_room.prequeue_minutes", room(1441, 0, 60)},
+		{"waiting_room.admit_per_second", room(0, 0.09, 60)},
+		{"waiting_room.admit_per_second", room(0, -1, 60)},
+		{"waiting_room.admit_per_second", room(0, 100_000.5, 60)},
+		{"waiting_room.admit_per_second", room(0, math.NaN(), 60)},
+		{"waiting_room.admit_per_second", room(0, math.Inf(1), 60)},
+		{"waiting_room.admit_per_second", room(0, math.Inf(-1), 60)},
+		{"waiting_room.admission_seconds is required", room(0, 0, 0)},
+		{"waiting_room.admission_seconds", room(0, 0, 9)},
+		{"waiting_room.admission_seconds", room(0, 0, -10)},
+		{"waiting_room.admission_seconds", room(0, 0, 3601)},
+	}
+	checkSales(t, good, bad)
+}
+
+// TestWaitingRoomEdit: an edit sets, changes or (with a pointer to nil,
+// JSON null) turns off the waiting room before the start; an absent one
+// changes nothing; after the start any change is already_started; a bad
+// room changes nothing. The edited sale never shares the patch's room.
+func TestWaitingRoomEdit(t *testing.T) {
+	on := &flashsale.WaitingRoom{PrequeueMinutes: 30, AdmitPerSecond: 5, AdmissionSeconds: 60}
+	other := &flashsale.WaitingRoom{PrequeueMinutes: 10, AdmissionSeconds: 120}
+	set := func(w *flashsale.WaitingRoom) **flashsale.WaitingRoom { return &w }
+	for _, c := range []struct {
+		name    string
+		from    *flashsale.WaitingRoom
+		patch   **flashsale.WaitingRoom
+		want    *flashsale.WaitingRoom
+		changed bool
+	}{
+		{"SetOn", nil, set(on), on, true},
+		{"Change", on, set(other), other, true},
+		{"Off", on, set(nil), nil, true},
+		{"Absent", on, nil, on, false},
+		{"AbsentWhenOff", nil, nil, nil, false},
+		{"OffWhenOff", nil, set(nil), nil, false},
+		{"Same", on, set(new(*on)), on, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sale := validSale()
+			sale.WaitingRoom = c.from
+			title := "Renamed"
+			p := flashsale.SalePatch{Title: &title, WaitingRoom: c.patch}
+			got, changed, err := p.Apply(sale, sale.StartsAt.Add(-time.Hour))
+			if err != nil {
+				t.Fatalf("Apply before the start: %v", err)
+			}
+			if (got.WaitingRoom == nil) != (c.want == nil) || got.WaitingRoom != nil && *got.WaitingRoom != *c.want {
+				t.Errorf("waiting room %+v, want %+v", got.WaitingRoom, c.want)
+			}
+			if got, want := slices.Contains(changed, "waiting_room"), c.changed; got != want {
+				t.Errorf("changed = %v: waiting_room named %v, want %v", changed, got, want)
+			}
+			if c.patch != nil && *c.patch != nil && got.WaitingRoom == *c.patch {
+				t.Error("the sale shares the patch's waiting room")
+			}
+			if sale.WaitingRoom != c.from {
+				t.Error("Apply changed the sale it was given")
+			}
+			// Once started, only a patch that changes nothing passes.
+			_, _, err = p.Apply(sale, sale.StartsAt.Add(time.Second))
+			switch {
+			case c.changed && (flashsale.ErrorCode(err) != flashsale.EAlreadyStarted || !strings.Contains(flashsale.ErrorMessage(err), "waiting_room")):
+				t.Errorf("Apply after the start = %v, want already_started naming waiting_room", err)
+			case !c.changed && err != nil:
+				t.Errorf("Apply after the start of no waiting-room change = %v", err)
+			}
+		})
+	}
+	t.Run("Invalid", func(t *testing.T) {
+		sale := validSale()
+		sale.WaitingRoom = on
+		p := flashsale.SalePatch{WaitingRoom: set(&flashsale.WaitingRoom{PrequeueMinutes: 30})}
+		if _, _, err := p.Apply(sale, sale.StartsAt.Add(-time.Hour)); flashsale.ErrorCode(err) != flashsale.EInvalid ||
+			!strings.Contains(flashsale.ErrorMessage(err), "waiting_room.admission_seconds is required") {
+			t.Errorf("Apply of a room without admission_seconds = %v", err)
+		}
+		if *sale.WaitingRoom != *on {
+			t.Errorf("a refused edit changed the sale's room: %+v", sale.WaitingRoom)
+		}
+	})
 }
 
 func TestCheck(t *testing.T) {

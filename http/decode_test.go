@@ -1,6 +1,7 @@
 package http
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -18,7 +19,8 @@ var validSale = `{"title":"Flash","hotel":"Harbour View","room_type":"Deluxe Kin
 	"nights":[{"date":"` + testenv.Night(0) + `","stock":5},{"date":"` + testenv.Night(1) + `","stock":3}],
 	"price":39900,"original_price":69900,"currency":"CNY",
 	"starts_at":"2026-12-01T20:00:00+08:00","ends_at":"2026-12-01T21:00:00+08:00",
-	"per_user_limit":2,"hold_seconds":60,"purchase_token":false,"eligibility":{"min_tier":"gold"}}`
+	"per_user_limit":2,"hold_seconds":60,"purchase_token":false,"eligibility":{"min_tier":"gold"},
+	"waiting_room":{"prequeue_minutes":30,"admit_per_second":2.5,"admission_seconds":60}}`
 
 func TestDecodeSale(t *testing.T) {
 	t.Run("OK", func(t *testing.T) {
@@ -31,6 +33,7 @@ func TestDecodeSale(t *testing.T) {
 			fixture.Window(time.Date(2026, 12, 1, 20, 0, 0, 0, cst), time.Date(2026, 12, 1, 21, 0, 0, 0, cst)),
 			fixture.Limit(2), fixture.Hold(60))
 		want.Eligibility = flashsale.Eligibility{MinTier: flashsale.TierGold}
+		want.WaitingRoom = &flashsale.WaitingRoom{PrequeueMinutes: 30, AdmitPerSecond: 2.5, AdmissionSeconds: 60}
 		if diff := cmp.Diff(want, s); diff != "" {
 			t.Fatalf("sale (-want +got):\n%s", diff)
 		}
@@ -43,6 +46,32 @@ func TestDecodeSale(t *testing.T) {
 		}
 		if s.PerUserLimit != flashsale.PerUserLimitDefault || s.HoldSeconds != flashsale.HoldSecondsDefault || !s.PurchaseToken {
 			t.Fatalf("defaults not applied: limit %d hold %d token %v", s.PerUserLimit, s.HoldSeconds, s.PurchaseToken)
+		}
+		if s.WaitingRoom != nil {
+			t.Fatalf("a waiting room %+v by default, want none", s.WaitingRoom)
+		}
+	})
+	t.Run("WaitingRoom", func(t *testing.T) {
+		for _, c := range []struct {
+			name, room string
+			want       *flashsale.WaitingRoom
+		}{
+			{"Null", `null`, nil},
+			{"OnlyAdmission", `{"admission_seconds":10}`, &flashsale.WaitingRoom{AdmissionSeconds: 10}},
+			{"Edges", `{"prequeue_minutes":1440,"admit_per_second":0.1,"admission_seconds":3600}`,
+				&flashsale.WaitingRoom{PrequeueMinutes: 1440, AdmitPerSecond: 0.1, AdmissionSeconds: 3600}},
+			{"IntegerRate", `{"admit_per_second":100000,"admission_seconds":60}`, &flashsale.WaitingRoom{AdmitPerSecond: 100_000, AdmissionSeconds: 60}},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				body := strings.Replace(validSale, `{"prequeue_minutes":30,"admit_per_second":2.5,"admission_seconds":60}`, c.room, 1)
+				s, err := decodeSale(strings.NewReader(body))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if diff := cmp.Diff(c.want, s.WaitingRoom); diff != "" {
+					t.Errorf("waiting room (-want +got):\n%s", diff)
+				}
+			})
 		}
 	})
 
@@ -98,6 +127,27 @@ func TestDecodeSale(t *testing.T) {
 		{"HoldZero", replace(`"hold_seconds":60`, `"hold_seconds":0`), flashsale.EInvalid, "hold_seconds"},
 		{"BadTier", replace(`"gold"`, `"diamond"`), flashsale.EInvalid, "min_tier"},
 		{"TooLarge", `{"title":"` + strings.Repeat("x", MaxBodyBytes) + `"}`, flashsale.ETooLarge, ""},
+		{"WaitingRoomEmpty", replace(`{"prequeue_minutes":30,"admit_per_second":2.5,"admission_seconds":60}`, `{}`), flashsale.EInvalid, "waiting_room.admission_seconds is required"},
+		{"WaitingRoomNoAdmission", replace(`,"admission_seconds":60`, ``), flashsale.EInvalid, "waiting_room.admission_seconds is required"},
+		{"WaitingRoomAdmissionZero", replace(`"admission_seconds":60`, `"admission_seconds":0`), flashsale.EInvalid, "waiting_room.admission_seconds is required"},
+		{"WaitingRoomAdmissionShort", replace(`"admission_seconds":60`, `"admission_seconds":9`), flashsale.EInvalid, "waiting_room.admission_seconds must be between 10 and 3600"},
+		{"WaitingRoomAdmissionLong", replace(`"admission_seconds":60`, `"admission_seconds":3601`), flashsale.EInvalid, "waiting_room.admission_seconds"},
+		{"WaitingRoomAdmissionFloat", replace(`"admission_seconds":60`, `"admission_seconds":60.5`), flashsale.EInvalid, "waiting_room.admission_seconds must be an integer"},
+		{"WaitingRoomPrequeueNegative", replace(`"prequeue_minutes":30`, `"prequeue_minutes":-1`), flashsale.EInvalid, "waiting_room.prequeue_minutes must be between 0 and 1440"},
+		{"WaitingRoomPrequeueLong", replace(`"prequeue_minutes":30`, `"prequeue_minutes":1441`), flashsale.EInvalid, "waiting_room.prequeue_minutes"},
+		{"WaitingRoomPrequeueHuge", replace(`"prequeue_minutes":30`, `"prequeue_minutes":1e30`), flashsale.EInvalid, "waiting_room.prequeue_minutes"},
+		{"WaitingRoomRateSlow", replace(`"admit_per_second":2.5`, `"admit_per_second":0.09`), flashsale.EInvalid, "waiting_room.admit_per_second must be 0"},
+		{"WaitingRoomRateNegative", replace(`"admit_per_second":2.5`, `"admit_per_second":-2.5`), flashsale.EInvalid, "waiting_room.admit_per_second"},
+		{"WaitingRoomRateFast", replace(`"admit_per_second":2.5`, `"admit_per_second":100000.01`), flashsale.EInvalid, "waiting_room.admit_per_second"},
+		{"WaitingRoomRateOverflow", replace(`"admit_per_second":2.5`, `"admit_per_second":1e999`), flashsale.EInvalid, "waiting_room.admit_per_second"},
+		{"WaitingRoomRateNaN", replace(`"admit_per_second":2.5`, `"admit_per_second":"NaN"`), flashsale.EInvalid, "waiting_room.admit_per_second"},
+		{"WaitingRoomRateNaNBare", replace(`"admit_per_second":2.5`, `"admit_per_second":NaN`), flashsale.EInvalid, "malformed JSON"},
+		{"WaitingRoomRateInfinity", replace(`"admit_per_second":2.5`, `"admit_per_second":"Infinity"`), flashsale.EInvalid, "waiting_room.admit_per_second"},
+		{"WaitingRoomUnknownField", replace(`"prequeue_minutes":30`, `"prequeue_minutes":30,"shuffle":true`), flashsale.EInvalid, `unknown field "shuffle" in waiting_room`},
+		{"WaitingRoomCaseVariant", replace(`"prequeue_minutes"`, `"Prequeue_Minutes"`), flashsale.EInvalid, `unknown field "Prequeue_Minutes" in waiting_room`},
+		{"WaitingRoomDuplicate", replace(`"admission_seconds":60`, `"admission_seconds":60,"admission_seconds":600`), flashsale.EInvalid, `duplicate field "admission_seconds"`},
+		{"WaitingRoomNotObject", replace(`{"prequeue_minutes":30,"admit_per_second":2.5,"admission_seconds":60}`, `true`), flashsale.EInvalid, "waiting_room must be an object"},
+		{"WaitingRoomArray", replace(`{"prequeue_minutes":30,"admit_per_second":2.5,"admission_seconds":60}`, `[60]`), flashsale.EInvalid, "waiting_room must be an object"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -260,6 +310,9 @@ func FuzzDecodeSale(f *testing.F) {
 		strings.Replace(validSale, `39900`, `1e300`, 1),
 		strings.Replace(validSale, `"gold"`, `"diamond"`, 1),
 		`{"nights":[{"date":"` + testenv.Night(0) + `","stock":-1}]}`,
+		strings.Replace(validSale, `"admission_seconds":60`, `"admission_seconds":0`, 1),
+		strings.Replace(validSale, `"admit_per_second":2.5`, `"admit_per_second":0.05`, 1),
+		strings.Replace(validSale, `{"prequeue_minutes":30,"admit_per_second":2.5,"admission_seconds":60}`, `null`, 1),
 	} {
 		f.Add([]byte(s))
 	}
@@ -282,6 +335,11 @@ func FuzzDecodeSale(f *testing.F) {
 		}
 		if s.PerUserLimit < 1 || s.HoldSeconds < 1 || !s.EndsAt.After(s.StartsAt) {
 			t.Fatalf("out of bounds: %+v", s)
+		}
+		// The answer is written with encoding/json, which fails (and
+		// writeJSON panics) on a NaN or infinite number.
+		if _, err := json.Marshal(s); err != nil {
+			t.Fatalf("the decoded sale cannot be answered: %v", err)
 		}
 	})
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale"
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // The operators' sale lifecycle: list, edit, pause, resume, close, stock
@@ -44,6 +46,29 @@ type salePatchBody struct {
 		PerIP   *string `json:"per_ip"`
 	} `json:"limits"`
 	Challenge *flashsale.Challenge `json:"challenge"`
+	// WaitingRoom null turns the waiting room off; absent leaves it.
+	WaitingRoom nullable[flashsale.WaitingRoom] `json:"waiting_room"`
+}
+
+// nullable is an edit's field that null clears, which a pointer cannot
+// tell from an absent one: Set says the field was sent, Value is nil when
+// it was null.
+type nullable[T any] struct {
+	Set   bool
+	Value *T
+}
+
+// UnmarshalJSONFrom is called for a present field only, null included.
+// The value is decoded by the same decoder, so its unknown fields and
+// wrong types are refused, and named, as anywhere else in the body.
+func (n *nullable[T]) UnmarshalJSONFrom(d *jsontext.Decoder) error {
+	n.Set = true
+	if d.PeekKind() == 'n' {
+		_, err := d.ReadToken()
+		return err
+	}
+	n.Value = new(T)
+	return jsonv2.UnmarshalDecode(d, n.Value)
 }
 
 // decodeSalePatch decodes an edit from untrusted input. The patched sale
@@ -84,6 +109,9 @@ func decodeSalePatch(r io.Reader) (flashsale.SalePatch, error) {
 			return flashsale.SalePatch{}, err
 		}
 		*t.to = &v
+	}
+	if b.WaitingRoom.Set {
+		p.WaitingRoom = &b.WaitingRoom.Value
 	}
 	if e := b.Eligibility; e != nil {
 		p.Eligibility = &flashsale.Eligibility{MinTier: e.MinTier, MinStays30d: e.MinStays30d, Channels: e.Channels}

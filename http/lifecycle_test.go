@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/fixture"
 	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/google/go-cmp/cmp"
 )
@@ -247,6 +248,10 @@ func TestLifecycleBadInput(t *testing.T) {
 		{"PatchBadTime", "PATCH", "/api/admin/sales/s1", `{"ends_at":"tomorrow"}`, 400, "ends_at"},
 		{"PatchBadLimit", "PATCH", "/api/admin/sales/s1", `{"limits":{"per_ip":"fast"}}`, 400, "limits.per_ip"},
 		{"PatchWrongType", "PATCH", "/api/admin/sales/s1", `{"price":"cheap"}`, 400, "price"},
+		{"PatchWaitingRoomUnknown", "PATCH", "/api/admin/sales/s1", `{"waiting_room":{"admission_seconds":60,"seed":1}}`, 400, `unknown field \"seed\" in waiting_room`},
+		{"PatchWaitingRoomWrongType", "PATCH", "/api/admin/sales/s1", `{"waiting_room":{"admission_seconds":"60"}}`, 400, "waiting_room.admission_seconds must be an integer"},
+		{"PatchWaitingRoomNotObject", "PATCH", "/api/admin/sales/s1", `{"waiting_room":false}`, 400, "waiting_room must be an object"},
+		{"PatchWaitingRoomDuplicate", "PATCH", "/api/admin/sales/s1", `{"waiting_room":null,"waiting_room":{"admission_seconds":60}}`, 400, "duplicate"},
 		{"PatchTooLarge", "PATCH", "/api/admin/sales/s1", `{"title":"` + strings.Repeat("x", MaxBodyBytes) + `"}`, 413, "larger"},
 		{"StockNoDelta", "POST", "/api/admin/sales/s1/nights/" + testenv.Night(0) + "/stock", `{}`, 400, "delta is required"},
 		{"StockZero", "POST", "/api/admin/sales/s1/nights/" + testenv.Night(0) + "/stock", `{"delta":0}`, 400, "non-zero"},
@@ -286,13 +291,50 @@ func TestLifecycleBadInput(t *testing.T) {
 	})
 }
 
-// FuzzDecodeSalePatch: no input panics, and a decoded edit names only
-// valid times and rates.
+// TestDecodeSalePatchWaitingRoom: an edit's waiting_room absent leaves
+// the room alone (nil), null turns it off (a pointer to nil), an object
+// sets it as sent (Apply validates it with the rest of the sale).
+func TestDecodeSalePatchWaitingRoom(t *testing.T) {
+	for _, c := range []struct {
+		name, body string
+		sent       bool
+		want       *flashsale.WaitingRoom
+	}{
+		{"Absent", `{"title":"x"}`, false, nil},
+		{"Null", `{"waiting_room":null}`, true, nil},
+		{"Value", `{"waiting_room":{"prequeue_minutes":15,"admit_per_second":0.5,"admission_seconds":90}}`, true,
+			&flashsale.WaitingRoom{PrequeueMinutes: 15, AdmitPerSecond: 0.5, AdmissionSeconds: 90}},
+		{"Empty", `{"waiting_room":{}}`, true, &flashsale.WaitingRoom{}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p, err := decodeSalePatch(strings.NewReader(c.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := p.WaitingRoom != nil; got != c.sent {
+				t.Fatalf("waiting room sent = %v, want %v", got, c.sent)
+			}
+			if c.sent {
+				if diff := cmp.Diff(c.want, *p.WaitingRoom); diff != "" {
+					t.Errorf("waiting room (-want +got):\n%s", diff)
+				}
+			}
+		})
+	}
+}
+
+// FuzzDecodeSalePatch: no input panics, a decoded edit names only valid
+// times and rates, and applied to a sale before its start it is either
+// refused as invalid or leaves a sale that validates.
 func FuzzDecodeSalePatch(f *testing.F) {
 	for _, s := range []string{`{"title":"x"}`, `{"ends_at":"2026-12-25T20:00:00Z"}`, `{"nights":null}`,
-		`{"limits":{"per_sale":"off"}}`, `{"eligibility":{"channels":["a"]}}`, `{}`, `{"price":1e99}`} {
+		`{"limits":{"per_sale":"off"}}`, `{"eligibility":{"channels":["a"]}}`, `{}`, `{"price":1e99}`,
+		`{"waiting_room":null}`, `{"waiting_room":{"prequeue_minutes":30,"admit_per_second":2.5,"admission_seconds":60}}`,
+		`{"waiting_room":{}}`, `{"waiting_room":{"admit_per_second":-1e-300,"admission_seconds":60}}`} {
 		f.Add(s)
 	}
+	start := testenv.NightTime(0).Add(20 * time.Hour)
+	sale := fixture.Sale(fixture.Window(start, start.Add(time.Hour)), fixture.Token())
 	f.Fuzz(func(t *testing.T, body string) {
 		p, err := decodeSalePatch(strings.NewReader(body))
 		if err != nil {
@@ -303,6 +345,16 @@ func FuzzDecodeSalePatch(f *testing.F) {
 		}
 		if p.EndsAt != nil && p.EndsAt.IsZero() {
 			t.Fatalf("zero ends_at accepted from %q", body)
+		}
+		next, _, err := p.Apply(sale, start.Add(-time.Hour))
+		if err != nil {
+			if flashsale.ErrorCode(err) != flashsale.EInvalid {
+				t.Fatalf("Apply: error %v has code %q", err, flashsale.ErrorCode(err))
+			}
+			return
+		}
+		if err := next.Validate(); err != nil {
+			t.Fatalf("Apply left an invalid sale: %v", err)
 		}
 	})
 }

@@ -1,6 +1,7 @@
 package http
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -102,5 +103,37 @@ func TestDecodeSaleRules(t *testing.T) {
 				t.Fatalf("err = %v, want invalid_request naming %s", err, tt.field)
 			}
 		})
+	}
+}
+
+// TestViewsWaitingRoom: the admin view, the public view (the guest's page
+// joins the queue) and the creation's answer carry the waiting room as it
+// was set, and leave it out when there is none.
+func TestViewsWaitingRoom(t *testing.T) {
+	room := &flashsale.WaitingRoom{PrequeueMinutes: 30, AdmitPerSecond: 2.5, AdmissionSeconds: 60}
+	const want = `"waiting_room":{"prequeue_minutes":30,"admit_per_second":2.5,"admission_seconds":60}`
+	for _, c := range []struct {
+		room *flashsale.WaitingRoom
+		want string
+	}{{room, want}, {nil, ""}} {
+		s, err := decodeSale(strings.NewReader(validSale))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.WaitingRoom = c.room
+		v := &flashsale.SaleView{Sale: s}
+		for name, view := range map[string]any{"admin": adminView(v), "public": publicView(v)} {
+			b, err := json.Marshal(view)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := string(b); c.want != "" && !strings.Contains(got, c.want) || c.want == "" && strings.Contains(got, "waiting_room") {
+				t.Errorf("%s view with room %+v: %s", name, c.room, got)
+			}
+		}
+	}
+	w := do(t, newStubServer(&stubService{}), "POST", "/api/admin/sales", "admin", validSale)
+	if w.Code != 201 || !strings.Contains(w.Body.String(), want) {
+		t.Errorf("the creation's answer: %d %s", w.Code, w.Body)
 	}
 }

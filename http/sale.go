@@ -42,6 +42,8 @@ type saleBody struct {
 		PerIP   *string `json:"per_ip"`
 	} `json:"limits"`
 	Challenge flashsale.Challenge `json:"challenge"`
+	// WaitingRoom is absent or null for none.
+	WaitingRoom *flashsale.WaitingRoom `json:"waiting_room"`
 }
 
 // limitRate reads one of a sale's limit overrides; nil when absent.
@@ -79,8 +81,9 @@ func decodeSale(r io.Reader) (*flashsale.Sale, error) {
 		PurchaseToken: true,
 		Eligibility: flashsale.Eligibility{MinTier: b.Eligibility.MinTier,
 			MinStays30d: b.Eligibility.MinStays30d, Channels: b.Eligibility.Channels},
-		Challenge: b.Challenge,
-		Test:      b.Test,
+		Challenge:   b.Challenge,
+		WaitingRoom: b.WaitingRoom,
+		Test:        b.Test,
 	}
 	var err error
 	for _, l := range []struct {
@@ -149,6 +152,7 @@ type saleJSON struct {
 	Eligibility   flashsale.Eligibility  `json:"eligibility"`
 	Limits        flashsale.SaleLimits   `json:"limits"`
 	Challenge     flashsale.Challenge    `json:"challenge,omitzero"`
+	WaitingRoom   *flashsale.WaitingRoom `json:"waiting_room,omitempty"`
 	Paused        bool                   `json:"paused"`
 	Test          bool                   `json:"test,omitempty"`
 	Revision      int64                  `json:"revision"`
@@ -169,7 +173,8 @@ func adminView(v *flashsale.SaleView) saleJSON {
 		Price: s.Price, OriginalPrice: s.OriginalPrice, PriceTiers: s.PriceTiers, Currency: s.Currency,
 		StartsAt: s.StartsAt, EndsAt: s.EndsAt, PerUserLimit: s.PerUserLimit, Paused: s.Paused, Test: s.Test, Revision: s.Revision,
 		HoldSeconds: s.HoldSeconds, PurchaseToken: s.PurchaseToken, Eligibility: s.Eligibility,
-		Limits: s.Limits, Challenge: s.Challenge, CreatedAt: s.CreatedAt, Status: v.Status, ServerTime: v.ServerTime, Nights: nights,
+		Limits: s.Limits, Challenge: s.Challenge, WaitingRoom: s.WaitingRoom,
+		CreatedAt: s.CreatedAt, Status: v.Status, ServerTime: v.ServerTime, Nights: nights,
 	}
 }
 
@@ -192,10 +197,12 @@ type publicSaleJSON struct {
 	PurchaseToken bool                  `json:"purchase_token"`
 	Eligibility   flashsale.Eligibility `json:"eligibility"`
 	// Challenge tells the page to solve a puzzle before it asks for a token.
-	Challenge  flashsale.Challenge  `json:"challenge,omitzero"`
-	ServerTime time.Time            `json:"server_time"`
-	Status     flashsale.SaleStatus `json:"status"`
-	Nights     []publicNightJSON    `json:"nights"`
+	Challenge flashsale.Challenge `json:"challenge,omitzero"`
+	// WaitingRoom tells the page to join the queue before it asks for one.
+	WaitingRoom *flashsale.WaitingRoom `json:"waiting_room,omitempty"`
+	ServerTime  time.Time              `json:"server_time"`
+	Status      flashsale.SaleStatus   `json:"status"`
+	Nights      []publicNightJSON      `json:"nights"`
 }
 
 type publicNightJSON struct {
@@ -213,7 +220,7 @@ func publicView(v *flashsale.SaleView) publicSaleJSON {
 		ID: s.ID, Title: s.Title, Description: s.Description, Hotel: s.Hotel, RoomType: s.RoomType, TimeZone: s.TimeZone,
 		Price: s.Price, OriginalPrice: s.OriginalPrice, PriceTiers: s.PriceTiers, Currency: s.Currency,
 		StartsAt: s.StartsAt, EndsAt: s.EndsAt, PerUserLimit: s.PerUserLimit,
-		PurchaseToken: s.PurchaseToken, Eligibility: s.Eligibility, Challenge: s.Challenge,
+		PurchaseToken: s.PurchaseToken, Eligibility: s.Eligibility, Challenge: s.Challenge, WaitingRoom: s.WaitingRoom,
 		ServerTime: v.ServerTime, Status: v.Status, Nights: nights,
 	}
 }
@@ -239,8 +246,10 @@ type createdSaleJSON struct {
 	Eligibility   flashsale.Eligibility `json:"eligibility"`
 	Limits        flashsale.SaleLimits  `json:"limits"`
 	Challenge     flashsale.Challenge   `json:"challenge,omitzero"`
-	Test          bool                  `json:"test,omitempty"`
-	CreatedAt     time.Time             `json:"created_at"`
+	// WaitingRoom is the queue in front of the sale; nil: none.
+	WaitingRoom *flashsale.WaitingRoom `json:"waiting_room,omitempty"`
+	Test        bool                   `json:"test,omitempty"`
+	CreatedAt   time.Time              `json:"created_at"`
 }
 
 func (s *Server) handleCreateSale(w http.ResponseWriter, r *http.Request) {
@@ -264,7 +273,7 @@ func (s *Server) handleCreateSale(w http.ResponseWriter, r *http.Request) {
 		Currency: created.Currency, StartsAt: created.StartsAt, EndsAt: created.EndsAt,
 		PerUserLimit: created.PerUserLimit, HoldSeconds: created.HoldSeconds,
 		PurchaseToken: created.PurchaseToken, Eligibility: created.Eligibility, Limits: created.Limits,
-		Challenge: created.Challenge, Test: created.Test, CreatedAt: created.CreatedAt,
+		Challenge: created.Challenge, WaitingRoom: created.WaitingRoom, Test: created.Test, CreatedAt: created.CreatedAt,
 	})
 }
 

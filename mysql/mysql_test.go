@@ -29,6 +29,7 @@ var server = storetest.Server[*mysql.Store]{
 	Migrations:       recordedMigrations,
 	HoldNoticeLock:   holdNoticeLock,
 	NoticeLockWaited: noticeLockWaited,
+	Previous:         previousSchema,
 }
 
 // TestStore runs the suite of the SQL servers' stores (storetest.Server).
@@ -49,6 +50,16 @@ func TestMigrateInterrupted(t *testing.T) {
 	if n, err := recordedMigrations(ctx, s); err != nil || n != storetest.MigrationFiles(t) {
 		t.Errorf("migrations recorded = %d, %v, want %d", n, err, storetest.MigrationFiles(t))
 	}
+}
+
+// previousSchema undoes the last migration, 0011's waiting_room.
+func previousSchema(ctx context.Context, s *mysql.Store) error {
+	for _, q := range []string{"ALTER TABLE sales DROP COLUMN waiting_room", "DELETE FROM schema_migrations WHERE version = 11"} {
+		if _, err := s.DB().ExecContext(ctx, q); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // recordedMigrations counts the rows of schema_migrations.

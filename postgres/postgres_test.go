@@ -25,10 +25,17 @@ var server = storetest.Server[*postgres.Store]{
 	Migrations:       recordedMigrations,
 	HoldNoticeLock:   holdNoticeLock,
 	NoticeLockWaited: noticeLockWaited,
+	Previous:         previousSchema,
 }
 
 // TestStore runs the suite of the SQL servers' stores (storetest.Server).
 func TestStore(t *testing.T) { server.Run(t) }
+
+// previousSchema undoes the last migration, 0011's waiting_room.
+func previousSchema(ctx context.Context, s *postgres.Store) error {
+	_, err := s.Pool().Exec(ctx, "ALTER TABLE sales DROP COLUMN waiting_room; DELETE FROM schema_migrations WHERE version = 11")
+	return err
+}
 
 // recordedMigrations counts the rows of schema_migrations.
 func recordedMigrations(ctx context.Context, s *postgres.Store) (n int, err error) {

@@ -63,6 +63,10 @@ func (s *Store) UpdateSale(ctx context.Context, sale *flashsale.Sale, rev int64,
 }
 
 func (s *Store) updateSale(ctx context.Context, sale *flashsale.Sale, rev int64, c flashsale.SaleChange) error {
+	rules, err := sqlrows.RulesOf(sale)
+	if err != nil {
+		return err
+	}
 	tx, err := s.write.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -70,11 +74,10 @@ func (s *Store) updateSale(ctx context.Context, sale *flashsale.Sale, rev int64,
 	defer tx.Rollback()
 	err = sqlrows.UpdateSale(sqlrows.SaleEdit{
 		Update: func() (bool, error) {
-			rules := sqlrows.RulesOf(sale)
 			return affected(tx.ExecContext(ctx, `UPDATE sales SET title = ?, hotel = ?, room_type = ?, price = ?,
 				original_price = ?, currency = ?, starts_at_ms = ?, ends_at_ms = ?, per_user_limit = ?,
 				hold_seconds = ?, purchase_token = ?, min_tier = ?, min_stays_30d = ?, channels = ?,
-				limit_per_sale = ?, limit_per_user = ?, limit_per_ip = ?, challenge_difficulty = ?, price_tiers = ?, test = ?, time_zone = ?,
+				limit_per_sale = ?, limit_per_user = ?, limit_per_ip = ?, challenge_difficulty = ?, price_tiers = ?, test = ?, time_zone = ?, waiting_room = ?,
 				description = ?, paused = ?, revision = revision + 1
 				WHERE id = ? AND revision = ?`,
 				append(append([]any{sale.Title, sale.Hotel, sale.RoomType, sale.Price, sale.OriginalPrice,

@@ -2,6 +2,7 @@ package sqlite_test
 
 import (
 	"context"
+	"database/sql"
 	"log/slog"
 	"path/filepath"
 	"testing"
@@ -25,4 +26,21 @@ func TestMigrate(t *testing.T) {
 		pending, err := m.(*sqlite.Store).PendingMigrations(ctx)
 		return len(files) - len(pending), err
 	}, len(files))
+}
+
+// TestMigrateOverSales runs the last migration over a sale from before it
+// (storetest.RunMigrateOverSales): the database is taken back through a
+// connection of its own, as an older binary would have left it.
+func TestMigrateOverSales(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "flashsale.db")
+	storetest.RunMigrateOverSales(t, mustOpenPath(t, path), func(ctx context.Context, _ *sqlite.Store) error {
+		db, err := sql.Open("sqlite", path)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		_, err = db.ExecContext(ctx, `ALTER TABLE sales DROP COLUMN waiting_room;
+			DELETE FROM schema_migrations WHERE version = '0011_waiting_room'`)
+		return err
+	})
 }

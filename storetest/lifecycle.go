@@ -78,6 +78,7 @@ func edited(sale *flashsale.Sale) *flashsale.Sale {
 	e.PerUserLimit, e.HoldSeconds = sale.PerUserLimit+2, 120
 	withRules(&e)
 	e.Eligibility.Channels = []string{"members"}
+	e.WaitingRoom = &flashsale.WaitingRoom{PrequeueMinutes: 1440, AdmitPerSecond: 0.1, AdmissionSeconds: 3600}
 	e.PriceTiers = []flashsale.PriceTier{{Rooms: 2, Price: 44900}}
 	e.Paused = true
 	return &e
@@ -136,6 +137,21 @@ func testUpdateSale(t *testing.T, open OpenFunc) {
 		}
 		checkSale(t, s, first)
 		checkChanges(t, s, "s1", logged(c, 1))
+	})
+	t.Run("WaitingRoom", func(t *testing.T) {
+		// One room for another, then none: each edit reads back as written.
+		s := open(t)
+		sale := newSale("s1", 1, 5)
+		withRules(sale)
+		mustCreateSale(t, s, sale)
+		next := *sale
+		for rev, room := range []*flashsale.WaitingRoom{{AdmissionSeconds: 10}, nil} {
+			next.WaitingRoom = room
+			if err := s.UpdateSale(t.Context(), &next, int64(rev), change(flashsale.ChangeEdit, "waiting_room", time.Minute)); err != nil {
+				t.Fatalf("UpdateSale to waiting room %+v: %v", room, err)
+			}
+			checkSale(t, s, &next)
+		}
 	})
 	t.Run("ErrNotFound", func(t *testing.T) {
 		s := open(t)

@@ -41,6 +41,9 @@ type Server[S ServerStore] struct {
 	// NoticeLockWaited reports whether a transaction on s's database
 	// waits for the outbox's lock.
 	NoticeLockWaited func(ctx context.Context, s S) (bool, error)
+	// Previous takes s's database back to the schema before the last
+	// migration (see RunMigrateOverSales).
+	Previous func(ctx context.Context, s S) error
 }
 
 // MustOpen opens a migrated store on a fresh database that is dropped
@@ -66,13 +69,15 @@ func (srv Server[S]) Store(tb testing.TB) flashsale.Store {
 
 // Run runs every check an SQL server's store passes, each as a subtest of
 // t: the whole suite (Run), then Open's refusals, the concurrent
-// migration (RunMigrate), the mode and force boards (modetest, forcetest:
+// migration (RunMigrate), the last migration over a sale
+// (RunMigrateOverSales), the mode and force boards (modetest, forcetest:
 // two instances on one database for the force board) and the outbox's
 // commit order (RunNoticeOrder).
 func (srv Server[S]) Run(t *testing.T) {
 	Run(t, srv.Store)
 	t.Run("Open", srv.testOpen)
 	t.Run("Migrate", srv.testMigrate)
+	t.Run("MigrateOverSales", func(t *testing.T) { RunMigrateOverSales(t, srv.MustOpen(t), srv.Previous) })
 	t.Run("ModeBoard", func(t *testing.T) {
 		modetest.Run(t, func(tb testing.TB) flashsale.ModeBoard { return srv.Store(tb).Modes })
 	})

@@ -323,6 +323,8 @@ func withRules(sale *flashsale.Sale) {
 	sale.Eligibility = flashsale.Eligibility{MinTier: flashsale.TierGold, MinStays30d: 2, Channels: []string{"ota-x", "trip.com"}}
 	sale.Limits = flashsale.SaleLimits{PerSale: rate("300/s,600"), PerUser: rate("5/m,10"), PerIP: rate("off")}
 	sale.Challenge.Difficulty = 18
+	// A rate with a fraction binary floating point cannot hold exactly.
+	sale.WaitingRoom = &flashsale.WaitingRoom{PrequeueMinutes: 45, AdmitPerSecond: 12.3, AdmissionSeconds: 90}
 	// Tiers up to the sale's per-user limit (a tier above it is invalid).
 	sale.PriceTiers = nil
 	for rooms := 2; rooms <= min(sale.PerUserLimit, 3); rooms++ {

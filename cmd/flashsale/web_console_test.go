@@ -99,7 +99,7 @@ func TestBrowserConsoleCreate(t *testing.T) {
 	runSteps(t, ctx,
 		set("f-hotel", "Harbour View"), set("f-room_type", "Deluxe King"), set("f-time_zone", "Mars/Olympus_Mons"),
 		set("f-price", "39900"), set("f-original_price", "69900"),
-		set("f-per_user_limit", "0"), set("f-per_user", "5/x"), set("f-channels", "ota-a, BAD!"),
+		set("f-per_user_limit", "0"), set("f-per_user", "5/x"), set("f-channels", "ota-a, BAD!"), set("f-admission_seconds", "5"),
 		set("f-starts_at", testenv.NightTime(-4).Add(20*time.Hour).Format("2006-01-02T15:04:05")),
 		set("f-ends_at", testenv.NightTime(-4).Add(19*time.Hour).Format("2006-01-02T15:04:05")),
 		chromedp.Click(chromedp.CSS(`#create button[type="submit"]`)), visible("#create-errors"))
@@ -110,6 +110,7 @@ func TestBrowserConsoleCreate(t *testing.T) {
 		{"f-channels", "e-channels", "a-z"},
 		{"f-ends_at", "e-ends_at", "after the start"},
 		{"f-time_zone", "e-time_zone", "Not a time zone"},
+		{"f-admission_seconds", "e-admission_seconds", "from 10 to 3600"},
 	} {
 		if got := attrOf(t, ctx, "#"+tt.input, "aria-invalid"); got != "true" {
 			t.Errorf("%s aria-invalid %q", tt.input, got)
@@ -124,8 +125,11 @@ func TestBrowserConsoleCreate(t *testing.T) {
 	if id := jsString(t, ctx, `document.activeElement.id`); id != "f-title" {
 		t.Errorf("focus on %q after the checks, want the first bad field", id)
 	}
-	if got := textOf(t, ctx, "#create-errors"); !strings.Contains(got, "6 problem") {
+	if got := textOf(t, ctx, "#create-errors"); !strings.Contains(got, "7 problem") {
 		t.Errorf("summary %q", got)
+	}
+	if !jsBool(t, ctx, `document.getElementById('waiting-room').open`) {
+		t.Error("the waiting room's group stayed closed over its bad field")
 	}
 	if n := len(c.adminSales(t)); n != before {
 		t.Fatalf("%d sales after a refused form, want %d: the checks sent it", n, before)
@@ -139,6 +143,7 @@ func TestBrowserConsoleCreate(t *testing.T) {
 	start := time.Now().Add(time.Hour).Truncate(time.Minute)
 	runSteps(t, ctx,
 		set("f-title", "Console sale"), set("f-time_zone", "Asia/Shanghai"), set("f-per_user_limit", "2"), set("f-per_user", "5/s,10"), set("f-channels", "ota-a"),
+		set("f-prequeue_minutes", "30"), set("f-admit_per_second", "2.5"), set("f-admission_seconds", "60"),
 		set("f-starts_at", start.Format("2006-01-02T15:04:05")), set("f-ends_at", start.Add(2*time.Hour).Format("2006-01-02T15:04:05")),
 		chromedp.Click(chromedp.CSS("#add-night")),
 		chromedp.Evaluate[chromedp.Void](`(() => { const s = document.getElementById('f-min_tier'); s.add(new Option('diamond', 'diamond')); s.value = 'diamond'; })()`),
@@ -170,7 +175,8 @@ func TestBrowserConsoleCreate(t *testing.T) {
 		Limits struct {
 			PerUser string `json:"per_user"`
 		}
-		Nights []struct {
+		WaitingRoom *flashsale.WaitingRoom `json:"waiting_room"`
+		Nights      []struct {
 			Date  string
 			Stock int
 		}
@@ -182,9 +188,12 @@ func TestBrowserConsoleCreate(t *testing.T) {
 	tomorrow := time.Now().UTC().Add(24 * time.Hour).Format("2006-01-02") // the form's first night
 	if got.Title != "Console sale" || got.TimeZone != "Asia/Shanghai" || got.PerUserLimit != 2 || got.HoldSeconds != flashsale.HoldSecondsDefault || got.Eligibility.MinTier != "silver" ||
 		strings.Join(got.Eligibility.Channels, ",") != "ota-a" || got.Limits.PerUser != "5/s,10" || !got.StartsAt.Equal(start) ||
-		len(got.Nights) != 2 || got.Nights[0].Date != tomorrow || got.Nights[0].Stock != 5 || got.Nights[1].Stock != 5 {
-		t.Fatalf("created %+v", got)
+		len(got.Nights) != 2 || got.Nights[0].Date != tomorrow || got.Nights[0].Stock != 5 || got.Nights[1].Stock != 5 ||
+		got.WaitingRoom == nil || *got.WaitingRoom != (flashsale.WaitingRoom{PrequeueMinutes: 30, AdmitPerSecond: 2.5, AdmissionSeconds: 60}) {
+		t.Fatalf("created %+v (waiting room %+v)", got, got.WaitingRoom)
 	}
+	// The dashboard says what the waiting room is.
+	pollJS(t, ctx, `document.getElementById('d-waiting_room').textContent.includes('30 min')`, 5*time.Second)
 	pollJS(t, ctx, fmt.Sprintf(`!!document.querySelector('#sales tr[data-sale=%q]')`, id), 10*time.Second)
 }
 

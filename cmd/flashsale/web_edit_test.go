@@ -23,7 +23,8 @@ type saleDetail struct {
 	Title, Description string
 	Price              int64
 	Revision           int64
-	EndsAt             time.Time `json:"ends_at"`
+	EndsAt             time.Time                       `json:"ends_at"`
+	WaitingRoom        *struct{ AdmissionSeconds int } `json:"waiting_room"`
 	Nights             []struct {
 		Date  string
 		Stock int
@@ -61,6 +62,7 @@ func TestBrowserConsoleEdit(t *testing.T) {
 	later["title"] = "Later"
 	later["starts_at"] = time.Now().Add(time.Hour).Format(time.RFC3339)
 	later["ends_at"] = time.Now().Add(2 * time.Hour).Format(time.RFC3339)
+	later["waiting_room"] = map[string]int{"prequeue_minutes": 15, "admission_seconds": 90}
 	id := c.createSale(t, later)
 	rev := c.saleDetail(t, id).Revision
 	consoleSignIn(t, ctx, "http://"+m.Addr(), "")
@@ -71,6 +73,9 @@ func TestBrowserConsoleEdit(t *testing.T) {
 	}
 	if !jsBool(t, ctx, `document.getElementById('edit-locked').hidden && !document.getElementById('f-price').readOnly && !document.getElementById('f-min_tier').disabled`) {
 		t.Fatal("fields locked before the start")
+	}
+	if got := jsString(t, ctx, `['prequeue_minutes', 'admit_per_second', 'admission_seconds'].map((k) => document.getElementById('f-' + k).value).join('|') + '|' + document.getElementById('waiting-room').open`); got != "15|0|90|true" {
+		t.Errorf("the waiting room's group holds %q, want the sale's, open", got)
 	}
 	// The client's checks.
 	runSteps(t, ctx, setInput("f-title", ""), setInput("f-ends_at", "2020-01-01T00:00:00"), chromedp.Click(chromedp.CSS("#create-submit")), visible("#create-errors"))
@@ -85,14 +90,17 @@ func TestBrowserConsoleEdit(t *testing.T) {
 	if got := c.saleDetail(t, id); got.Revision != rev || got.Title != "Later" {
 		t.Fatalf("a refused form changed the sale: %+v", got)
 	}
-	// Any field before the start: title, description, price, a night's rooms.
+	// Any field before the start: title, description, price, a night's
+	// rooms, and the waiting room turned off (its fields emptied: null).
 	runSteps(t, ctx, setInput("f-title", "Later, edited"), setInput("f-description", "Sea view"),
+		setInput("f-prequeue_minutes", ""), setInput("f-admit_per_second", ""), setInput("f-admission_seconds", ""),
 		setInput("f-ends_at", time.Now().Add(3*time.Hour).Format("2006-01-02T15:04:05")), setInput("f-price", "35900"),
 		chromedp.Evaluate[chromedp.Void](`(() => { const e = document.querySelector('#nights-rows [data-part="stock"]'); e.value = '7'; })()`),
 		chromedp.Click(chromedp.CSS("#create-submit")))
 	pollJS(t, ctx, `document.getElementById('create').hidden`, 5*time.Second)
 	got := c.saleDetail(t, id)
-	if got.Title != "Later, edited" || got.Description != "Sea view" || got.Price != 35900 || got.Nights[0].Stock != 7 || got.Nights[1].Stock != 5 || got.Revision <= rev {
+	if got.Title != "Later, edited" || got.Description != "Sea view" || got.Price != 35900 || got.Nights[0].Stock != 7 || got.Nights[1].Stock != 5 || got.Revision <= rev ||
+		got.WaitingRoom != nil {
 		t.Fatalf("after the edit: %+v (revision before %d)", got, rev)
 	}
 	pollJS(t, ctx, fmt.Sprintf(`document.getElementById('d-revision').dataset.revision === '%d'`, got.Revision), 5*time.Second)

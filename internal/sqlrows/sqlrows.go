@@ -8,6 +8,7 @@ package sqlrows
 
 import (
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -65,7 +66,8 @@ func Sales(rows Rows) ([]*flashsale.Sale, error) {
 // order: min_stays_30d, channels (comma-joined), limit_per_sale,
 // limit_per_user, limit_per_ip (a rate as ParseRate reads it, ” for the
 // instance's default), challenge_difficulty, price_tiers
-// ("rooms:price,...", ” for none), test, time_zone (” for none).
+// ("rooms:price,...", ” for none), test, time_zone (” for none),
+// waiting_room (the WaitingRoom's JSON, ” for none).
 type Rules struct {
 	MinStays30d             int
 	Channels                string
@@ -74,10 +76,13 @@ type Rules struct {
 	PriceTiers              string
 	Test                    bool
 	TimeZone                string
+	WaitingRoom             string
 }
 
-// RulesOf is what a store writes for sale's rules.
-func RulesOf(sale *flashsale.Sale) Rules {
+// RulesOf is what a store writes for sale's rules, or an error for rules
+// no store can keep (a waiting room's rate that is not a number JSON can
+// write, which Validate refuses).
+func RulesOf(sale *flashsale.Sale) (Rules, error) {
 	rate := func(r *flashsale.Rate) string {
 		if r == nil {
 			return ""
@@ -85,15 +90,45 @@ func RulesOf(sale *flashsale.Sale) Rules {
 		return r.String()
 	}
 	l := sale.Limits
+	room, err := waitingRoom(sale.WaitingRoom)
+	if err != nil {
+		return Rules{}, err
+	}
 	return Rules{
 		MinStays30d: sale.Eligibility.MinStays30d,
 		Channels:    strings.Join(sale.Eligibility.Channels, ","),
 		PerSale:     rate(l.PerSale), PerUser: rate(l.PerUser), PerIP: rate(l.PerIP),
-		Difficulty: sale.Challenge.Difficulty,
-		PriceTiers: priceTiers(sale.PriceTiers),
-		Test:       sale.Test,
-		TimeZone:   sale.TimeZone,
+		Difficulty:  sale.Challenge.Difficulty,
+		PriceTiers:  priceTiers(sale.PriceTiers),
+		Test:        sale.Test,
+		TimeZone:    sale.TimeZone,
+		WaitingRoom: room,
+	}, nil
+}
+
+// waitingRoom is a waiting room as the stores keep it: its JSON, which
+// names each setting, so a setting added later reads back as its zero
+// from a room stored before it; "" for none.
+func waitingRoom(w *flashsale.WaitingRoom) (string, error) {
+	if w == nil {
+		return "", nil
 	}
+	b, err := json.Marshal(w)
+	if err != nil {
+		return "", fmt.Errorf("waiting room: %w", err)
+	}
+	return string(b), nil
+}
+
+func parseWaitingRoom(v string) (*flashsale.WaitingRoom, error) {
+	if v == "" {
+		return nil, nil
+	}
+	var w flashsale.WaitingRoom
+	if err := json.Unmarshal([]byte(v), &w); err != nil {
+		return nil, fmt.Errorf("stored waiting room %q: %w", v, err)
+	}
+	return &w, nil
 }
 
 func priceTiers(ts []flashsale.PriceTier) string {
@@ -123,12 +158,12 @@ func parsePriceTiers(v string) ([]flashsale.PriceTier, error) {
 
 // Args are the Rules as query arguments, in column order.
 func (r *Rules) Args() []any {
-	return []any{r.MinStays30d, r.Channels, r.PerSale, r.PerUser, r.PerIP, r.Difficulty, r.PriceTiers, r.Test, r.TimeZone}
+	return []any{r.MinStays30d, r.Channels, r.PerSale, r.PerUser, r.PerIP, r.Difficulty, r.PriceTiers, r.Test, r.TimeZone, r.WaitingRoom}
 }
 
 // Dest are the scan destinations of the Rules columns, in column order.
 func (r *Rules) Dest() []any {
-	return []any{&r.MinStays30d, &r.Channels, &r.PerSale, &r.PerUser, &r.PerIP, &r.Difficulty, &r.PriceTiers, &r.Test, &r.TimeZone}
+	return []any{&r.MinStays30d, &r.Channels, &r.PerSale, &r.PerUser, &r.PerIP, &r.Difficulty, &r.PriceTiers, &r.Test, &r.TimeZone, &r.WaitingRoom}
 }
 
 // Apply sets sale's rules from what was read.
@@ -146,6 +181,9 @@ func (r *Rules) Apply(sale *flashsale.Sale) error {
 	sale.PriceTiers = tiers
 	sale.Test = r.Test
 	sale.TimeZone = r.TimeZone
+	if sale.WaitingRoom, err = parseWaitingRoom(r.WaitingRoom); err != nil {
+		return err
+	}
 	for _, l := range []struct {
 		v  string
 		to **flashsale.Rate

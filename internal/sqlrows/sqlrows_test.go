@@ -2,6 +2,7 @@ package sqlrows
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 
@@ -68,5 +69,35 @@ func TestFailOrder(t *testing.T) {
 				t.Errorf("keys inserted (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestRulesWaitingRoom: a waiting room is kept as its JSON and read back
+// as it was, none as "" and read back as nil; a rate JSON cannot write is
+// refused before any store writes it, and a column that does not parse
+// is an error, not a sale without a room.
+func TestRulesWaitingRoom(t *testing.T) {
+	for _, room := range []*flashsale.WaitingRoom{nil, {PrequeueMinutes: 30, AdmitPerSecond: 0.3, AdmissionSeconds: 60}} {
+		r, err := RulesOf(&flashsale.Sale{WaitingRoom: room})
+		if err != nil {
+			t.Fatalf("RulesOf(room %+v): %v", room, err)
+		}
+		if room == nil && r.WaitingRoom != "" {
+			t.Errorf("no room kept as %q, want ''", r.WaitingRoom)
+		}
+		var got flashsale.Sale
+		if err := r.Apply(&got); err != nil {
+			t.Fatalf("Apply(%q): %v", r.WaitingRoom, err)
+		}
+		if diff := cmp.Diff(room, got.WaitingRoom); diff != "" {
+			t.Errorf("room kept as %q read back (-want +got):\n%s", r.WaitingRoom, diff)
+		}
+	}
+	if _, err := RulesOf(&flashsale.Sale{ID: "s1", WaitingRoom: &flashsale.WaitingRoom{AdmitPerSecond: math.NaN(), AdmissionSeconds: 60}}); err == nil {
+		t.Error("RulesOf kept a NaN rate")
+	}
+	r := Rules{WaitingRoom: `{"admission_seconds":`}
+	if err := r.Apply(&flashsale.Sale{}); err == nil {
+		t.Error("Apply read a broken waiting room")
 	}
 }

@@ -43,14 +43,17 @@ func (db Store) ListSales(ctx context.Context, q flashsale.SaleQuery) ([]*flashs
 // its revision is still rev; see sqlrows.UpdateSale. The conditional
 // UPDATE is the guard, so of two editors of one revision exactly one wins.
 func (db Store) UpdateSale(ctx context.Context, sale *flashsale.Sale, rev int64, c flashsale.SaleChange) error {
-	err := db.inTx(ctx, "update_sale", func(tx Querier) error {
+	rules, err := sqlrows.RulesOf(sale)
+	if err != nil {
+		return fmt.Errorf("update sale: sale=%s: %w", sale.ID, err)
+	}
+	err = db.inTx(ctx, "update_sale", func(tx Querier) error {
 		return sqlrows.UpdateSale(sqlrows.SaleEdit{
 			Update: func() (bool, error) {
-				rules := sqlrows.RulesOf(sale)
 				return affected(tx.Exec(ctx, `UPDATE sales SET title = ?, hotel = ?, room_type = ?, price = ?,
 					original_price = ?, currency = ?, starts_at_ms = ?, ends_at_ms = ?, per_user_limit = ?,
 					hold_seconds = ?, purchase_token = ?, min_tier = ?, min_stays_30d = ?, channels = ?,
-					limit_per_sale = ?, limit_per_user = ?, limit_per_ip = ?, challenge_difficulty = ?, price_tiers = ?, test = ?, time_zone = ?,
+					limit_per_sale = ?, limit_per_user = ?, limit_per_ip = ?, challenge_difficulty = ?, price_tiers = ?, test = ?, time_zone = ?, waiting_room = ?,
 					description = ?, paused = ?, revision = revision + 1
 					WHERE id = ? AND revision = ?`,
 					append(append([]any{sale.Title, sale.Hotel, sale.RoomType, sale.Price, sale.OriginalPrice,

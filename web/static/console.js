@@ -429,6 +429,12 @@ async function fetchText(path) {
   }
 }
 
+// waitingRoomText is a sale's waiting room in a sentence.
+function waitingRoomText(w) {
+  const rate = w.admit_per_second ? t('console.rate', { n: w.admit_per_second }) : t('console.rate_derived');
+  return t('console.waiting_room', { m: w.prequeue_minutes, rate, a: w.admission_seconds });
+}
+
 function renderDetail() {
   const d = detail;
   if (!d) return;
@@ -443,7 +449,8 @@ function renderDetail() {
   $('d-meta').replaceChildren(`${v.hotel} · ${v.room_type} · ${money(v.price, v.currency)}` +
     (v.original_price > v.price ? ` (${money(v.original_price, v.currency)})` : '') +
     ` · ${when(v.starts_at)} – ${when(v.ends_at)} · ${v.id} · `,
-  el('span', { id: 'd-revision', data: { revision: String(v.revision) }, textContent: t('console.revision', { n: v.revision }) }));
+  el('span', { id: 'd-revision', data: { revision: String(v.revision) }, textContent: t('console.revision', { n: v.revision }) }),
+  ...(v.waiting_room ? [' · ', el('span', { id: 'd-waiting_room', textContent: waitingRoomText(v.waiting_room) })] : []));
   const ended = st === 'ended';
   $('d-edit').disabled = ended;
   $('d-delete').hidden = !v.test;
@@ -752,6 +759,7 @@ function setFormMode(edit) {
 
 function resetForm() {
   $('create').reset();
+  $('waiting-room').open = false;
   $('nights-rows').replaceChildren();
   form.lock(false);
   form.clear();
@@ -825,7 +833,7 @@ async function submitEdit(e) {
   const msg = errorMessage(res);
   const code = errorCode(res);
   const named = msg.split(' ')[0];
-  const field = form.fieldOfMessage(msg) || { eligibility: 'eligibility.min_tier', challenge: 'challenge.difficulty', limits: 'limits.per_sale' }[named] || '';
+  const field = form.fieldOfMessage(msg) || { eligibility: 'eligibility.min_tier', challenge: 'challenge.difficulty', limits: 'limits.per_sale', waiting_room: 'waiting_room.admission_seconds' }[named] || '';
   if (res.status === 409 && code === 'already_started') {
     const fresh = await call('GET', `/api/admin/sales/${enc(ed.id)}`, { token: admin });
     if (editing !== ed) return;

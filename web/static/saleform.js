@@ -16,6 +16,8 @@ const FIELDS = {
   'eligibility.min_tier': ['f-min_tier', 'e-min_tier'], 'eligibility.min_stays_30d': ['f-min_stays', 'e-min_stays'],
   'eligibility.channels': ['f-channels', 'e-channels'],
   'limits.per_sale': ['f-per_sale', 'e-per_sale'], 'limits.per_user': ['f-per_user', 'e-per_user'], 'limits.per_ip': ['f-per_ip', 'e-per_ip'],
+  'waiting_room.prequeue_minutes': ['f-prequeue_minutes', 'e-prequeue_minutes'], 'waiting_room.admit_per_second': ['f-admit_per_second', 'e-admit_per_second'],
+  'waiting_room.admission_seconds': ['f-admission_seconds', 'e-admission_seconds'],
   nights: ['add-night', 'e-nights'],
 };
 
@@ -35,6 +37,8 @@ const MAX_TIERS = 10; // flashsale.MaxPriceTiers
 const TIER = /^(\d+)\s*:\s*(\d+)$/;
 const RATE = /^([0-9]+)\/[smh](?:,([0-9]+))?$/;
 const CHANNEL = /^[a-z0-9._-]{1,64}$/;
+const DECIMAL = /^\d+(?:\.\d+)?$/;
+const ROOM = ['prequeue_minutes', 'admit_per_second', 'admission_seconds']; // a waiting room's fields
 const DATE = /^\d{4}-\d{2}-\d{2}$/;
 const utf8 = new TextEncoder();
 
@@ -171,6 +175,18 @@ export function read({ full = false } = {}) {
     body.challenge = { difficulty };
     if (!body.purchase_token) bad('challenge.difficulty', 'v.challenge_token');
   }
+  // A waiting room, checked as WaitingRoom.validate checks it: all three
+  // empty is none (null in an edit, so emptying them turns it off).
+  const room = ROOM.map((k) => val('f-' + k).trim());
+  if (room.some(Boolean)) {
+    const rate = room[1] === '' ? 0 : DECIMAL.test(room[1]) ? Number(room[1]) : NaN;
+    if (!(rate === 0 || (rate >= 0.1 && rate <= 100000))) bad('waiting_room.admit_per_second', 'v.admit_rate');
+    body.waiting_room = {
+      prequeue_minutes: room[0] === '' ? 0 : range('waiting_room.prequeue_minutes', 'f-prequeue_minutes', 0, 1440),
+      admit_per_second: rate,
+      admission_seconds: range('waiting_room.admission_seconds', 'f-admission_seconds', 10, 3600),
+    };
+  } else if (full) body.waiting_room = null;
   const elig = {};
   if (val('f-min_tier')) elig.min_tier = val('f-min_tier');
   const stays = range('eligibility.min_stays_30d', 'f-min_stays', 0, 30);
@@ -226,7 +242,7 @@ export function readTiers(text, price, perUser) {
 export function fieldOfMessage(msg) {
   if (/^starts_at and ends_at/.test(msg)) return 'ends_at';
   if (/^challenge needs/.test(msg)) return 'challenge.difficulty';
-  const m = /^((?:nights\[\d+\]\.(?:date|stock))|(?:eligibility\.[a-z_0-9]+)|(?:limits\.[a-z_]+)|(?:challenge\.difficulty)|[a-z_]+)/.exec(msg || '');
+  const m = /^((?:nights\[\d+\]\.(?:date|stock))|(?:eligibility\.[a-z_0-9]+)|(?:limits\.[a-z_]+)|(?:waiting_room\.[a-z_]+)|(?:challenge\.difficulty)|[a-z_]+)/.exec(msg || '');
   if (!m) return '';
   const key = m[1];
   return elementsOf(key)[1] ? key : '';
@@ -255,6 +271,8 @@ export function show(errors, summary = 'v.summary') {
     if (line) line.textContent = line.textContent ? line.textContent + ' ' + msg : msg;
     if (input) {
       input.setAttribute('aria-invalid', 'true');
+      const group = input.closest('details');
+      if (group) group.open = true; // a closed group's input cannot take the focus
       first = first || input;
     }
     // Each item names its field and takes the focus there.
@@ -302,6 +320,9 @@ export function fill(v) {
   set('f-channels', (e.channels || []).join(', '));
   const l = v.limits || {};
   for (const k of ['per_sale', 'per_user', 'per_ip']) set('f-' + k, l[k] || '');
+  const w = v.waiting_room;
+  for (const k of ROOM) set('f-' + k, w ? w[k] : '');
+  $('waiting-room').open = !!w;
 }
 
 // inputOf is the input of a field's JSON path (EDITABLE's included).
