@@ -50,6 +50,36 @@ type Place struct {
 	Used          bool
 }
 
+// QueueView is a guest's place as the API answers it.
+type QueueView struct {
+	State QueueState `json:"state"`
+	// Position is 1 for the next to be admitted (0 once admitted, and
+	// before the draw, when nobody's place is known: then Ahead is 0 too
+	// and ETASeconds counts to the start).
+	Position int `json:"position"`
+	Ahead    int `json:"ahead"`
+	// ETASeconds is the wait at the sale's admission rate.
+	ETASeconds int `json:"eta_seconds"`
+	// AdmittedUntil is when an unused admission lapses.
+	AdmittedUntil *time.Time `json:"admitted_until,omitempty"`
+	// PollAfterMS is when to ask again (a tenth of the wait, 1 to 10 s).
+	PollAfterMS int `json:"poll_after_ms"`
+	// RoomsLeft is the rooms the stock engine has left, every night.
+	RoomsLeft int `json:"rooms_left"`
+}
+
+// WaitingRooms is what guests do in a sale's waiting room (queue.go).
+type WaitingRooms interface {
+	// JoinQueue gives the user a place (created false: the one they had);
+	// ErrNotFound for a sale without a waiting room.
+	JoinQueue(ctx context.Context, u User, saleID string) (v *QueueView, created bool, err error)
+	// QueueStatus is the user's place; ErrNotFound if they never joined.
+	QueueStatus(ctx context.Context, u User, saleID string) (*QueueView, error)
+	// QueueDraw is the sale's published draw (only the commitment before
+	// the start).
+	QueueDraw(ctx context.Context, saleID string) (*Draw, error)
+}
+
 // QueueStats are a queue's counts as of a moment.
 type QueueStats struct {
 	Drawn bool // the prequeue has been put in order

@@ -61,6 +61,7 @@ const MaxSolution = 64
 // method fills it.
 type Service struct {
 	Shop
+	WaitingRooms
 	SaleDesk
 	Payments
 	Records
@@ -71,12 +72,13 @@ type Service struct {
 // plays them all (a test's fake, a wrapper that overrides a method).
 func ServiceOf(s interface {
 	Shop
+	WaitingRooms
 	SaleDesk
 	Payments
 	Records
 	Operations
 }) Service {
-	return Service{Shop: s, SaleDesk: s, Payments: s, Records: s, Operations: s}
+	return Service{Shop: s, WaitingRooms: s, SaleDesk: s, Payments: s, Records: s, Operations: s}
 }
 
 // Shop is what guests do: read the sales, take a token, buy, read and

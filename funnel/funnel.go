@@ -109,6 +109,11 @@ type Config struct {
 	// DirectLimit default to SellLeaseDefault and DirectLimitDefault.
 	SellLease   time.Duration
 	DirectLimit int
+	// Queue keeps the sales' waiting rooms (waitroom.go); nil: a sale
+	// with one is refused. AdmitTick is how often guests are admitted
+	// (default AdmitTickDefault).
+	Queue     flashsale.Queue
+	AdmitTick time.Duration
 	// Observer is told what the funnel does (metrics); nil: nothing.
 	Observer Observer
 	Logger   *slog.Logger
@@ -124,6 +129,7 @@ type Service struct {
 	events  *dispatcher // the order events' delivery (notices.go)
 	reaper  *reaper     // releases expired holds (reap.go)
 	audit   *auditor    // the audit and its repairs (audit.go)
+	wait    *waiter     // the waiting rooms (waitroom.go)
 	soldOut soldOutLog
 
 	// lifeMu serialises this instance's operator changes of sales
@@ -207,6 +213,7 @@ func New(cfg Config) *Service {
 		force: newForceSwitch(cfg.Store.Forces, cfg.Engine.Breaker, cfg.ForcePoll, log),
 	}
 	s.reaper = &reaper{parts: &s.parts, interval: cmp.Or(cfg.ReapInterval, ReapIntervalDefault)}
+	s.wait = newWaiter(&s.parts, cfg.Queue, sales, drawSecret(cfg), cfg.AdmitTick)
 	s.healing = &healer{parts: &s.parts, sales: sales, work: &s.engineWork, engineMode: s.sell.engineMode,
 		fence:   cfg.Fence,
 		drainer: cmp.Or[Drainer](cfg.Drainer, nopDrainer{}),
@@ -246,7 +253,7 @@ func (s *Service) Start(ctx context.Context) error {
 		}
 		s.sales.put(sale)
 	}
-	runs := []func(context.Context){s.reaper.run, s.sales.run, s.events.run, s.audit.run}
+	runs := []func(context.Context){s.reaper.run, s.sales.run, s.events.run, s.audit.run, s.wait.run}
 	if s.force != nil {
 		s.force.step(ctx) // an instance starting while the switch is on follows it from the start
 		runs = append(runs, s.force.run)
@@ -299,6 +306,9 @@ func (p *parts) loadAt(ctx context.Context, sale *flashsale.Sale, at time.Time) 
 func (s *Service) CreateSale(ctx context.Context, sale *flashsale.Sale) (*flashsale.Sale, error) {
 	if err := sale.Validate(); err != nil {
 		return nil, err
+	}
+	if sale.WaitingRoom != nil && s.wait.queue == nil {
+		return nil, errNoQueue
 	}
 	if err := sale.CheckNights(s.now()); err != nil {
 		return nil, err

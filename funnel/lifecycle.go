@@ -101,6 +101,9 @@ func (s *Service) UpdateSale(ctx context.Context, id string, p flashsale.SalePat
 		if err != nil || len(changed) == 0 {
 			return nil, "", err
 		}
+		if next.WaitingRoom != nil && s.wait.queue == nil {
+			return nil, "", errNoQueue
+		}
 		if !slices.Equal(sale.Nights, next.Nights) || !sale.StartsAt.Equal(next.StartsAt) || sale.TimeZone != next.TimeZone {
 			if err := next.CheckNights(now); err != nil {
 				return nil, "", err

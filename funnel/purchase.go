@@ -67,6 +67,11 @@ func (s *Service) purchase(ctx context.Context, u flashsale.User, req flashsale.
 	if err := sale.CheckCheckIn(req.CheckIn, now); err != nil {
 		return nil, err
 	}
+	if !sale.PurchaseToken { // with tokens, the token's issue was the gate
+		if err := s.admitted(ctx, u, sale, now); err != nil {
+			return nil, err
+		}
+	}
 	// The breaker's db mode sells from the database (mode.go).
 	if sel := s.sells(); sel != flashsale.SellingEngine {
 		if sel == flashsale.SellingDB {

@@ -41,6 +41,9 @@ func (s *Service) IssueToken(ctx context.Context, u flashsale.User, req flashsal
 	} else {
 		randomNonce(&nonce)
 	}
+	if err := s.admitted(ctx, u, sale, now); err != nil {
+		return nil, err
+	}
 	if err := s.eligible(ctx, u, sale); err != nil {
 		return nil, err
 	}

@@ -54,13 +54,8 @@ type puzzleJSON struct {
 // handleChallenge hands out a proof-of-work puzzle for a sale that asks for
 // one. It takes no body (an empty object is allowed).
 func (s *Server) handleChallenge(w http.ResponseWriter, r *http.Request) {
-	u, id, ok := s.userAndID(w, r)
+	u, id, ok := s.userAndNoBody(w, r)
 	if !ok {
-		return
-	}
-	var none struct{}
-	if err := decodeBody(r.Body, &none, true); err != nil {
-		s.writeError(w, r, err)
 		return
 	}
 	p, err := s.svc.Challenge(r.Context(), u, id)

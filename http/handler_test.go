@@ -39,10 +39,11 @@ type stubService struct {
 	err      error // returned by every method when set
 	paidRef  string
 	forced   flashsale.BreakerForce
-	life     lifecycleCalls // lifecycle_test.go
-	deadline time.Time      // the context deadline of the last Purchase or PauseSale
-	soldOut  bool           // RefuseSoldOut's answer
-	refused  int            // RefuseSoldOut's true answers
+	life     lifecycleCalls  // lifecycle_test.go
+	deadline time.Time       // the context deadline of the last Purchase or PauseSale
+	soldOut  bool            // RefuseSoldOut's answer
+	refused  int             // RefuseSoldOut's true answers
+	joined   map[string]bool // the users who joined the waiting room (queue_test.go)
 }
 
 // sawDeadline keeps ctx's deadline (zero when it has none).

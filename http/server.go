@@ -224,6 +224,9 @@ func (s *Server) routes() []route {
 		{"GET /api/sales/{id}", s.handlePublicSale},
 		{eventsRoute, newEventHub(s).handleEvents},
 		{"POST /api/sales/{id}/challenge", s.handleChallenge},
+		{"POST /api/sales/{id}/queue", s.handleJoinQueue},
+		{"GET /api/sales/{id}/queue", s.handleQueueStatus},
+		{"GET /api/sales/{id}/queue/draw", s.handleQueueDraw},
 		{tokenRoute, withID(s.issueToken)},
 		{purchaseRoute, withID(s.purchase)},
 

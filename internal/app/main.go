@@ -52,6 +52,9 @@ type Main struct {
 	drainer   funnel.Drainer
 	republish flashsale.OrderWriter
 	limiter   flashsale.Limiter
+	// queue keeps the waiting rooms: in process in the embedded shape,
+	// nil in the distributed one (its Redis queue is not built).
+	queue     flashsale.Queue
 	svc       *funnel.Service
 	http      *server // nil until open
 	debugAddr string  // where pprof listens, once open; "" when off
@@ -160,7 +163,7 @@ func (m *Main) open(ctx context.Context) error {
 		SellLease:  cfg.SellLease, DirectLimit: cfg.DirectLimit,
 		MaxInFlight: cfg.MaxInFlight, MaxInFlightPerSale: cfg.MaxInFlightPerSale,
 		Limiter: m.limiter, Limits: cfg.Limits, Facts: facts,
-		Queued: cfg.AMQPURL != "", Observer: m.metrics.Funnel(),
+		Queued: cfg.AMQPURL != "", Observer: m.metrics.Funnel(), Queue: m.queue,
 	})
 	m.metrics.WatchStock(m.svc)
 	if m.store.Modes != nil {
@@ -246,6 +249,7 @@ func (m *Main) openStock(ctx context.Context) error {
 	m.limiter = local
 	if cfg.RedisURL == "" {
 		m.engine = inmem.NewEngine().Roles()
+		m.queue = inmem.NewQueue()
 	} else {
 		e, err := openRedis(ctx, cfg, m.log, m.tracing)
 		if err != nil {

@@ -1,0 +1,7 @@
+package funnel
+
+import "context"
+
+// AdmitStep runs one step of the waiting rooms' admission loop, for tests
+// that drive it with their own clock.
+func (s *Service) AdmitStep(ctx context.Context) { s.wait.step(ctx) }

@@ -1,0 +1,323 @@
+package funnel
+
+import (
+	"cmp"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/flashsale/flashsale"
+)
+
+// The waiting room (issue 24): a sale with one admits its guests from a
+// queue (flashsale.Queue) in the draw's order, as fast as its rate and
+// never beyond the rooms that can still be bought. This file is the
+// funnel's part: joining, a guest's view, the draw's publication, the
+// gate before a token, and the admission loop (waiter.run).
+
+// Defaults of the waiting room.
+const (
+	// AdmitTickDefault is how often the admission loop looks at every
+	// live sale with a waiting room.
+	AdmitTickDefault = 200 * time.Millisecond
+	// QueueIdleDefault is how long a guest may go without reading their
+	// place before their turn is skipped (they may join again, at the back).
+	QueueIdleDefault = 2 * time.Minute
+	// derivedAdmitWindow: a sale without a set rate admits its whole stock
+	// over this window, at least one guest a second.
+	derivedAdmitWindow = 10 * time.Second
+)
+
+// errNoQueue refuses a waiting room where this shape has no queue.
+var errNoQueue = flashsale.Errorf(flashsale.EInvalid,
+	"waiting_room: this deployment has no queue for a waiting room yet (the embedded shape has one; the distributed shape's is not built)")
+
+// waiter runs the waiting rooms of the live sales: one goroutine (run),
+// and a lock over the admission state it keeps per sale.
+type waiter struct {
+	*parts
+	queue flashsale.Queue // nil: no waiting rooms in this shape
+	sales *catalog
+	// seedKey derives each sale's draw seed (seed), so every instance
+	// and every restart commits to the same one without storing it.
+	seedKey []byte
+	tick    time.Duration
+	idle    time.Duration
+
+	mu    sync.Mutex
+	admit map[string]*admitState // by sale
+}
+
+// admitState is one sale's admission clock: the fraction of a guest owed
+// by the rate since the last step, and when that step was.
+type admitState struct {
+	owed float64
+	last time.Time
+}
+
+func newWaiter(p *parts, queue flashsale.Queue, sales *catalog, secret []byte, tick time.Duration) *waiter {
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte("flashsale draw seed v1"))
+	return &waiter{parts: p, queue: queue, sales: sales, seedKey: m.Sum(nil),
+		tick: cmp.Or(tick, AdmitTickDefault), idle: QueueIdleDefault, admit: map[string]*admitState{}}
+}
+
+// drawSecret is what the draw seeds derive from: the oldest token key
+// (the last listed), which a rotation retires last, or the server secret.
+// A rotation that retires it changes the seeds of sales not yet drawn, and
+// so their published commitments: rotate between sales.
+func drawSecret(cfg Config) []byte {
+	if n := len(cfg.TokenKeys); n > 0 {
+		return cfg.TokenKeys[n-1].Secret
+	}
+	return cfg.Secret
+}
+
+// seed is the sale's draw seed: secret until the draw reveals it, the same
+// on every instance (they share the secret).
+func (w *waiter) seed(saleID string) string {
+	m := hmac.New(sha256.New, w.seedKey)
+	m.Write([]byte(saleID))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// run admits guests every tick until ctx ends.
+func (w *waiter) run(ctx context.Context) {
+	if w.queue == nil {
+		return
+	}
+	every(ctx, w.tick, nil, w.step)
+}
+
+// step draws and admits for every live sale with a waiting room.
+func (w *waiter) step(ctx context.Context) {
+	now := w.now()
+	for _, id := range w.sales.live() {
+		sale := w.sales.cached(id)
+		if sale == nil || sale.WaitingRoom == nil || now.Before(sale.StartsAt) {
+			continue
+		}
+		if err := w.admitSale(ctx, sale, now); err != nil && ctx.Err() == nil {
+			w.log.Warn("waiting room: admission step", "sale_id", id, "err", err)
+		}
+	}
+}
+
+// admitSale is one sale's admission step: the draw, once; then as many
+// guests as the rate owes, but never more than the rooms left in the
+// engine less the admissions not yet used: every admitted guest can buy.
+// When none is left for the waiting (every room is held, sold or promised
+// to an admitted guest), the queue is sold out and every waiting guest
+// reads so; when rooms come back (a hold expires or is cancelled, an
+// admission lapses, the operator adds rooms), it opens again, in order.
+//
+// Held rooms are not counted as obtainable although a hold may expire:
+// counting them would admit guests to wait on other guests' holds, each
+// told sold_out at the purchase, while the queue cannot say sold out
+// until every hold is paid. A hold that ends gives its room back to the
+// engine, and the next step admits the next in line for it.
+func (w *waiter) admitSale(ctx context.Context, sale *flashsale.Sale, now time.Time) error {
+	if _, err := w.queue.Draw(ctx, sale.ID, w.seed(sale.ID)); err != nil {
+		return err
+	}
+	avail, err := w.engine.Available(ctx, sale.ID)
+	if err != nil {
+		return err
+	}
+	left := 0
+	for _, a := range avail {
+		left += a
+	}
+	st, err := w.queue.Stats(ctx, sale.ID, now)
+	if err != nil {
+		return err
+	}
+	room := left - st.Admitted
+	soldOut := st.SoldOut
+	if room > 0 && soldOut { // rooms came back: the queue moves again
+		if err := w.queue.SetSoldOut(ctx, sale.ID, false); err != nil {
+			return err
+		}
+		soldOut = false
+	}
+	got := 0
+	if n := min(int(w.owed(sale, now)), room); n > 0 && !sale.Paused {
+		rule := flashsale.AdmitRule{For: time.Duration(sale.WaitingRoom.AdmissionSeconds) * time.Second, IdleAfter: w.idle}
+		if got, err = w.queue.Admit(ctx, sale.ID, n, now, rule); err != nil {
+			return err
+		}
+	}
+	if room-got <= 0 && !soldOut { // the last room is spoken for: tell everyone waiting now
+		if err := w.queue.SetSoldOut(ctx, sale.ID, true); err != nil {
+			return err
+		}
+	}
+	w.spend(sale.ID, got)
+	return nil
+}
+
+// rate is the sale's admissions a second: its own, or its stock over
+// derivedAdmitWindow (at least one a second).
+func rate(sale *flashsale.Sale) float64 {
+	if r := sale.WaitingRoom.AdmitPerSecond; r > 0 {
+		return r
+	}
+	stock := 0
+	for _, n := range sale.Nights {
+		stock += n.Stock
+	}
+	return max(1, float64(stock)/derivedAdmitWindow.Seconds())
+}
+
+// owed adds the rate's share of the time since the last step to what the
+// sale is owed, at most a second's worth (a stalled queue does not bank a
+// burst), and returns it.
+func (w *waiter) owed(sale *flashsale.Sale, now time.Time) float64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	st := w.admit[sale.ID]
+	if st == nil {
+		st = &admitState{last: now}
+		w.admit[sale.ID] = st
+	}
+	r := rate(sale)
+	st.owed = min(st.owed+r*now.Sub(st.last).Seconds(), max(r, 1))
+	st.last = now
+	return st.owed
+}
+
+// spend takes n admissions off what the sale is owed.
+func (w *waiter) spend(saleID string, n int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if st := w.admit[saleID]; st != nil {
+		st.owed = max(st.owed-float64(n), 0)
+	}
+}
+
+// queueOf is the sale's waiting room, or ErrNotFound for a sale without one.
+func (s *Service) queueOf(ctx context.Context, saleID string) (*flashsale.Sale, error) {
+	sale, err := s.sales.get(ctx, saleID)
+	if err != nil {
+		return nil, err
+	}
+	if sale.WaitingRoom == nil || s.wait.queue == nil {
+		return nil, flashsale.Errorf(flashsale.ENotFound, "this sale has no waiting room")
+	}
+	return sale, nil
+}
+
+// JoinQueue gives the user a place in the sale's waiting room, from
+// prequeue_minutes before the start until the end; created is false when
+// they had one already (the same place).
+func (s *Service) JoinQueue(ctx context.Context, u flashsale.User, saleID string) (*flashsale.QueueView, bool, error) {
+	sale, err := s.queueOf(ctx, saleID)
+	if err != nil {
+		return nil, false, err
+	}
+	now := s.now()
+	opens := sale.StartsAt.Add(-time.Duration(sale.WaitingRoom.PrequeueMinutes) * time.Minute)
+	switch {
+	case now.Before(opens):
+		return nil, false, flashsale.Errorf(flashsale.ENotStarted, "the waiting room opens at %s", opens.UTC().Format(time.RFC3339))
+	case !now.Before(sale.EndsAt):
+		return nil, false, flashsale.ErrEnded
+	}
+	p, created, err := s.wait.queue.Join(ctx, sale.ID, u.ID, now)
+	if err != nil {
+		return nil, false, err
+	}
+	v, err := s.queueView(ctx, sale, p, now)
+	return v, created, err
+}
+
+// QueueStatus is the user's place in the sale's waiting room;
+// ErrNotFound if they never joined.
+func (s *Service) QueueStatus(ctx context.Context, u flashsale.User, saleID string) (*flashsale.QueueView, error) {
+	sale, err := s.queueOf(ctx, saleID)
+	if err != nil {
+		return nil, err
+	}
+	now := s.now()
+	p, err := s.wait.queue.Place(ctx, sale.ID, u.ID, now)
+	if err != nil {
+		return nil, err
+	}
+	return s.queueView(ctx, sale, p, now)
+}
+
+// queueView is a place as the guest reads it: with the ETA at the sale's
+// rate (so it only falls as the place does), when to ask again, and the
+// rooms left.
+func (s *Service) queueView(ctx context.Context, sale *flashsale.Sale, p flashsale.Place, now time.Time) (*flashsale.QueueView, error) {
+	v := &flashsale.QueueView{State: p.State, Ahead: p.Ahead}
+	if p.State == flashsale.QueueWaiting || p.State == flashsale.QueueSoldOut {
+		v.Position = p.Ahead + 1
+	}
+	if !now.Before(sale.EndsAt) {
+		v.State = flashsale.QueueClosed
+	}
+	wait := time.Duration(float64(p.Ahead) / rate(sale) * float64(time.Second))
+	if now.Before(sale.StartsAt) {
+		wait += sale.StartsAt.Sub(now)
+	}
+	v.ETASeconds = int(math.Ceil(wait.Seconds()))
+	v.PollAfterMS = int(min(max(wait/10, time.Second), 10*time.Second) / time.Millisecond)
+	if p.State == flashsale.QueueAdmitted && !p.Used {
+		until := p.AdmittedUntil
+		v.AdmittedUntil = &until
+	}
+	avail, err := s.engine.Available(ctx, sale.ID)
+	if err != nil && !errors.Is(err, flashsale.ErrNotLoaded) {
+		return nil, err
+	}
+	for _, a := range avail {
+		v.RoomsLeft += a
+	}
+	return v, nil
+}
+
+// QueueDraw is the sale's published draw: the commitment before the
+// start; the seed, the tickets and the order once it is drawn.
+func (s *Service) QueueDraw(ctx context.Context, saleID string) (*flashsale.Draw, error) {
+	sale, err := s.queueOf(ctx, saleID)
+	if err != nil {
+		return nil, err
+	}
+	if s.now().Before(sale.StartsAt) {
+		c, err := flashsale.DrawCommitment(sale.ID, s.wait.seed(sale.ID))
+		if err != nil {
+			return nil, err
+		}
+		return &flashsale.Draw{SaleID: sale.ID, Commitment: c}, nil
+	}
+	d, err := s.wait.queue.Draw(ctx, sale.ID, s.wait.seed(sale.ID))
+	if err != nil {
+		return nil, err
+	}
+	return &d, nil
+}
+
+// admitted is nil when the user may take a token of (or, without tokens,
+// buy from) the sale: it has no waiting room, or it admitted them, and
+// this spends the admission.
+func (s *Service) admitted(ctx context.Context, u flashsale.User, sale *flashsale.Sale, now time.Time) error {
+	if sale.WaitingRoom == nil {
+		return nil
+	}
+	if s.wait.queue == nil {
+		return errNoQueue
+	}
+	if err := s.wait.queue.Use(ctx, sale.ID, u.ID, now); err != nil {
+		if errors.Is(err, flashsale.ErrNotAdmitted) {
+			return flashsale.ErrNotAdmitted
+		}
+		return err
+	}
+	return nil
+}

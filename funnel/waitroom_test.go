@@ -1,0 +1,245 @@
+package funnel_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/funnel"
+	"github.com/flashsale/flashsale/inmem"
+)
+
+// roomEnv is a Service with a waiting room's queue, whose admission loop
+// the test steps by hand with its own clock.
+func roomEnv(tb testing.TB) *env {
+	tb.Helper()
+	ctx := context.Background()
+	c := newClock()
+	store := mustSQLite(tb, filepath.Join(tb.TempDir(), "fs.db"))
+	engine := inmem.NewEngine()
+	writer := inmem.NewWriter(store, inmem.WriterConfig{}, nil)
+	svc := funnel.New(funnel.Config{
+		Store: store.Roles(), Engine: engine.Roles(), Writer: writer, Queue: inmem.NewQueue(),
+		Secret: []byte("test-secret"), Now: c.Now, ReapInterval: time.Hour, AdmitTick: time.Hour,
+	})
+	if err := svc.Start(ctx); err != nil {
+		tb.Fatal(err)
+	}
+	e := &env{svc: svc, store: store.Roles(), engine: engine, writer: writer, clock: c}
+	tb.Cleanup(func() { e.close(tb) })
+	return e
+}
+
+// TestWaitingRoom: 1 000 guests join a waiting room of 100 rooms before the
+// start. The published draw verifies, with the commitment given before the
+// start; admissions follow its order exactly, at the sale's rate, and never
+// beyond the rooms the engine has left less the admissions unused; a guest
+// not admitted is refused a token (not_admitted); once every room is held
+// every waiting guest reads sold_out, and a hold cancelled admits the next
+// in line; an admission that lapses unused admits the next in line too.
+func TestWaitingRoom(t *testing.T) {
+	ctx := context.Background()
+	e := roomEnv(t)
+	const guests, rooms = 1000, 100
+	start := e.clock.Now().Add(5 * time.Minute)
+	sale := e.sale(t, func(s *flashsale.Sale) {
+		s.StartsAt, s.EndsAt = start, start.Add(time.Hour)
+		s.PerUserLimit = 1
+		s.WaitingRoom = &flashsale.WaitingRoom{PrequeueMinutes: 10, AdmitPerSecond: 40, AdmissionSeconds: 30}
+	}, rooms)
+	user := func(i int) flashsale.User { return flashsale.User{ID: fmt.Sprintf("g%04d", i)} }
+
+	// Everyone joins before the start, at once, some twice.
+	var wg sync.WaitGroup
+	errs := make(chan error, guests)
+	for i := range guests {
+		wg.Go(func() {
+			for range 1 + i%2 {
+				if _, _, err := e.svc.JoinQueue(ctx, user(i), sale.ID); err != nil {
+					errs <- err
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if v, created, err := e.svc.JoinQueue(ctx, user(0), sale.ID); err != nil || created || v.State != flashsale.QueueWaiting {
+		t.Fatalf("joining again = %+v, %v, %v; want the same waiting place", v, created, err)
+	}
+	if _, err := e.svc.IssueToken(ctx, user(0), flashsale.TokenRequest{SaleID: sale.ID}); !errors.Is(err, flashsale.ErrNotStarted) {
+		t.Fatalf("token before the start = %v, want not started", err)
+	}
+	before, err := e.svc.QueueDraw(ctx, sale.ID)
+	if err != nil || before.Commitment == "" || before.Seed != "" || len(before.Tickets) != 0 {
+		t.Fatalf("draw before the start = %+v, %v; want the commitment alone", before, err)
+	}
+
+	e.clock.Advance(5 * time.Minute) // the start
+	e.svc.AdmitStep(ctx)
+	d, err := e.svc.QueueDraw(ctx, sale.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Commitment != before.Commitment || len(d.Order) != guests {
+		t.Fatalf("the draw after the start: commitment %s (before %s), %d in order; want the same, %d", d.Commitment, before.Commitment, len(d.Order), guests)
+	}
+	if err := d.Verify(); err != nil {
+		t.Fatalf("the published draw does not verify: %v", err)
+	}
+	// Who holds each ticket, as the guests themselves read it.
+	rank := map[string]int{} // user → place in the draw's order
+	byTicket := map[string]int{}
+	for i, tk := range d.Order {
+		byTicket[tk] = i
+	}
+	tickets := map[string]string{}
+	for i := range guests {
+		v, err := e.svc.QueueStatus(ctx, user(i), sale.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.State != flashsale.QueueWaiting || v.Position < 1 {
+			t.Fatalf("%s at the start: %+v, want waiting with a position", user(i).ID, v)
+		}
+		rank[user(i).ID] = v.Position - 1
+		tickets[user(i).ID] = d.Order[v.Position-1]
+	}
+	if len(byTicket) != guests {
+		t.Fatalf("%d distinct tickets in the order, want %d", len(byTicket), guests)
+	}
+
+	// admittedNow lists who is admitted and unused, checking the bound.
+	admittedNow := func() []int {
+		t.Helper()
+		var got []int
+		for i := range guests {
+			v, err := e.svc.QueueStatus(ctx, user(i), sale.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v.State == flashsale.QueueAdmitted && v.AdmittedUntil != nil {
+				got = append(got, rank[user(i).ID])
+			}
+		}
+		slices.Sort(got)
+		return got
+	}
+	left := func() int {
+		n := 0
+		for _, ns := range e.nights(t, sale.ID) {
+			n += ns.Available
+		}
+		return n
+	}
+
+	// One second at 40 a second admits the first 40 in the draw's order.
+	e.clock.Advance(time.Second)
+	e.svc.AdmitStep(ctx)
+	if got := admittedNow(); !slices.Equal(got, seq(0, 40)) {
+		t.Fatalf("after one second: admitted places %v, want the draw's first 40", got)
+	}
+	// A guest further back is refused a token; an admitted one buys.
+	if _, err := e.svc.IssueToken(ctx, user(indexOf(rank, 500)), flashsale.TokenRequest{SaleID: sale.ID}); !errors.Is(err, flashsale.ErrNotAdmitted) {
+		t.Fatalf("token for the 501st in line = %v, want not_admitted", err)
+	}
+	bought := map[int]*flashsale.Order{}
+	for r := range 40 {
+		o, err := e.buy(t, user(indexOf(rank, r)), flashsale.PurchaseRequest{SaleID: sale.ID})
+		if err != nil {
+			t.Fatalf("admitted guest %d: %v", r, err)
+		}
+		bought[r] = o
+	}
+	// The rate allows 40 more each second; the rooms, 60 then 20.
+	for step, want := range []int{80, 100} {
+		e.clock.Advance(time.Second)
+		e.svc.AdmitStep(ctx)
+		got := admittedNow()
+		if n := len(got) + len(bought); n != want {
+			t.Fatalf("step %d: %d admitted in all, want %d", step, n, want)
+		}
+		if len(got) > left() {
+			t.Fatalf("step %d: %d admitted unused with %d rooms left", step, len(got), left())
+		}
+		for _, r := range got {
+			if _, ok := bought[r]; !ok && r >= want {
+				t.Fatalf("step %d: place %d admitted beyond the first %d", step, r, want)
+			}
+		}
+		for _, r := range got {
+			o, err := e.buy(t, user(indexOf(rank, r)), flashsale.PurchaseRequest{SaleID: sale.ID})
+			if err != nil {
+				t.Fatalf("admitted guest %d: %v", r, err)
+			}
+			bought[r] = o
+		}
+	}
+	// Every room is held: the queue is sold out for everyone waiting.
+	e.clock.Advance(time.Second)
+	e.svc.AdmitStep(ctx)
+	for _, r := range []int{100, 500, 999} {
+		if v, _ := e.svc.QueueStatus(ctx, user(indexOf(rank, r)), sale.ID); v.State != flashsale.QueueSoldOut {
+			t.Fatalf("place %d with every room held: %+v, want sold_out", r, v)
+		}
+	}
+	if _, _, err := e.svc.JoinQueue(ctx, flashsale.User{ID: "latecomer"}, sale.ID); !errors.Is(err, flashsale.ErrSoldOut) {
+		t.Fatalf("a new join while sold out = %v, want sold_out", err)
+	}
+	// A cancelled hold gives its room back: the next in line is admitted.
+	if _, err := e.svc.Cancel(ctx, user(indexOf(rank, 7)), bought[7].ID); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(time.Second)
+	e.svc.AdmitStep(ctx)
+	if got := admittedNow(); !slices.Equal(got, []int{100}) {
+		t.Fatalf("after a cancel: admitted %v, want place 100 alone", got)
+	}
+	if v, _ := e.svc.QueueStatus(ctx, user(indexOf(rank, 101)), sale.ID); v.State != flashsale.QueueSoldOut {
+		t.Fatalf("place 101 after the one room went to place 100: %s, want sold_out", v.State)
+	}
+	// While place 100 has not used its admission, its room is promised.
+	e.clock.Advance(time.Second)
+	e.svc.AdmitStep(ctx)
+	if got := admittedNow(); !slices.Equal(got, []int{100}) {
+		t.Fatalf("a step later, place 100's admission unused: admitted %v, want place 100 alone", got)
+	}
+	// Place 100 lets its admission lapse: place 101 gets the room.
+	e.clock.Advance(30 * time.Second)
+	e.svc.AdmitStep(ctx)
+	if got := admittedNow(); !slices.Equal(got, []int{101}) {
+		t.Fatalf("after a lapsed admission: admitted %v, want place 101 alone", got)
+	}
+	if v, _ := e.svc.QueueStatus(ctx, user(indexOf(rank, 100)), sale.ID); v.State != flashsale.QueueExpired {
+		t.Fatalf("place 100 after its admission lapsed: %s, want expired", v.State)
+	}
+}
+
+// seq is [from, to).
+func seq(from, to int) []int {
+	s := make([]int, 0, to-from)
+	for i := from; i < to; i++ {
+		s = append(s, i)
+	}
+	return s
+}
+
+// indexOf is the guest number at place r of the order.
+func indexOf(rank map[string]int, r int) int {
+	for u, p := range rank {
+		if p == r {
+			var i int
+			fmt.Sscanf(u, "g%04d", &i)
+			return i
+		}
+	}
+	panic(fmt.Sprintf("no guest at place %d", r))
+}
