@@ -140,8 +140,7 @@ type Service struct {
 	// answer, a payment's retake and a stock change; the in-process
 	// rebuild holds it (heal.go).
 	engineWork inflight
-	sell       *seller      // the breaker's db mode, as purchases see it (mode.go); nil without a board
-	modes      *modeSwitch  // this instance's steps in it; nil without a board
+	modes      *modeSwitch  // the breaker's db mode (mode.go); nil without a board
 	healing    *healer      // rebuilds what the engine lost (heal.go)
 	force      *forceSwitch // the deployment's breaker override (force.go); nil: this instance's own
 	loops      loops        // every component's run, between Start and Close
@@ -209,20 +208,20 @@ func New(cfg Config) *Service {
 		events: &dispatcher{store: cfg.Store, sales: sales, log: log, now: cfg.Now, instance: instance,
 			sinks: cfg.Sinks, poll: cmp.Or(cfg.NoticePoll, NoticePollDefault), retention: cfg.OutboxRetention},
 		admit: newAdmission(cfg.MaxInFlight, cfg.MaxInFlightPerSale, cfg.Limiter, cfg.Limits, cfg.Facts),
-		sell:  newSeller(cfg),
 		force: newForceSwitch(cfg.Store.Forces, cfg.Engine.Breaker, cfg.ForcePoll, log),
 	}
 	s.reaper = &reaper{parts: &s.parts, interval: cmp.Or(cfg.ReapInterval, ReapIntervalDefault)}
 	s.wait = newWaiter(&s.parts, cfg.Queue, sales, drawSecret(cfg), cfg.AdmitTick)
-	s.healing = &healer{parts: &s.parts, sales: sales, work: &s.engineWork, engineMode: s.sell.engineMode,
+	sell := newSeller(cfg)
+	s.healing = &healer{parts: &s.parts, sales: sales, work: &s.engineWork, engineMode: sell.engineMode,
 		fence:   cfg.Fence,
 		drainer: cmp.Or[Drainer](cfg.Drainer, nopDrainer{}),
 		grace:   cmp.Or(cfg.HealGrace, HealGraceDefault),
 		wake:    make(chan struct{}, 1),
 	}
-	s.audit = newAuditor(cfg, &s.parts, sales, s.healing, s.sell.engineMode)
-	if s.sell != nil {
-		s.modes = &modeSwitch{parts: &s.parts, sell: s.sell, healing: s.healing, sales: sales, engineWork: &s.engineWork}
+	s.audit = newAuditor(cfg, &s.parts, sales, s.healing, sell.engineMode)
+	if sell != nil {
+		s.modes = &modeSwitch{parts: &s.parts, sell: sell, healing: s.healing, sales: sales, engineWork: &s.engineWork}
 	}
 	return s
 }
@@ -487,8 +486,8 @@ func (s *Service) Ready(ctx context.Context) *flashsale.Readiness {
 	if s.engine.Breaker != nil {
 		r.Breaker = s.breakerStatus()
 	}
-	if s.sell != nil {
-		m := s.sell.mode.Load().(flashsale.SellMode)
+	if sl := s.seller(); sl != nil {
+		m := sl.mode.Load().(flashsale.SellMode)
 		r.SellMode = &m
 	}
 	var (

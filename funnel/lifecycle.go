@@ -228,7 +228,7 @@ func (s *Service) AdjustStock(ctx context.Context, id string, d flashsale.StockD
 	if !now.Before(sale.EndsAt) {
 		return nil, errEditEnded
 	}
-	if !s.sell.engineMode() {
+	if !s.seller().engineMode() {
 		return nil, flashsale.Errorf(flashsale.EUnavailable, "stock changes wait while the breaker sells from the database; retry when it is back on the stock engine")
 	}
 	s.lifeMu.Lock()

@@ -119,15 +119,24 @@ func (sl *seller) sells() flashsale.Selling {
 	return sel
 }
 
-func (s *Service) sells() flashsale.Selling { return s.sell.sells() }
+func (s *Service) sells() flashsale.Selling { return s.seller().sells() }
+
+// seller is the db mode as purchases see it; nil without a board.
+func (s *Service) seller() *seller {
+	if s.modes == nil {
+		return nil
+	}
+	return s.modes.sell
+}
 
 // SellMode is the deployment's sell mode as this instance last read it,
 // and what it sells from now (metrics; the zero mode without a board).
 func (s *Service) SellMode() (flashsale.SellMode, flashsale.Selling) {
-	if s.sell == nil {
+	sl := s.seller()
+	if sl == nil {
 		return flashsale.SellMode{Phase: flashsale.PhaseEngine}, flashsale.SellingEngine
 	}
-	return s.sell.mode.Load().(flashsale.SellMode), s.sells()
+	return sl.mode.Load().(flashsale.SellMode), s.sells()
 }
 
 // sellingEngine is nil when a purchase may take units from the engine. The
@@ -372,7 +381,7 @@ func (s *Service) purchaseDirect(ctx context.Context, u flashsale.User, sale *fl
 	}
 	s.obs.Admitted(sale.ID)
 	defer s.admit.leave(admitted)
-	sl := s.sell
+	sl := s.seller()
 	select {
 	case sl.slots <- struct{}{}:
 		defer func() { <-sl.slots }()
@@ -475,8 +484,8 @@ func (sl *seller) refuse(r refusal, now time.Time) {
 // retakeDirect is a payment's retake in db mode: the database's guarded
 // transition alone.
 func (s *Service) retakeDirect(ctx context.Context, o *flashsale.Order, paymentRef string) (*flashsale.Order, error) {
-	s.sell.dbWork.enter()
-	defer s.sell.dbWork.leave()
+	s.seller().dbWork.enter()
+	defer s.seller().dbWork.leave()
 	if s.sells() != flashsale.SellingDB {
 		return nil, errSwitching
 	}
