@@ -78,11 +78,11 @@ func (nopSink) Deliver(context.Context, flashsale.Notice) (int, error) { return 
 
 // TestCloseLeavesNoGoroutine: a Service with every component running (the
 // catalog's refresh, the reaper, a dispatcher, the outbox's pruning, the
-// audit and its phantom watch, the heal loop and its heartbeat, the force
+// audit and its phantom watch, the heal loop and its heartbeat, the admission loop, the force
 // switch, the sell mode) leaves no goroutine behind once Close returns,
 // and neither does each component on its own (the catalog, the
 // dispatcher, the healer, the reaper, the auditor, the mode switch, the
-// force switch).
+// waiting rooms' waiter, the force switch).
 func TestCloseLeavesNoGoroutine(t *testing.T) {
 	before := goleak.IgnoreCurrent()
 	ctx := context.Background()
@@ -99,6 +99,7 @@ func TestCloseLeavesNoGoroutine(t *testing.T) {
 		ForcePoll: fast,
 		Sinks:     []flashsale.NoticeSink{nopSink{}}, NoticePoll: fast, OutboxRetention: time.Hour,
 		ReapInterval: fast, SaleRefresh: fast, AuditInterval: fast, PhantomInterval: fast,
+		Queue: inmem.NewQueue(), AdmitTick: fast,
 	})
 	if err := svc.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -151,6 +152,12 @@ func TestCloseLeavesNoGoroutine(t *testing.T) {
 		r.heal.engineMode, r.heal.drainer = sl.engineMode, &fakeDrainer{events: events}
 		ms := &modeSwitch{parts: r.p, sell: sl, healing: r.heal, sales: r.sales, engineWork: r.heal.work}
 		runAndStop(t, ms.run)
+		r.close()
+		goleak.VerifyNone(t, before)
+	})
+	t.Run("waiter", func(t *testing.T) {
+		r := newRig(t, inmem.NewEngine().Roles(), fast)
+		runAndStop(t, newWaiter(r.p, inmem.NewQueue(), r.sales, []byte("s"), fast).run)
 		r.close()
 		goleak.VerifyNone(t, before)
 	})
