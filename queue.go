@@ -68,11 +68,22 @@ type QueueView struct {
 	RoomsLeft int `json:"rooms_left"`
 }
 
+// JoinRequest is a guest's join of a sale's waiting room: a sale with a
+// proof-of-work challenge asks for its solution here rather than at the
+// token (the admission is the proof then).
+type JoinRequest struct {
+	SaleID    string
+	Challenge string
+	Solution  string
+	// ClientIP is the guest's address, for the per-address join limit.
+	ClientIP string
+}
+
 // WaitingRooms is what guests do in a sale's waiting room (queue.go).
 type WaitingRooms interface {
 	// JoinQueue gives the user a place (created false: the one they had);
 	// ErrNotFound for a sale without a waiting room.
-	JoinQueue(ctx context.Context, u User, saleID string) (v *QueueView, created bool, err error)
+	JoinQueue(ctx context.Context, u User, req JoinRequest) (v *QueueView, created bool, err error)
 	// QueueStatus is the user's place; ErrNotFound if they never joined.
 	QueueStatus(ctx context.Context, u User, saleID string) (*QueueView, error)
 	// QueueDraw is the sale's published draw (only the commitment before

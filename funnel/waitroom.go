@@ -214,9 +214,12 @@ func (s *Service) queueOf(ctx context.Context, saleID string) (*flashsale.Sale, 
 
 // JoinQueue gives the user a place in the sale's waiting room, from
 // prequeue_minutes before the start until the end; created is false when
-// they had one already (the same place).
-func (s *Service) JoinQueue(ctx context.Context, u flashsale.User, saleID string) (*flashsale.QueueView, bool, error) {
-	sale, err := s.queueOf(ctx, saleID)
+// they had one already (the same place). A new place must fit the join
+// limits (the instance's per-address and per-user rates, under keys of
+// their own) and, on a sale with a proof-of-work challenge, carry its
+// solution: a script must pay for each account it queues.
+func (s *Service) JoinQueue(ctx context.Context, u flashsale.User, req flashsale.JoinRequest) (*flashsale.QueueView, bool, error) {
+	sale, err := s.queueOf(ctx, req.SaleID)
 	if err != nil {
 		return nil, false, err
 	}
@@ -228,12 +231,46 @@ func (s *Service) JoinQueue(ctx context.Context, u flashsale.User, saleID string
 	case !now.Before(sale.EndsAt):
 		return nil, false, flashsale.ErrEnded
 	}
+	if p, err := s.wait.queue.Place(ctx, sale.ID, u.ID, now); err == nil && p.State != flashsale.QueueExpired {
+		v, err := s.queueView(ctx, sale, p, now)
+		return v, false, err
+	}
+	// The puzzle before the limits: checking it costs one hash and no
+	// I/O, and a request without a solution spends nothing.
+	if sale.Challenge.Difficulty > 0 {
+		if _, _, err := s.signer.solved(req.Challenge, req.Solution, u, sale, now); err != nil {
+			return nil, false, err
+		}
+	}
+	if err := s.joinLimits(ctx, u, sale, req.ClientIP); err != nil {
+		return nil, false, err
+	}
 	p, created, err := s.wait.queue.Join(ctx, sale.ID, u.ID, now)
 	if err != nil {
 		return nil, false, err
 	}
 	v, err := s.queueView(ctx, sale, p, now)
 	return v, created, err
+}
+
+// joinLimits applies the instance's per-address and per-user purchase
+// rates to joins, under keys of their own.
+func (s *Service) joinLimits(ctx context.Context, u flashsale.User, sale *flashsale.Sale, ip string) error {
+	l := s.admit.limiter
+	if l == nil {
+		return nil
+	}
+	if r := s.admit.limits.PerIP; ip != "" && !r.Off() {
+		if err := flashsale.Take(ctx, l, "join-ip:"+ip, r, s.log); err != nil {
+			return err
+		}
+	}
+	if r := s.admit.limits.PerUser; !r.Off() {
+		if err := flashsale.Take(ctx, l, "join-user:"+u.ID, r, s.log); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // QueueStatus is the user's place in the sale's waiting room;

@@ -16,9 +16,17 @@ import (
 )
 
 // roomEnv is a Service with a waiting room's queue, whose admission loop
-// the test steps by hand with its own clock.
-func roomEnv(tb testing.TB) *env {
+// the test steps by hand with its own clock; limits, if any, are counted
+// in process.
+func roomEnv(tb testing.TB, limits ...funnel.Limits) *env {
 	tb.Helper()
+	var limiter flashsale.Limiter
+	var lim funnel.Limits
+	if len(limits) > 0 {
+		l := inmem.NewLimiter()
+		tb.Cleanup(func() { l.Close() })
+		limiter, lim = l, limits[0]
+	}
 	ctx := context.Background()
 	c := newClock()
 	store := mustSQLite(tb, filepath.Join(tb.TempDir(), "fs.db"))
@@ -27,6 +35,7 @@ func roomEnv(tb testing.TB) *env {
 	svc := funnel.New(funnel.Config{
 		Store: store.Roles(), Engine: engine.Roles(), Writer: writer, Queue: inmem.NewQueue(),
 		Secret: []byte("test-secret"), Now: c.Now, ReapInterval: time.Hour, AdmitTick: time.Hour,
+		Limiter: limiter, Limits: lim,
 	})
 	if err := svc.Start(ctx); err != nil {
 		tb.Fatal(err)
@@ -61,7 +70,7 @@ func TestWaitingRoom(t *testing.T) {
 	for i := range guests {
 		wg.Go(func() {
 			for range 1 + i%2 {
-				if _, _, err := e.svc.JoinQueue(ctx, user(i), sale.ID); err != nil {
+				if _, _, err := e.svc.JoinQueue(ctx, user(i), flashsale.JoinRequest{SaleID: sale.ID}); err != nil {
 					errs <- err
 				}
 			}
@@ -72,7 +81,7 @@ func TestWaitingRoom(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	if v, created, err := e.svc.JoinQueue(ctx, user(0), sale.ID); err != nil || created || v.State != flashsale.QueueWaiting {
+	if v, created, err := e.svc.JoinQueue(ctx, user(0), flashsale.JoinRequest{SaleID: sale.ID}); err != nil || created || v.State != flashsale.QueueWaiting {
 		t.Fatalf("joining again = %+v, %v, %v; want the same waiting place", v, created, err)
 	}
 	if _, err := e.svc.IssueToken(ctx, user(0), flashsale.TokenRequest{SaleID: sale.ID}); !errors.Is(err, flashsale.ErrNotStarted) {
@@ -191,7 +200,7 @@ func TestWaitingRoom(t *testing.T) {
 			t.Fatalf("place %d with every room held: %+v, want sold_out", r, v)
 		}
 	}
-	if _, _, err := e.svc.JoinQueue(ctx, flashsale.User{ID: "latecomer"}, sale.ID); !errors.Is(err, flashsale.ErrSoldOut) {
+	if _, _, err := e.svc.JoinQueue(ctx, flashsale.User{ID: "latecomer"}, flashsale.JoinRequest{SaleID: sale.ID}); !errors.Is(err, flashsale.ErrSoldOut) {
 		t.Fatalf("a new join while sold out = %v, want sold_out", err)
 	}
 	// A cancelled hold gives its room back: the next in line is admitted.
@@ -242,4 +251,68 @@ func indexOf(rank map[string]int, r int) int {
 		}
 	}
 	panic(fmt.Sprintf("no guest at place %d", r))
+}
+
+// TestJoinGuards: on a sale with a proof-of-work challenge a new place
+// needs a solved puzzle of the user's own (and the admitted guest's token
+// then needs none); joins count against the per-user and per-address
+// rates, a second join of one's own place does not; a sale without a
+// waiting room has no queue.
+func TestJoinGuards(t *testing.T) {
+	ctx := context.Background()
+	e := roomEnv(t, funnel.Limits{PerUser: flashsale.Rate{N: 1, Per: time.Minute, Burst: 1},
+		PerIP: flashsale.Rate{N: 2, Per: time.Minute, Burst: 2}})
+	start := e.clock.Now().Add(time.Minute)
+	room := func(s *flashsale.Sale) {
+		s.StartsAt, s.EndsAt = start, start.Add(time.Hour)
+		s.WaitingRoom = &flashsale.WaitingRoom{PrequeueMinutes: 5, AdmitPerSecond: 10, AdmissionSeconds: 30}
+		s.Challenge.Difficulty = testDifficulty
+	}
+	sale := e.sale(t, room, 5)
+	solved := func(u flashsale.User) flashsale.JoinRequest {
+		t.Helper()
+		p, err := e.svc.Challenge(ctx, u, sale.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return flashsale.JoinRequest{SaleID: sale.ID, Challenge: p.Challenge, Solution: funnel.Solve(p.Challenge, p.Difficulty), ClientIP: "192.0.2.1"}
+	}
+	if _, _, err := e.svc.JoinQueue(ctx, alice, flashsale.JoinRequest{SaleID: sale.ID, ClientIP: "192.0.2.1"}); flashsale.ErrorCode(err) != flashsale.EChallengeFailed {
+		t.Fatalf("a join without the puzzle = %v, want challenge_failed", err)
+	}
+	bobs := solved(bob)
+	if _, _, err := e.svc.JoinQueue(ctx, alice, bobs); flashsale.ErrorCode(err) != flashsale.EChallengeFailed {
+		t.Fatalf("a join with another user's solution = %v, want challenge_failed", err)
+	}
+	if _, created, err := e.svc.JoinQueue(ctx, alice, solved(alice)); err != nil || !created {
+		t.Fatalf("a join with a solved puzzle = %v, %v", created, err)
+	}
+	// Her own place again: no puzzle, no limit.
+	if _, created, err := e.svc.JoinQueue(ctx, alice, flashsale.JoinRequest{SaleID: sale.ID}); err != nil || created {
+		t.Fatalf("joining again = %v, %v; want the same place", created, err)
+	}
+	// A second sale: alice's per-user join rate is spent, and the address
+	// has one join left, which bob takes; carol is refused by the address.
+	other := e.sale(t, func(s *flashsale.Sale) { room(s); s.Challenge.Difficulty = 0 }, 5)
+	if _, _, err := e.svc.JoinQueue(ctx, alice, flashsale.JoinRequest{SaleID: other.ID, ClientIP: "192.0.2.9"}); !errors.Is(err, flashsale.ErrRateLimited) {
+		t.Fatalf("alice's second new place within the minute = %v, want rate_limited", err)
+	}
+	if _, _, err := e.svc.JoinQueue(ctx, bob, flashsale.JoinRequest{SaleID: other.ID, ClientIP: "192.0.2.1"}); err != nil {
+		t.Fatalf("bob from the same address: %v", err)
+	}
+	if _, _, err := e.svc.JoinQueue(ctx, carol, flashsale.JoinRequest{SaleID: other.ID, ClientIP: "192.0.2.1"}); !errors.Is(err, flashsale.ErrRateLimited) {
+		t.Fatalf("a third join from one address within the minute = %v, want rate_limited", err)
+	}
+	// Admitted, alice's token needs no second puzzle.
+	e.clock.Advance(time.Minute + time.Second)
+	e.svc.AdmitStep(ctx)
+	e.clock.Advance(time.Second)
+	e.svc.AdmitStep(ctx)
+	if _, err := e.svc.IssueToken(ctx, alice, flashsale.TokenRequest{SaleID: sale.ID}); err != nil {
+		t.Fatalf("the admitted guest's token: %v", err)
+	}
+	plain := e.sale(t, nil, 5)
+	if _, _, err := e.svc.JoinQueue(ctx, alice, flashsale.JoinRequest{SaleID: plain.ID}); flashsale.ErrorCode(err) != flashsale.ENotFound {
+		t.Fatalf("joining a sale without a waiting room = %v, want not_found", err)
+	}
 }

@@ -10,13 +10,20 @@ import (
 // and reads their place; anyone reads the sale's draw, to check it.
 
 // handleJoinQueue is POST /api/sales/{id}/queue: 201 with a new place,
-// 200 with the one the guest had.
+// 200 with the one the guest had. Its body is the token request's: empty,
+// or a solved challenge for a sale that asks for one.
 func (s *Server) handleJoinQueue(w http.ResponseWriter, r *http.Request) {
-	u, id, ok := s.userAndNoBody(w, r)
+	u, id, ok := s.userAndID(w, r)
 	if !ok {
 		return
 	}
-	v, created, err := s.svc.JoinQueue(r.Context(), u, id)
+	b, err := decodeTokenRequest(r.Body) // the same body: a solved challenge, or nothing
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	v, created, err := s.svc.JoinQueue(r.Context(), u, flashsale.JoinRequest{SaleID: id,
+		Challenge: b.Challenge, Solution: b.Solution, ClientIP: s.clientIP(r)})
 	if err != nil {
 		s.writeError(w, r, err)
 		return

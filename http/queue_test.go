@@ -13,7 +13,7 @@ import (
 
 // The stub's waiting room: the first join of a user creates their place.
 
-func (s *stubService) JoinQueue(_ context.Context, u flashsale.User, saleID string) (*flashsale.QueueView, bool, error) {
+func (s *stubService) JoinQueue(_ context.Context, u flashsale.User, req flashsale.JoinRequest) (*flashsale.QueueView, bool, error) {
 	if err := s.record(u); err != nil {
 		return nil, false, err
 	}
@@ -86,6 +86,8 @@ func TestQueueRoutes(t *testing.T) {
 		{"JoinNotJSON", "POST", "/api/sales/s1/queue", "alice", `position=1`, 400, flashsale.EInvalid},
 		{"JoinArray", "POST", "/api/sales/s1/queue", "alice", `[]`, 400, flashsale.EInvalid},
 		{"JoinTrailing", "POST", "/api/sales/s1/queue", "alice", `{}{}`, 400, flashsale.EInvalid},
+		{"JoinOnlyChallenge", "POST", "/api/sales/s1/queue", "alice", `{"challenge":"c"}`, 400, flashsale.EInvalid},
+		{"JoinEmptySolution", "POST", "/api/sales/s1/queue", "alice", `{"challenge":"c","solution":""}`, 400, flashsale.EInvalid},
 		{"JoinLongID", "POST", "/api/sales/" + strings.Repeat("a", 129) + "/queue", "alice", "", 404, flashsale.ENotFound},
 		{"StatusLongID", "GET", "/api/sales/" + strings.Repeat("a", 300) + "/queue", "alice", "", 404, flashsale.ENotFound},
 		{"DrawLongID", "GET", "/api/sales/" + strings.Repeat("a", 129) + "/queue/draw", "", "", 404, flashsale.ENotFound},
