@@ -86,6 +86,9 @@ type WaitingRooms interface {
 	JoinQueue(ctx context.Context, u User, req JoinRequest) (v *QueueView, created bool, err error)
 	// QueueStatus is the user's place; ErrNotFound if they never joined.
 	QueueStatus(ctx context.Context, u User, saleID string) (*QueueView, error)
+	// QueueMoved is closed when the sale's queue next moves, so a stream
+	// reads its guest's place again then rather than every second.
+	QueueMoved(ctx context.Context, saleID string) (<-chan struct{}, error)
 	// QueueDraw is the sale's published draw (only the commitment before
 	// the start).
 	QueueDraw(ctx context.Context, saleID string) (*Draw, error)

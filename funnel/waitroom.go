@@ -51,20 +51,26 @@ type waiter struct {
 
 	mu    sync.Mutex
 	admit map[string]*admitState // by sale
+	// moved is closed, and forgotten, when a sale's queue moves: the
+	// guests' streams wait on it (QueueMoved).
+	moved map[string]chan struct{}
 }
 
 // admitState is one sale's admission clock: the fraction of a guest owed
-// by the rate since the last step, and when that step was.
+// by the rate since the last step, and when that step was; and the
+// queue's counts at that step, to tell whether it moved.
 type admitState struct {
-	owed float64
-	last time.Time
+	owed  float64
+	last  time.Time
+	stats flashsale.QueueStats
 }
 
 func newWaiter(p *parts, queue flashsale.Queue, sales *catalog, secret []byte, tick time.Duration) *waiter {
 	m := hmac.New(sha256.New, secret)
 	m.Write([]byte("flashsale draw seed v1"))
 	return &waiter{parts: p, queue: queue, sales: sales, seedKey: m.Sum(nil),
-		tick: cmp.Or(tick, AdmitTickDefault), idle: QueueIdleDefault, admit: map[string]*admitState{}}
+		tick: cmp.Or(tick, AdmitTickDefault), idle: QueueIdleDefault, admit: map[string]*admitState{},
+		moved: map[string]chan struct{}{}}
 }
 
 // drawSecret is what the draw seeds derive from: the oldest token key
@@ -157,6 +163,11 @@ func (w *waiter) admitSale(ctx context.Context, sale *flashsale.Sale, now time.T
 			return err
 		}
 	}
+	after, err := w.queue.Stats(ctx, sale.ID, now)
+	if err != nil {
+		return err
+	}
+	w.settle(sale.ID, after)
 	w.spend(sale.ID, got)
 	return nil
 }
@@ -189,6 +200,35 @@ func (w *waiter) owed(sale *flashsale.Sale, now time.Time) float64 {
 	st.owed = min(st.owed+r*now.Sub(st.last).Seconds(), max(r, 1))
 	st.last = now
 	return st.owed
+}
+
+// settle records the queue's counts after a step and, if they changed
+// (the front moved, an admission lapsed or was used, the sold-out flag
+// turned), wakes the sale's streams.
+func (w *waiter) settle(saleID string, st flashsale.QueueStats) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	a := w.admit[saleID]
+	if a == nil || a.stats == st {
+		return
+	}
+	a.stats = st
+	if ch := w.moved[saleID]; ch != nil {
+		close(ch)
+		delete(w.moved, saleID)
+	}
+}
+
+// movedCh is closed when the sale's queue next moves.
+func (w *waiter) movedCh(saleID string) <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ch := w.moved[saleID]
+	if ch == nil {
+		ch = make(chan struct{})
+		w.moved[saleID] = ch
+	}
+	return ch
 }
 
 // spend takes n admissions off what the sale is owed.
@@ -317,6 +357,17 @@ func (s *Service) queueView(ctx context.Context, sale *flashsale.Sale, p flashsa
 		v.RoomsLeft += a
 	}
 	return v, nil
+}
+
+// QueueMoved is closed when the sale's queue next moves (an admission
+// step admitted, skipped or lapsed someone, or it turned sold out or
+// open): a guest's stream reads their place again then.
+func (s *Service) QueueMoved(ctx context.Context, saleID string) (<-chan struct{}, error) {
+	sale, err := s.queueOf(ctx, saleID)
+	if err != nil {
+		return nil, err
+	}
+	return s.wait.movedCh(sale.ID), nil
 }
 
 // QueueDraw is the sale's published draw: the commitment before the

@@ -192,9 +192,28 @@ func TestWaitingRoom(t *testing.T) {
 			bought[r] = o
 		}
 	}
-	// Every room is held: the queue is sold out for everyone waiting.
+	// Every room is held: the queue is sold out for everyone waiting, and
+	// their streams are woken at that step.
+	moved, err := e.svc.QueueMoved(ctx, sale.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
 	e.clock.Advance(time.Second)
 	e.svc.AdmitStep(ctx)
+	select {
+	case <-moved:
+	default:
+		t.Fatal("the step that sold the queue out did not wake its streams")
+	}
+	// A step that changes nothing wakes nobody.
+	quiet, _ := e.svc.QueueMoved(ctx, sale.ID)
+	e.clock.Advance(time.Second)
+	e.svc.AdmitStep(ctx)
+	select {
+	case <-quiet:
+		t.Fatal("a step that changed nothing woke the streams")
+	default:
+	}
 	for _, r := range []int{100, 500, 999} {
 		if v, _ := e.svc.QueueStatus(ctx, user(indexOf(rank, r)), sale.ID); v.State != flashsale.QueueSoldOut {
 			t.Fatalf("place %d with every room held: %+v, want sold_out", r, v)

@@ -150,9 +150,8 @@ func (h *eventHub) handleEvents(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	client := s.clientIP(r)
-	if !h.admit(client) {
-		s.writeError(w, r, &flashsale.RateLimitedError{Wait: streamRefusedWait})
+	client, ok := h.admitStream(w, r)
+	if !ok {
 		return
 	}
 	defer h.release(client)
@@ -164,6 +163,17 @@ func (h *eventHub) handleEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.stream(w, r, id, roomsEvent(v))
+}
+
+// admitStream counts a stream against its client address's cap, or
+// answers 429; the caller releases the client when the stream ends.
+func (h *eventHub) admitStream(w http.ResponseWriter, r *http.Request) (string, bool) {
+	client := h.s.clientIP(r)
+	if !h.admit(client) {
+		h.s.writeError(w, r, &flashsale.RateLimitedError{Wait: streamRefusedWait})
+		return "", false
+	}
+	return client, true
 }
 
 // stream answers 200 and writes first, then the sale's broadcaster's

@@ -44,6 +44,8 @@ type stubService struct {
 	soldOut  bool            // RefuseSoldOut's answer
 	refused  int             // RefuseSoldOut's true answers
 	joined   map[string]bool // the users who joined the waiting room (queue_test.go)
+	place    flashsale.QueueState
+	moved    chan struct{}
 }
 
 // sawDeadline keeps ctx's deadline (zero when it has none).

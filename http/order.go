@@ -195,6 +195,16 @@ func (s *Server) userAndID(w http.ResponseWriter, r *http.Request) (u flashsale.
 	return s.userAnd(w, r, r.PathValue("id"))
 }
 
+// readerAndID is userAndID for a read, counted against the per-address
+// read rate first.
+func (s *Server) readerAndID(w http.ResponseWriter, r *http.Request) (flashsale.User, string, bool) {
+	if err := s.limitRead(r); err != nil {
+		s.writeError(w, r, err)
+		return flashsale.User{}, "", false
+	}
+	return s.userAndID(w, r)
+}
+
 // userAnd is userAndID with the {id} value already read (fastRoute).
 func (s *Server) userAnd(w http.ResponseWriter, r *http.Request, rawID string) (u flashsale.User, id string, ok bool) {
 	u, err := s.authenticate(r)
@@ -311,11 +321,7 @@ func (s *Server) handleOrder(w http.ResponseWriter, r *http.Request) {
 		s.writeOrder(w, r, o, err)
 		return
 	}
-	if err := s.limitRead(r); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	u, id, ok := s.userAndID(w, r)
+	u, id, ok := s.readerAndID(w, r)
 	if !ok {
 		return
 	}

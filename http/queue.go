@@ -1,7 +1,11 @@
 package http
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"net/http"
+	"time"
 
 	"github.com/flashsale/flashsale"
 )
@@ -79,4 +83,89 @@ func (s *Server) userAndNoBody(w http.ResponseWriter, r *http.Request) (flashsal
 		return flashsale.User{}, "", false
 	}
 	return u, id, true
+}
+
+// handleQueueEvents is GET /api/sales/{id}/queue/events: the guest's place
+// as Server-Sent Events (the page reads it with fetch, the JWT in the
+// header). The first event is the place now; the next come when the
+// queue moves (an admission step moved the front, an admission lapsed,
+// the queue turned sold out or open), read again then, and sent if it
+// changed: a guest past the stock reads sold_out within one admission
+// step of the last room being taken, not at their next poll. The place
+// is also read at every heartbeat, which tells the room the guest is
+// still there. A client address holds at most streamsPerClient streams,
+// shared with the sale events'.
+func (h *eventHub) handleQueueEvents(w http.ResponseWriter, r *http.Request) {
+	s := h.s
+	u, id, ok := s.readerAndID(w, r)
+	if !ok {
+		return
+	}
+	client, ok := h.admitStream(w, r)
+	if !ok {
+		return
+	}
+	defer h.release(client)
+	read := func() (<-chan struct{}, []byte, error) {
+		ctx, cancel := context.WithTimeout(r.Context(), s.timeout)
+		defer cancel()
+		moved, err := s.svc.QueueMoved(ctx, id) // before the read: a move after it is not missed
+		if err != nil {
+			return nil, nil, err
+		}
+		v, err := s.svc.QueueStatus(ctx, u, id)
+		if err != nil {
+			return nil, nil, err
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, nil, err
+		}
+		return moved, append(append([]byte("event: place\ndata: "), b...), '\n', '\n'), nil
+	}
+	moved, sent, err := read()
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	rc := http.NewResponseController(w)
+	hd := w.Header()
+	hd.Set("Content-Type", "text/event-stream")
+	hd.Set("Cache-Control", "no-store")
+	hd.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	shutdown := h.watch(r)
+	if !h.write(rc, w, append([]byte(eventRetry), sent...)) {
+		return
+	}
+	beat := time.NewTicker(h.heartbeat)
+	defer beat.Stop()
+	for {
+		ping := false
+		select {
+		case <-moved:
+		case <-beat.C:
+			ping = true
+		case <-r.Context().Done():
+			return
+		case <-shutdown:
+			return
+		}
+		next, ev, err := read()
+		if err != nil {
+			return // the page reconnects, and its first read says what is wrong
+		}
+		moved = next
+		switch {
+		case !bytes.Equal(ev, sent):
+			if !h.write(rc, w, ev) {
+				return
+			}
+			sent = ev
+		case ping:
+			if !h.write(rc, w, []byte(": ping\n\n")) {
+				return
+			}
+		}
+	}
 }

@@ -1,14 +1,18 @@
 package http
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/flashsale/flashsale"
+	"github.com/golang-jwt/jwt/v5"
 )
 
 // The stub's waiting room: the first join of a user creates their place.
@@ -31,7 +35,37 @@ func (s *stubService) QueueStatus(_ context.Context, u flashsale.User, saleID st
 	if err := s.record(u); err != nil {
 		return nil, err
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.place != "" {
+		return &flashsale.QueueView{State: s.place, Position: 2, Ahead: 1}, nil
+	}
 	return &flashsale.QueueView{State: flashsale.QueueAdmitted, RoomsLeft: 5, AdmittedUntil: &t0}, nil
+}
+
+// QueueMoved is the stub's moved channel, made on the first ask; move
+// closes it.
+func (s *stubService) QueueMoved(context.Context, string) (<-chan struct{}, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return nil, s.err
+	}
+	if s.moved == nil {
+		s.moved = make(chan struct{})
+	}
+	return s.moved, nil
+}
+
+// move sets the place the stub reads and wakes the streams.
+func (s *stubService) move(state flashsale.QueueState) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.place = state
+	if s.moved != nil {
+		close(s.moved)
+		s.moved = nil
+	}
 }
 
 func (s *stubService) QueueDraw(_ context.Context, saleID string) (*flashsale.Draw, error) {
@@ -143,4 +177,70 @@ func FuzzJoinQueue(f *testing.F) {
 			t.Fatalf("%q %q: %d, not JSON: %q", id, body, w.Code, w.Body)
 		}
 	})
+}
+
+// TestQueueEvents: the place's stream starts with the place, and when the
+// queue moves it pushes the new place at once (a guest past the stock
+// reads sold_out without polling); nothing is sent while the place stays
+// the same. Without a token it is 401, for a sale without a room 404.
+func TestQueueEvents(t *testing.T) {
+	svc := &stubService{place: flashsale.QueueWaiting}
+	s := newStubServer(svc)
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	req, _ := http.NewRequest("GET", srv.URL+"/api/sales/s1/queue/events", nil)
+	req.Header.Set("Authorization", "Bearer "+sign(t, jwt.SigningMethodHS256, testSecret,
+		jwt.MapClaims{"sub": "alice", "tier": "gold", "exp": t0.Add(time.Hour).Unix()}))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("%d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	places := make(chan flashsale.QueueView, 10)
+	go func() {
+		defer close(places)
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				var v flashsale.QueueView
+				if err := json.Unmarshal([]byte(d), &v); err != nil {
+					t.Errorf("data %q: %v", d, err)
+					return
+				}
+				places <- v
+			}
+		}
+	}()
+	nextPlace := func() flashsale.QueueView {
+		t.Helper()
+		select {
+		case v, ok := <-places:
+			if !ok {
+				t.Fatal("the stream ended")
+			}
+			return v
+		case <-time.After(5 * time.Second):
+			t.Fatal("no place within 5 s")
+		}
+		return flashsale.QueueView{}
+	}
+	if v := nextPlace(); v.State != flashsale.QueueWaiting || v.Position != 2 {
+		t.Fatalf("first event %+v, want the waiting place", v)
+	}
+	svc.move(flashsale.QueueWaiting) // moved, but this place is the same: nothing sent
+	svc.move(flashsale.QueueSoldOut)
+	start := time.Now()
+	if v := nextPlace(); v.State != flashsale.QueueSoldOut {
+		t.Fatalf("after the queue sold out: %+v, want sold_out", v)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("sold_out pushed after %v, want at once", d)
+	}
+
+	wantError(t, do(t, s, "GET", "/api/sales/s1/queue/events", "", ""), 401, flashsale.EUnauthenticated)
+	noRoom := &stubService{err: flashsale.Errorf(flashsale.ENotFound, "this sale has no waiting room")}
+	wantError(t, do(t, newStubServer(noRoom), "GET", "/api/sales/s1/queue/events", "alice", ""), 404, flashsale.ENotFound)
 }

@@ -199,6 +199,7 @@ type route struct {
 // call it; user routes authenticate inside the handler because they need
 // the user.
 func (s *Server) routes() []route {
+	hub := newEventHub(s)
 	rs := []route{
 		{"POST /api/admin/sales", s.requireAdmin(s.handleCreateSale)},
 		{"GET /api/admin/sales", s.requireAdmin(s.handleListSales)},
@@ -222,11 +223,12 @@ func (s *Server) routes() []route {
 
 		{"GET /api/sales", s.handleSales},
 		{"GET /api/sales/{id}", s.handlePublicSale},
-		{eventsRoute, newEventHub(s).handleEvents},
+		{eventsRoute, hub.handleEvents},
 		{"POST /api/sales/{id}/challenge", s.handleChallenge},
 		{"POST /api/sales/{id}/queue", s.handleJoinQueue},
 		{"GET /api/sales/{id}/queue", s.handleQueueStatus},
 		{"GET /api/sales/{id}/queue/draw", s.handleQueueDraw},
+		{"GET /api/sales/{id}/queue/events", hub.handleQueueEvents},
 		{tokenRoute, withID(s.issueToken)},
 		{purchaseRoute, withID(s.purchase)},
 
