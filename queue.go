@@ -52,7 +52,10 @@ type Place struct {
 
 // QueueView is a guest's place as the API answers it.
 type QueueView struct {
-	State QueueState `json:"state"`
+	// Ticket is the place's ID in the published draw: the guest finds it
+	// in the draw's list to check their place.
+	Ticket string     `json:"ticket"`
+	State  QueueState `json:"state"`
 	// Position is 1 for the next to be admitted (0 once admitted, and
 	// before the draw, when nobody's place is known: then Ahead is 0 too
 	// and ETASeconds counts to the start).

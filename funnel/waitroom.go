@@ -332,7 +332,7 @@ func (s *Service) QueueStatus(ctx context.Context, u flashsale.User, saleID stri
 // rate (so it only falls as the place does), when to ask again, and the
 // rooms left.
 func (s *Service) queueView(ctx context.Context, sale *flashsale.Sale, p flashsale.Place, now time.Time) (*flashsale.QueueView, error) {
-	v := &flashsale.QueueView{State: p.State, Ahead: p.Ahead}
+	v := &flashsale.QueueView{Ticket: p.Ticket, State: p.State, Ahead: p.Ahead}
 	if p.State == flashsale.QueueWaiting || p.State == flashsale.QueueSoldOut {
 		v.Position = p.Ahead + 1
 	}

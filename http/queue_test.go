@@ -91,7 +91,7 @@ func TestQueueRoutes(t *testing.T) {
 	if err := json.Unmarshal(w.Body.Bytes(), &v); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{"state", "position", "ahead", "eta_seconds", "poll_after_ms", "rooms_left"} {
+	for _, k := range []string{"ticket", "state", "position", "ahead", "eta_seconds", "poll_after_ms", "rooms_left"} {
 		if _, ok := v[k]; !ok {
 			t.Errorf("join answer lacks %q: %s", k, w.Body)
 		}

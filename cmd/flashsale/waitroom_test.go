@@ -1,0 +1,186 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/funnel"
+	"github.com/flashsale/flashsale/internal/app"
+)
+
+// TestWaitingRoomStorm: 1 000 guests join a waiting room for 50 rooms
+// over real HTTP before the start, then each follows their place on its
+// stream and buys when admitted. The draw published after the start
+// verifies against the commitment published before it; the guests who
+// got a room are exactly the first 50 of its order; none is oversold;
+// the admitted hear it on the stream at once (the rooms are gone seconds
+// after the start, not at a heartbeat); and every other guest is told
+// sold_out on the stream, pushed, within 1 s of the last room being taken.
+func TestWaitingRoomStorm(t *testing.T) {
+	const guests, rooms = 1000, 50
+	ctx := t.Context()
+	_, c := MustRunMain(t, func(c *app.Config) {
+		c.Limits = funnel.Limits{} // every guest is on one address here
+		c.StreamsPerClient = 0
+	})
+	start := time.Now().Add(3 * time.Second).Truncate(time.Second)
+	sale := saleJSON([]int{rooms}, 1, true)
+	sale["starts_at"] = start.Format(time.RFC3339)
+	sale["waiting_room"] = map[string]any{"prequeue_minutes": 5, "admit_per_second": 100, "admission_seconds": 30}
+	id := c.createSale(t, sale)
+	user := func(i int) string { return fmt.Sprintf("wr%04d", i) }
+
+	// Everyone joins before the start.
+	var wg sync.WaitGroup
+	tickets := make([]string, guests)
+	for i := range guests {
+		wg.Go(func() {
+			var v flashsale.QueueView
+			if st, err := c.do(ctx, "POST", "/api/sales/"+id+"/queue", c.jwt(user(i)), nil, nil, &v); err != nil || st != http.StatusCreated {
+				t.Errorf("%s joins: %d %v", user(i), st, err)
+			}
+			tickets[i] = v.Ticket
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	var before flashsale.Draw
+	if st, err := c.do(ctx, "GET", "/api/sales/"+id+"/queue/draw", "", nil, nil, &before); err != nil || st != 200 || before.Commitment == "" || before.Seed != "" {
+		t.Fatalf("draw before the start: %d %v %+v", st, err, before)
+	}
+	if time.Now().After(start) {
+		t.Fatalf("the joins took past the start (%v late): the test's timing is off", time.Since(start))
+	}
+
+	// Each guest follows their stream: admitted, they buy; sold out, they
+	// note when they heard it.
+	type outcome struct {
+		bought  bool
+		soldOut time.Time
+		at      time.Time // the purchase's 202
+	}
+	outcomes := make([]outcome, guests)
+	streams := &http.Client{Transport: &http.Transport{}}
+	defer streams.CloseIdleConnections()
+	for i := range guests {
+		wg.Go(func() {
+			outcomes[i] = followPlace(ctx, t, c, streams, id, user(i))
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+
+	var d flashsale.Draw
+	if st, err := c.do(ctx, "GET", "/api/sales/"+id+"/queue/draw", "", nil, nil, &d); err != nil || st != 200 {
+		t.Fatalf("draw: %d %v", st, err)
+	}
+	if err := d.Verify(); err != nil || d.Commitment != before.Commitment || len(d.Order) != guests {
+		t.Fatalf("the published draw: %v; commitment %s, before the start %s; %d in order", err, d.Commitment, before.Commitment, len(d.Order))
+	}
+	var winners []string
+	var last time.Time
+	for i, o := range outcomes {
+		if o.bought {
+			winners = append(winners, tickets[i])
+			if o.at.After(last) {
+				last = o.at
+			}
+		}
+	}
+	slices.Sort(winners)
+	first := slices.Clone(d.Order[:rooms])
+	slices.Sort(first)
+	if !slices.Equal(winners, first) {
+		t.Fatalf("%d guests bought; they are not the draw's first %d", len(winners), rooms)
+	}
+	// Admissions are pushed too: at 100 a second the 50 rooms go in the
+	// first step after the start, not at a stream's 15 s heartbeat.
+	if lag := last.Sub(start); lag > 5*time.Second {
+		t.Fatalf("the last room was bought %v after the start: the admissions were not pushed", lag)
+	}
+	var late []time.Duration
+	for i, o := range outcomes {
+		if !o.bought {
+			if o.soldOut.IsZero() {
+				t.Fatalf("%s neither bought nor heard sold_out", user(i))
+			}
+			if lag := o.soldOut.Sub(last); lag > time.Second {
+				late = append(late, lag)
+			}
+		}
+	}
+	if len(late) > 0 {
+		slices.Sort(late)
+		t.Fatalf("%d guests heard sold_out more than 1 s after the last room was taken (worst %v)", len(late), late[len(late)-1])
+	}
+	v := c.adminSale(t, id)
+	if n := v.Nights[0]; n.Held+n.Sold != rooms || n.Available != 0 {
+		t.Fatalf("the night after the storm: %+v, want %d held or sold and none left", n, rooms)
+	}
+}
+
+// followPlace reads a guest's place stream until they buy (admitted) or
+// hear sold_out, and says which and when.
+func followPlace(ctx context.Context, t *testing.T, c *client, streams *http.Client, saleID, user string) (o struct {
+	bought  bool
+	soldOut time.Time
+	at      time.Time
+}) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", c.Base+"/api/sales/"+saleID+"/queue/events", nil)
+	req.Header.Set("Authorization", "Bearer "+c.jwt(user))
+	resp, err := streams.Do(req)
+	if err != nil {
+		t.Errorf("%s: stream: %v", user, err)
+		return o
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("%s: stream: %d", user, resp.StatusCode)
+		return o
+	}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		var v flashsale.QueueView
+		if err := json.Unmarshal([]byte(data), &v); err != nil {
+			t.Errorf("%s: %q: %v", user, data, err)
+			return o
+		}
+		switch v.State {
+		case flashsale.QueueSoldOut:
+			o.soldOut = time.Now()
+			return o
+		case flashsale.QueueAdmitted:
+			st, ord, err := c.purchase(ctx, saleID, user, true, nil, "")
+			if err != nil || st != http.StatusAccepted && st != http.StatusOK {
+				t.Errorf("%s admitted, but the purchase: %d %v %+v", user, st, err, ord.Error)
+				return o
+			}
+			o.bought, o.at = true, time.Now()
+			return o
+		case flashsale.QueueExpired, flashsale.QueueClosed:
+			t.Errorf("%s: %s", user, v.State)
+			return o
+		}
+	}
+	t.Errorf("%s: the stream ended without an answer: %v", user, sc.Err())
+	return o
+}
