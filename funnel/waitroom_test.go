@@ -45,7 +45,7 @@ func roomEnv(tb testing.TB, limits ...funnel.Limits) *env {
 	return e
 }
 
-// TestWaitingRoom: 1 000 guests join a waiting room of 100 rooms before the
+// TestWaitingRoom: 10 000 guests join a waiting room of 100 rooms before the
 // start. The published draw verifies, with the commitment given before the
 // start; admissions follow its order exactly, at the sale's rate, and never
 // beyond the rooms the engine has left less the admissions unused; a guest
@@ -55,7 +55,7 @@ func roomEnv(tb testing.TB, limits ...funnel.Limits) *env {
 func TestWaitingRoom(t *testing.T) {
 	ctx := context.Background()
 	e := roomEnv(t)
-	const guests, rooms = 1000, 100
+	const guests, rooms = 10_000, 100
 	start := e.clock.Now().Add(5 * time.Minute)
 	sale := e.sale(t, func(s *flashsale.Sale) {
 		s.StartsAt, s.EndsAt = start, start.Add(time.Hour)
