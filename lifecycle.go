@@ -87,7 +87,7 @@ func (p *SalePatch) Apply(s *Sale, now time.Time) (*Sale, []string, error) {
 			return nil
 		}
 		if started && !always {
-			return Errorf(EAlreadyStarted, "%s cannot change once the sale has started (only title, description, ends_at and limits can)", name)
+			return Errorf(EAlreadyStarted, "%s cannot change once the sale has started (only title, description, ends_at, limits and the waiting room's admit_per_second and admission_seconds can)", name)
 		}
 		changed = append(changed, name)
 		return nil
@@ -140,6 +140,17 @@ func (p *SalePatch) Apply(s *Sale, now time.Time) (*Sale, []string, error) {
 			return true
 		}},
 		{"challenge", false, func() bool { return patch(&c.Challenge, p.Challenge) }},
+		// A live queue's pace may change (an operator slows admissions
+		// while the database lags, or hurries them when holds are paid
+		// fast); whether there is one, and when it opens, may not.
+		{"waiting_room", true, func() bool {
+			if p.WaitingRoom == nil || *p.WaitingRoom == nil || c.WaitingRoom == nil ||
+				(*p.WaitingRoom).PrequeueMinutes != c.WaitingRoom.PrequeueMinutes || waitingRoomEqual(*p.WaitingRoom, c.WaitingRoom) {
+				return false
+			}
+			c.WaitingRoom = new(**p.WaitingRoom)
+			return true
+		}},
 		{"waiting_room", false, func() bool {
 			if p.WaitingRoom == nil || waitingRoomEqual(*p.WaitingRoom, c.WaitingRoom) {
 				return false

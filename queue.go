@@ -82,7 +82,19 @@ type JoinRequest struct {
 	ClientIP string
 }
 
-// WaitingRooms is what guests do in a sale's waiting room (queue.go).
+// QueueReport is a sale's waiting room as its operators watch it.
+type QueueReport struct {
+	Stats QueueStats
+	// Rate is the admissions a second the loop works to (the sale's, or
+	// the one derived from its stock).
+	Rate float64
+	// Commitment is the draw's, published before the start; Seed is
+	// revealed once the draw is made.
+	Commitment, Seed string
+}
+
+// WaitingRooms is what guests do in a sale's waiting room (queue.go), and
+// what its operators see of it.
 type WaitingRooms interface {
 	// JoinQueue gives the user a place (created false: the one they had);
 	// ErrNotFound for a sale without a waiting room.
@@ -95,6 +107,8 @@ type WaitingRooms interface {
 	// QueueDraw is the sale's published draw (only the commitment before
 	// the start).
 	QueueDraw(ctx context.Context, saleID string) (*Draw, error)
+	// QueueReport is the queue's counts, pace and draw for the operators.
+	QueueReport(ctx context.Context, saleID string) (*QueueReport, error)
 }
 
 // QueueStats are a queue's counts as of a moment.

@@ -163,11 +163,13 @@ func TestValidateWaitingRoom(t *testing.T) {
 
 // TestWaitingRoomEdit: an edit sets, changes or (with a pointer to nil,
 // JSON null) turns off the waiting room before the start; an absent one
-// changes nothing; after the start any change is already_started; a bad
+// changes nothing; after the start only its pace (admit_per_second,
+// admission_seconds) may change, anything else is already_started; a bad
 // room changes nothing. The edited sale never shares the patch's room.
 func TestWaitingRoomEdit(t *testing.T) {
 	on := &flashsale.WaitingRoom{PrequeueMinutes: 30, AdmitPerSecond: 5, AdmissionSeconds: 60}
 	other := &flashsale.WaitingRoom{PrequeueMinutes: 10, AdmissionSeconds: 120}
+	pace := &flashsale.WaitingRoom{PrequeueMinutes: 30, AdmitPerSecond: 50, AdmissionSeconds: 20}
 	set := func(w *flashsale.WaitingRoom) **flashsale.WaitingRoom { return &w }
 	for _, c := range []struct {
 		name    string
@@ -175,14 +177,16 @@ func TestWaitingRoomEdit(t *testing.T) {
 		patch   **flashsale.WaitingRoom
 		want    *flashsale.WaitingRoom
 		changed bool
+		live    bool // the change may be made after the start
 	}{
-		{"SetOn", nil, set(on), on, true},
-		{"Change", on, set(other), other, true},
-		{"Off", on, set(nil), nil, true},
-		{"Absent", on, nil, on, false},
-		{"AbsentWhenOff", nil, nil, nil, false},
-		{"OffWhenOff", nil, set(nil), nil, false},
-		{"Same", on, set(new(*on)), on, false},
+		{"Pace", on, set(pace), pace, true, true},
+		{"SetOn", nil, set(on), on, true, false},
+		{"Change", on, set(other), other, true, false},
+		{"Off", on, set(nil), nil, true, false},
+		{"Absent", on, nil, on, false, false},
+		{"AbsentWhenOff", nil, nil, nil, false, false},
+		{"OffWhenOff", nil, set(nil), nil, false, false},
+		{"Same", on, set(new(*on)), on, false, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			sale := validSale()
@@ -205,10 +209,12 @@ func TestWaitingRoomEdit(t *testing.T) {
 			if sale.WaitingRoom != c.from {
 				t.Error("Apply changed the sale it was given")
 			}
-			// Once started, only a patch that changes nothing passes.
-			_, _, err = p.Apply(sale, sale.StartsAt.Add(time.Second))
+			// Once started, only a patch that changes nothing, or the pace, passes.
+			after, _, err := p.Apply(sale, sale.StartsAt.Add(time.Second))
 			switch {
-			case c.changed && (flashsale.ErrorCode(err) != flashsale.EAlreadyStarted || !strings.Contains(flashsale.ErrorMessage(err), "waiting_room")):
+			case c.live && (err != nil || *after.WaitingRoom != *c.want):
+				t.Errorf("Apply of a new pace after the start = %v, room %+v; want it applied", err, after)
+			case c.changed && !c.live && (flashsale.ErrorCode(err) != flashsale.EAlreadyStarted || !strings.Contains(flashsale.ErrorMessage(err), "waiting_room")):
 				t.Errorf("Apply after the start = %v, want already_started naming waiting_room", err)
 			case !c.changed && err != nil:
 				t.Errorf("Apply after the start of no waiting-room change = %v", err)

@@ -391,6 +391,28 @@ func (s *Service) QueueDraw(ctx context.Context, saleID string) (*flashsale.Draw
 	return &d, nil
 }
 
+// QueueReport is the sale's queue as its operators watch it: the counts,
+// the pace, and the draw's commitment (and seed, once drawn).
+func (s *Service) QueueReport(ctx context.Context, saleID string) (*flashsale.QueueReport, error) {
+	sale, err := s.queueOf(ctx, saleID)
+	if err != nil {
+		return nil, err
+	}
+	st, err := s.wait.queue.Stats(ctx, sale.ID, s.now())
+	if err != nil {
+		return nil, err
+	}
+	d, err := s.QueueDraw(ctx, sale.ID)
+	if err != nil {
+		return nil, err
+	}
+	r := &flashsale.QueueReport{Stats: st, Rate: rate(sale), Commitment: d.Commitment}
+	if st.Drawn {
+		r.Seed = d.Seed
+	}
+	return r, nil
+}
+
 // admitted is nil when the user may take a token of (or, without tokens,
 // buy from) the sale: it has no waiting room, or it admitted them, and
 // this spends the admission.

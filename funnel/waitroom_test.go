@@ -335,3 +335,44 @@ func TestJoinGuards(t *testing.T) {
 		t.Fatalf("joining a sale without a waiting room = %v, want not_found", err)
 	}
 }
+
+// TestQueueReport: the operators see the queue's counts and the draw's
+// commitment before the start, the seed once drawn, and a pace changed
+// while the sale runs takes effect at the next step.
+func TestQueueReport(t *testing.T) {
+	ctx := context.Background()
+	e := roomEnv(t)
+	start := e.clock.Now().Add(time.Minute)
+	sale := e.sale(t, func(s *flashsale.Sale) {
+		s.StartsAt, s.EndsAt = start, start.Add(time.Hour)
+		s.WaitingRoom = &flashsale.WaitingRoom{PrequeueMinutes: 5, AdmitPerSecond: 1, AdmissionSeconds: 30}
+	}, 50)
+	for i := range 20 {
+		if _, _, err := e.svc.JoinQueue(ctx, flashsale.User{ID: fmt.Sprintf("r%02d", i)}, flashsale.JoinRequest{SaleID: sale.ID}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := e.svc.QueueReport(ctx, sale.ID)
+	if err != nil || r.Stats.Joined != 20 || r.Stats.Waiting != 20 || r.Stats.Drawn || r.Commitment == "" || r.Seed != "" || r.Rate != 1 {
+		t.Fatalf("report before the start = %+v, %v", r, err)
+	}
+	e.clock.Advance(time.Minute)
+	e.svc.AdmitStep(ctx)
+	e.clock.Advance(time.Second)
+	e.svc.AdmitStep(ctx)
+	d, _ := e.svc.QueueDraw(ctx, sale.ID)
+	r, err = e.svc.QueueReport(ctx, sale.ID)
+	if err != nil || !r.Stats.Drawn || r.Seed != d.Seed || r.Stats.Admitted != 1 {
+		t.Fatalf("report after the start = %+v, %v; want drawn, the draw's seed, 1 admitted at 1/s", r, err)
+	}
+	// The operator hurries the queue while it runs.
+	faster := &flashsale.WaitingRoom{PrequeueMinutes: 5, AdmitPerSecond: 10, AdmissionSeconds: 30}
+	if _, err := e.svc.UpdateSale(ctx, sale.ID, flashsale.SalePatch{WaitingRoom: &faster}); err != nil {
+		t.Fatalf("a new pace after the start: %v", err)
+	}
+	e.clock.Advance(time.Second)
+	e.svc.AdmitStep(ctx)
+	if r, _ := e.svc.QueueReport(ctx, sale.ID); r.Rate != 10 || r.Stats.Admitted != 11 {
+		t.Fatalf("a second at the new pace: %+v, want 10 more admitted at 10/s", r)
+	}
+}

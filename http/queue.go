@@ -169,3 +169,36 @@ func (h *eventHub) handleQueueEvents(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 }
+
+// queueReportJSON is GET /api/admin/sales/{id}/queue's answer.
+type queueReportJSON struct {
+	Drawn          bool    `json:"drawn"`
+	Joined         int     `json:"joined"`
+	Waiting        int     `json:"waiting"`
+	Admitted       int     `json:"admitted"`
+	Used           int     `json:"used"`
+	Expired        int     `json:"expired"`
+	SoldOut        bool    `json:"sold_out"`
+	AdmitPerSecond float64 `json:"admit_per_second"`
+	Commitment     string  `json:"commitment"`
+	Seed           string  `json:"seed,omitempty"`
+}
+
+// handleQueueReport is GET /api/admin/sales/{id}/queue: the waiting room
+// as its operators watch it (pause the sale to stop admissions; edit its
+// waiting_room's admit_per_second to change their pace, live).
+func (s *Server) handleQueueReport(w http.ResponseWriter, r *http.Request) {
+	id, err := pathID(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	q, err := s.svc.QueueReport(r.Context(), id)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	st := q.Stats
+	writeJSON(w, http.StatusOK, queueReportJSON{Drawn: st.Drawn, Joined: st.Joined, Waiting: st.Waiting, Admitted: st.Admitted,
+		Used: st.Used, Expired: st.Expired, SoldOut: st.SoldOut, AdmitPerSecond: q.Rate, Commitment: q.Commitment, Seed: q.Seed})
+}

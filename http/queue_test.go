@@ -43,6 +43,14 @@ func (s *stubService) QueueStatus(_ context.Context, u flashsale.User, saleID st
 	return &flashsale.QueueView{State: flashsale.QueueAdmitted, RoomsLeft: 5, AdmittedUntil: &t0}, nil
 }
 
+func (s *stubService) QueueReport(_ context.Context, saleID string) (*flashsale.QueueReport, error) {
+	if err := s.record(flashsale.User{}); err != nil {
+		return nil, err
+	}
+	return &flashsale.QueueReport{Stats: flashsale.QueueStats{Drawn: true, Joined: 10, Waiting: 7, Admitted: 2, Used: 1, SoldOut: true},
+		Rate: 2.5, Commitment: "c0ffee", Seed: "5eed"}, nil
+}
+
 // QueueMoved is the stub's moved channel, made on the first ask; move
 // closes it.
 func (s *stubService) QueueMoved(context.Context, string) (<-chan struct{}, error) {
@@ -109,6 +117,11 @@ func TestQueueRoutes(t *testing.T) {
 		t.Fatalf("draw: %d %s", w.Code, w.Body)
 	}
 
+	if w := do(t, s, "GET", "/api/admin/sales/s1/queue", "admin", ""); w.Code != http.StatusOK ||
+		!strings.Contains(w.Body.String(), `{"drawn":true,"joined":10,"waiting":7,"admitted":2,"used":1,"expired":0,"sold_out":true,"admit_per_second":2.5,"commitment":"c0ffee","seed":"5eed"}`) {
+		t.Fatalf("admin queue: %d %s", w.Code, w.Body)
+	}
+
 	bad := []struct {
 		name, method, path, auth, body string
 		status                         int
@@ -126,6 +139,9 @@ func TestQueueRoutes(t *testing.T) {
 		{"StatusLongID", "GET", "/api/sales/" + strings.Repeat("a", 300) + "/queue", "alice", "", 404, flashsale.ENotFound},
 		{"DrawLongID", "GET", "/api/sales/" + strings.Repeat("a", 129) + "/queue/draw", "", "", 404, flashsale.ENotFound},
 		{"DrawPost", "POST", "/api/sales/s1/queue/draw", "alice", "", 405, EMethodNotAllowed},
+		{"ReportNoAdmin", "GET", "/api/admin/sales/s1/queue", "alice", "", 403, flashsale.EForbidden},
+		{"ReportNoToken", "GET", "/api/admin/sales/s1/queue", "", "", 401, flashsale.EUnauthenticated},
+		{"ReportLongID", "GET", "/api/admin/sales/" + strings.Repeat("a", 129) + "/queue", "admin", "", 404, flashsale.ENotFound},
 	}
 	for _, tc := range bad {
 		t.Run(tc.name, func(t *testing.T) {

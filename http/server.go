@@ -216,6 +216,7 @@ func (s *Server) routes() []route {
 		{"GET /api/admin/sales/{id}/audit", s.requireAdmin(s.handleAudit)},
 		{adminStreamRoute, s.requireAdmin(newAdminStream(s, s.gather).handleStream)},
 		{"POST /api/admin/sales/{id}/audit/repair", s.requireAdmin(s.handleRepairAudit)},
+		{"GET /api/admin/sales/{id}/queue", s.requireAdmin(s.handleQueueReport)},
 		{"GET /api/admin/events", s.requireAdmin(s.handleNoticeStatus)},
 		{"GET /api/admin/events/deliveries", s.requireAdmin(s.handleDeliveries)},
 		{"GET /api/admin/breaker", s.requireAdmin(s.handleBreaker)},
