@@ -69,15 +69,25 @@ func mustSQLite(tb testing.TB, path string) *sqlite.Store {
 
 func mustOpenAt(tb testing.TB, path string, c *clock) *env {
 	tb.Helper()
+	return mustOpenWith(tb, path, c, nil)
+}
+
+// mustOpenWith is mustOpenAt with mod's changes to the Service's Config.
+func mustOpenWith(tb testing.TB, path string, c *clock, mod func(*funnel.Config)) *env {
+	tb.Helper()
 	ctx := context.Background()
 	store := mustSQLite(tb, path)
 	engine := inmem.NewEngine()
 	writer := inmem.NewWriter(store, inmem.WriterConfig{}, nil)
 	testenv.Load(tb) // a load a timed test waits out (testenv.Alone)
-	svc := funnel.New(funnel.Config{
+	cfg := funnel.Config{
 		Store: store.Roles(), Engine: engine.Roles(), Writer: writer,
 		Secret: []byte("test-secret"), Now: c.Now, ReapInterval: time.Hour,
-	})
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	svc := funnel.New(cfg)
 	if err := svc.Start(ctx); err != nil {
 		tb.Fatal(err)
 	}

@@ -135,10 +135,7 @@ func (w *waiter) admitSale(ctx context.Context, sale *flashsale.Sale, now time.T
 	if err != nil {
 		return err
 	}
-	left := 0
-	for _, a := range avail {
-		left += a
-	}
+	left := roomsLeft(avail)
 	st, err := w.queue.Stats(ctx, sale.ID, now)
 	if err != nil {
 		return err
@@ -353,10 +350,18 @@ func (s *Service) queueView(ctx context.Context, sale *flashsale.Sale, p flashsa
 	if err != nil && !errors.Is(err, flashsale.ErrNotLoaded) {
 		return nil, err
 	}
-	for _, a := range avail {
-		v.RoomsLeft += a
-	}
+	v.RoomsLeft = roomsLeft(avail)
 	return v, nil
+}
+
+// roomsLeft is the units the engine has left over every night: the most
+// guests that could still buy (each takes at least one).
+func roomsLeft(avail []int) int {
+	n := 0
+	for _, a := range avail {
+		n += a
+	}
+	return n
 }
 
 // QueueMoved is closed when the sale's queue next moves (an admission
@@ -377,6 +382,12 @@ func (s *Service) QueueDraw(ctx context.Context, saleID string) (*flashsale.Draw
 	if err != nil {
 		return nil, err
 	}
+	return s.draw(ctx, sale)
+}
+
+// draw is the sale's draw as published now (QueueDraw); from the start it
+// is made, if the admission loop has not made it yet.
+func (s *Service) draw(ctx context.Context, sale *flashsale.Sale) (*flashsale.Draw, error) {
 	if s.now().Before(sale.StartsAt) {
 		c, err := flashsale.DrawCommitment(sale.ID, s.wait.seed(sale.ID))
 		if err != nil {
@@ -398,11 +409,11 @@ func (s *Service) QueueReport(ctx context.Context, saleID string) (*flashsale.Qu
 	if err != nil {
 		return nil, err
 	}
-	st, err := s.wait.queue.Stats(ctx, sale.ID, s.now())
+	d, err := s.draw(ctx, sale)
 	if err != nil {
 		return nil, err
 	}
-	d, err := s.QueueDraw(ctx, sale.ID)
+	st, err := s.wait.queue.Stats(ctx, sale.ID, s.now()) // after the draw, so Drawn and the seed agree
 	if err != nil {
 		return nil, err
 	}

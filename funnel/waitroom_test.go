@@ -20,29 +20,14 @@ import (
 // in process.
 func roomEnv(tb testing.TB, limits ...funnel.Limits) *env {
 	tb.Helper()
-	var limiter flashsale.Limiter
-	var lim funnel.Limits
-	if len(limits) > 0 {
-		l := inmem.NewLimiter()
-		tb.Cleanup(func() { l.Close() })
-		limiter, lim = l, limits[0]
-	}
-	ctx := context.Background()
-	c := newClock()
-	store := mustSQLite(tb, filepath.Join(tb.TempDir(), "fs.db"))
-	engine := inmem.NewEngine()
-	writer := inmem.NewWriter(store, inmem.WriterConfig{}, nil)
-	svc := funnel.New(funnel.Config{
-		Store: store.Roles(), Engine: engine.Roles(), Writer: writer, Queue: inmem.NewQueue(),
-		Secret: []byte("test-secret"), Now: c.Now, ReapInterval: time.Hour, AdmitTick: time.Hour,
-		Limiter: limiter, Limits: lim,
+	return mustOpenWith(tb, filepath.Join(tb.TempDir(), "fs.db"), newClock(), func(cfg *funnel.Config) {
+		cfg.Queue, cfg.AdmitTick = inmem.NewQueue(), time.Hour
+		if len(limits) > 0 {
+			l := inmem.NewLimiter()
+			tb.Cleanup(func() { l.Close() })
+			cfg.Limiter, cfg.Limits = l, limits[0]
+		}
 	})
-	if err := svc.Start(ctx); err != nil {
-		tb.Fatal(err)
-	}
-	e := &env{svc: svc, store: store.Roles(), engine: engine, writer: writer, clock: c}
-	tb.Cleanup(func() { e.close(tb) })
-	return e
 }
 
 // TestWaitingRoom: 10 000 guests join a waiting room of 100 rooms before the

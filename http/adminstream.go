@@ -161,7 +161,7 @@ func (a *adminStream) read(ctx context.Context, id string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append(append([]byte("event: dashboard\ndata: "), b...), '\n', '\n'), nil
+	return sseMessage("dashboard", b), nil
 }
 
 // audit returns the sale's last audit and starts one when the last is

@@ -133,7 +133,7 @@ func roomsEvent(v *flashsale.SaleView) []byte {
 	if err != nil {
 		panic(err) // a plain struct always encodes
 	}
-	return append(append([]byte("event: rooms\ndata: "), b...), '\n', '\n')
+	return sseMessage("rooms", b)
 }
 
 // handleEvents answers an unknown sale with a JSON error, then streams.
@@ -179,16 +179,7 @@ func (h *eventHub) admitStream(w http.ResponseWriter, r *http.Request) (string, 
 // stream answers 200 and writes first, then the sale's broadcaster's
 // updates until the client leaves or the server shuts down.
 func (h *eventHub) stream(w http.ResponseWriter, r *http.Request, id string, first []byte) {
-	// The server's read timeout needs nothing here (net/http lifts it once
-	// the request is read); its write timeout is moved on at every write.
-	rc := http.NewResponseController(w)
-	hd := w.Header()
-	hd.Set("Content-Type", "text/event-stream")
-	hd.Set("Cache-Control", "no-store")
-	hd.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
-	w.WriteHeader(http.StatusOK)
-
-	shutdown := h.watch(r)
+	rc, shutdown := h.open(w, r)
 	rm := h.join(id)
 	defer h.leave(id, rm)
 
@@ -230,6 +221,28 @@ func (h *eventHub) stream(w http.ResponseWriter, r *http.Request, id string, fir
 		sent = ev
 		gap.Reset(h.gap)
 	}
+}
+
+// open answers 200 as an event stream and returns the stream's controller
+// and a channel closed when the server serving it shuts down. The
+// server's read timeout needs nothing here (net/http lifts it once the
+// request is read); its write timeout is moved on at every write.
+func (h *eventHub) open(w http.ResponseWriter, r *http.Request) (*http.ResponseController, <-chan struct{}) {
+	rc := http.NewResponseController(w)
+	hd := w.Header()
+	hd.Set("Content-Type", "text/event-stream")
+	hd.Set("Cache-Control", "no-store")
+	hd.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
+	w.WriteHeader(http.StatusOK)
+	return rc, h.watch(r)
+}
+
+// sseMessage is one Server-Sent Events message: the event's name and its
+// JSON data.
+func sseMessage(event string, data []byte) []byte {
+	b := make([]byte, 0, len("event: \ndata: \n\n")+len(event)+len(data))
+	b = append(append(append(append(b, "event: "...), event...), "\ndata: "...), data...)
+	return append(b, '\n', '\n')
 }
 
 // write sends b and flushes it, bounded by the write timeout.

@@ -121,20 +121,14 @@ func (h *eventHub) handleQueueEvents(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return nil, nil, err
 		}
-		return moved, append(append([]byte("event: place\ndata: "), b...), '\n', '\n'), nil
+		return moved, sseMessage("place", b), nil
 	}
 	moved, sent, err := read()
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	rc := http.NewResponseController(w)
-	hd := w.Header()
-	hd.Set("Content-Type", "text/event-stream")
-	hd.Set("Cache-Control", "no-store")
-	hd.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	shutdown := h.watch(r)
+	rc, shutdown := h.open(w, r)
 	if !h.write(rc, w, append([]byte(eventRetry), sent...)) {
 		return
 	}

@@ -138,7 +138,7 @@ func (q *Queue) Draw(_ context.Context, saleID, seedHex string) (flashsale.Draw,
 	}
 	r.head = 0
 	r.drawn = true
-	r.draw = flashsale.Draw{SaleID: saleID, Commitment: commitment, Seed: seedHex, Tickets: sortedCopy(tickets), Order: order}
+	r.draw = flashsale.Draw{SaleID: saleID, Commitment: commitment, Seed: seedHex, Tickets: slices.Sorted(slices.Values(tickets)), Order: order}
 	return r.draw, nil
 }
 
@@ -254,10 +254,4 @@ func (r *room) view(p *place) flashsale.Place {
 		}
 	}
 	return v
-}
-
-func sortedCopy(s []string) []string {
-	c := append([]string(nil), s...)
-	slices.Sort(c)
-	return c
 }
