@@ -121,13 +121,26 @@ type QueueStats struct {
 	SoldOut                                  bool
 }
 
-// AdmitRule is how one admission step treats the front of the queue.
+// AdmitRule is one admission step's terms.
 type AdmitRule struct {
 	// For is how long an admission lasts unused.
 	For time.Duration
 	// IdleAfter: a guest not seen (joining or reading their place) for
 	// longer is skipped when their turn comes; 0 never skips.
 	IdleAfter time.Duration
+	// Rate is the admissions a second. The queue keeps the clock: what the
+	// rate has owed since the queue's last step (nothing at the first,
+	// which starts the clock, and at most a second's worth: a stalled
+	// queue banks no burst), so
+	// instances stepping one queue together admit at Rate between them,
+	// and a restarted one does not start the clock again.
+	Rate float64
+	// Left is the rooms the stock engine had left when the step began. The
+	// step admits no more than Left less the admissions live and unused,
+	// so every admitted guest can buy, whoever else steps at once; when
+	// that leaves none for those waiting, the queue turns sold out, and
+	// open again at a step that finds rooms (a hold ended, rooms added).
+	Left int
 }
 
 // Queue keeps the waiting rooms of sales: one order for every instance.
@@ -146,15 +159,15 @@ type Queue interface {
 	// to the back. Only the first call draws: later ones return the
 	// same draw whatever their seed.
 	Draw(ctx context.Context, saleID, seedHex string) (Draw, error)
-	// Admit lapses the admissions ended by at, then admits up to n of the
-	// guests at the front (after the draw only), skipping those idle by
-	// rule, and returns how many it admitted.
-	Admit(ctx context.Context, saleID string, n int, at time.Time, rule AdmitRule) (int, error)
+	// Admit is one admission step, atomic however many instances step at
+	// once: it lapses the admissions ended by at, then (after the draw
+	// only) admits the guests at the front that rule's rate owes and its
+	// stock allows, skipping those idle, and sets the sold-out flag by
+	// rule.Left. It returns how many it admitted and the counts after.
+	Admit(ctx context.Context, saleID string, at time.Time, rule AdmitRule) (admitted int, st QueueStats, err error)
 	// Use spends userID's admission (they took a purchase token);
 	// ErrNotAdmitted unless it is live at at. Using it again is no error.
 	Use(ctx context.Context, saleID, userID string, at time.Time) error
-	// SetSoldOut marks the queue sold out, or open again.
-	SetSoldOut(ctx context.Context, saleID string, soldOut bool) error
 	// Stats are the queue's counts as of at; zero for a sale without one.
 	Stats(ctx context.Context, saleID string, at time.Time) (QueueStats, error)
 	// Drop forgets saleID's queue (the sale ended or was deleted).

@@ -49,27 +49,20 @@ type waiter struct {
 	tick    time.Duration
 	idle    time.Duration
 
-	mu    sync.Mutex
-	admit map[string]*admitState // by sale
+	mu sync.Mutex
+	// stats are each sale's queue counts at its last step, to tell
+	// whether the next one moved it.
+	stats map[string]flashsale.QueueStats
 	// moved is closed, and forgotten, when a sale's queue moves: the
 	// guests' streams wait on it (QueueMoved).
 	moved map[string]chan struct{}
-}
-
-// admitState is one sale's admission clock: the fraction of a guest owed
-// by the rate since the last step, and when that step was; and the
-// queue's counts at that step, to tell whether it moved.
-type admitState struct {
-	owed  float64
-	last  time.Time
-	stats flashsale.QueueStats
 }
 
 func newWaiter(p *parts, queue flashsale.Queue, sales *catalog, secret []byte, tick time.Duration) *waiter {
 	m := hmac.New(sha256.New, secret)
 	m.Write([]byte("flashsale draw seed v1"))
 	return &waiter{parts: p, queue: queue, sales: sales, seedKey: m.Sum(nil),
-		tick: cmp.Or(tick, AdmitTickDefault), idle: QueueIdleDefault, admit: map[string]*admitState{},
+		tick: cmp.Or(tick, AdmitTickDefault), idle: QueueIdleDefault, stats: map[string]flashsale.QueueStats{},
 		moved: map[string]chan struct{}{}}
 }
 
@@ -114,13 +107,15 @@ func (w *waiter) step(ctx context.Context) {
 	}
 }
 
-// admitSale is one sale's admission step: the draw, once; then as many
-// guests as the rate owes, but never more than the rooms left in the
-// engine less the admissions not yet used: every admitted guest can buy.
-// When none is left for the waiting (every room is held, sold or promised
-// to an admitted guest), the queue is sold out and every waiting guest
-// reads so; when rooms come back (a hold expires or is cancelled, an
-// admission lapses, the operator adds rooms), it opens again, in order.
+// admitSale is one sale's admission step: the draw, once; then the queue
+// admits as many guests as the rate owes (the queue keeps that clock, so
+// every instance stepping it shares one rate), but never more than the
+// rooms left in the engine less the admissions not yet used: every
+// admitted guest can buy. When none is left for the waiting (every room
+// is held, sold or promised to an admitted guest), the queue is sold out
+// and every waiting guest reads so; when rooms come back (a hold expires
+// or is cancelled, an admission lapses, the operator adds rooms), it
+// opens again, in order. A paused sale admits nobody.
 //
 // Held rooms are not counted as obtainable although a hold may expire:
 // counting them would admit guests to wait on other guests' holds, each
@@ -135,37 +130,16 @@ func (w *waiter) admitSale(ctx context.Context, sale *flashsale.Sale, now time.T
 	if err != nil {
 		return err
 	}
-	left := roomsLeft(avail)
-	st, err := w.queue.Stats(ctx, sale.ID, now)
+	rule := flashsale.AdmitRule{For: time.Duration(sale.WaitingRoom.AdmissionSeconds) * time.Second,
+		IdleAfter: w.idle, Rate: rate(sale), Left: roomsLeft(avail)}
+	if sale.Paused {
+		rule.Rate = 0
+	}
+	_, st, err := w.queue.Admit(ctx, sale.ID, now, rule)
 	if err != nil {
 		return err
 	}
-	room := left - st.Admitted
-	soldOut := st.SoldOut
-	if room > 0 && soldOut { // rooms came back: the queue moves again
-		if err := w.queue.SetSoldOut(ctx, sale.ID, false); err != nil {
-			return err
-		}
-		soldOut = false
-	}
-	got := 0
-	if n := min(int(w.owed(sale, now)), room); n > 0 && !sale.Paused {
-		rule := flashsale.AdmitRule{For: time.Duration(sale.WaitingRoom.AdmissionSeconds) * time.Second, IdleAfter: w.idle}
-		if got, err = w.queue.Admit(ctx, sale.ID, n, now, rule); err != nil {
-			return err
-		}
-	}
-	if room-got <= 0 && !soldOut { // the last room is spoken for: tell everyone waiting now
-		if err := w.queue.SetSoldOut(ctx, sale.ID, true); err != nil {
-			return err
-		}
-	}
-	after, err := w.queue.Stats(ctx, sale.ID, now)
-	if err != nil {
-		return err
-	}
-	w.settle(sale.ID, after)
-	w.spend(sale.ID, got)
+	w.settle(sale.ID, st)
 	return nil
 }
 
@@ -182,34 +156,17 @@ func rate(sale *flashsale.Sale) float64 {
 	return max(1, float64(stock)/derivedAdmitWindow.Seconds())
 }
 
-// owed adds the rate's share of the time since the last step to what the
-// sale is owed, at most a second's worth (a stalled queue does not bank a
-// burst), and returns it.
-func (w *waiter) owed(sale *flashsale.Sale, now time.Time) float64 {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	st := w.admit[sale.ID]
-	if st == nil {
-		st = &admitState{last: now}
-		w.admit[sale.ID] = st
-	}
-	r := rate(sale)
-	st.owed = min(st.owed+r*now.Sub(st.last).Seconds(), max(r, 1))
-	st.last = now
-	return st.owed
-}
-
 // settle records the queue's counts after a step and, if they changed
 // (the front moved, an admission lapsed or was used, the sold-out flag
 // turned), wakes the sale's streams.
 func (w *waiter) settle(saleID string, st flashsale.QueueStats) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	a := w.admit[saleID]
-	if a == nil || a.stats == st {
+	if old, ok := w.stats[saleID]; !ok || old == st {
+		w.stats[saleID] = st
 		return
 	}
-	a.stats = st
+	w.stats[saleID] = st
 	if ch := w.moved[saleID]; ch != nil {
 		close(ch)
 		delete(w.moved, saleID)
@@ -226,15 +183,6 @@ func (w *waiter) movedCh(saleID string) <-chan struct{} {
 		w.moved[saleID] = ch
 	}
 	return ch
-}
-
-// spend takes n admissions off what the sale is owed.
-func (w *waiter) spend(saleID string, n int) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if st := w.admit[saleID]; st != nil {
-		st.owed = max(st.owed-float64(n), 0)
-	}
 }
 
 // queueOf is the sale's waiting room, or ErrNotFound for a sale without one.

@@ -40,6 +40,9 @@ type room struct {
 	// walks them, never the queue.
 	live          []*place
 	used, expired int // places in those states
+	// owed is the admissions the rate owes as of last (the clock).
+	owed float64
+	last time.Time
 }
 
 type place struct {
@@ -143,17 +146,19 @@ func (q *Queue) Draw(_ context.Context, saleID, seedHex string) (flashsale.Draw,
 }
 
 // Admit implements flashsale.Queue.
-func (q *Queue) Admit(_ context.Context, saleID string, n int, at time.Time, rule flashsale.AdmitRule) (int, error) {
+func (q *Queue) Admit(_ context.Context, saleID string, at time.Time, rule flashsale.AdmitRule) (int, flashsale.QueueStats, error) {
 	r := q.room(saleID, false)
 	if r == nil {
-		return 0, nil
+		return 0, flashsale.QueueStats{}, nil
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.lapse(at)
-	if !r.drawn || r.soldOut {
-		return 0, nil
+	if !r.drawn {
+		return 0, r.stats(), nil
 	}
+	room := rule.Left - len(r.live)
+	n := min(int(r.owe(at, rule.Rate)), room)
 	admitted := 0
 	for admitted < n && r.head < len(r.order) {
 		p := r.order[r.head]
@@ -170,7 +175,24 @@ func (q *Queue) Admit(_ context.Context, saleID string, n int, at time.Time, rul
 		r.live = append(r.live, p)
 		admitted++
 	}
-	return admitted, nil
+	r.owed -= float64(admitted)
+	r.soldOut = room-admitted <= 0
+	return admitted, r.stats(), nil
+}
+
+// owe adds what rate owes since the last step to r.owed (nothing at the
+// first step, and at most a second's worth) and returns it.
+func (r *room) owe(at time.Time, rate float64) float64 {
+	limit := max(rate, 1)
+	switch {
+	case r.last.IsZero(): // the first step starts the clock
+	case at.After(r.last):
+		r.owed = min(r.owed+rate*at.Sub(r.last).Seconds(), limit)
+	default: // another instance's step was later (clocks differ a little)
+		return r.owed
+	}
+	r.last = at
+	return r.owed
 }
 
 // Use implements flashsale.Queue.
@@ -194,15 +216,6 @@ func (q *Queue) Use(_ context.Context, saleID, userID string, at time.Time) erro
 	return nil
 }
 
-// SetSoldOut implements flashsale.Queue.
-func (q *Queue) SetSoldOut(_ context.Context, saleID string, soldOut bool) error {
-	r := q.room(saleID, true)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.soldOut = soldOut
-	return nil
-}
-
 // Stats implements flashsale.Queue.
 func (q *Queue) Stats(_ context.Context, saleID string, at time.Time) (flashsale.QueueStats, error) {
 	r := q.room(saleID, false)
@@ -212,11 +225,15 @@ func (q *Queue) Stats(_ context.Context, saleID string, at time.Time) (flashsale
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.lapse(at)
+	return r.stats(), nil
+}
+
+func (r *room) stats() flashsale.QueueStats {
 	return flashsale.QueueStats{
 		Drawn: r.drawn, Joined: len(r.byUser),
 		Waiting:  len(r.byUser) - len(r.live) - r.used - r.expired,
 		Admitted: len(r.live), Used: r.used, Expired: r.expired, SoldOut: r.soldOut,
-	}, nil
+	}
 }
 
 // Drop implements flashsale.Queue.

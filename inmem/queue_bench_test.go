@@ -75,10 +75,10 @@ func BenchmarkQueue(b *testing.B) {
 	})
 	b.Run("admit100", func(b *testing.B) {
 		q := fullQueue(b, waiters, true)
-		rule := flashsale.AdmitRule{For: time.Minute, IdleAfter: time.Hour}
+		rule := flashsale.AdmitRule{For: time.Second / 2, IdleAfter: time.Hour, Rate: 100, Left: waiters}
 		at := benchT0
 		for b.Loop() {
-			n, err := q.Admit(ctx, "s", 100, at, rule)
+			n, _, err := q.Admit(ctx, "s", at, rule)
 			if err != nil {
 				b.Fatal(err)
 			}

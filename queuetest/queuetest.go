@@ -25,6 +25,8 @@ func Run(t *testing.T, open func(tb testing.TB) flashsale.Queue) {
 	t.Run("Lapse", func(t *testing.T) { testLapse(t, open(t)) })
 	t.Run("SkipIdle", func(t *testing.T) { testSkipIdle(t, open(t)) })
 	t.Run("SoldOut", func(t *testing.T) { testSoldOut(t, open(t)) })
+	t.Run("Bound", func(t *testing.T) { testBound(t, open(t)) })
+	t.Run("Clock", func(t *testing.T) { testClock(t, open(t)) })
 	t.Run("Drop", func(t *testing.T) { testDrop(t, open(t)) })
 	t.Run("Storm", func(t *testing.T) { testStorm(t, open(t)) })
 }
@@ -59,20 +61,41 @@ func place(tb testing.TB, q flashsale.Queue, sale, user string, at time.Time) fl
 	return p
 }
 
+// admit is a step at a rate of n a second (so n a second after the last
+// step), with rooms for everyone.
 func admit(tb testing.TB, q flashsale.Queue, sale string, n int, at time.Time, rule flashsale.AdmitRule) int {
 	tb.Helper()
-	got, err := q.Admit(context.Background(), sale, n, at, rule)
+	rule.Rate = float64(n)
+	if rule.Left == 0 {
+		rule.Left = 1 << 30
+	}
+	got, _, err := q.Admit(context.Background(), sale, at, rule)
 	if err != nil {
 		tb.Fatalf("Admit(%d) = %v", n, err)
 	}
 	return got
 }
 
+// step is an admission step with rule as given.
+func step(tb testing.TB, q flashsale.Queue, sale string, at time.Time, rule flashsale.AdmitRule) (int, flashsale.QueueStats) {
+	tb.Helper()
+	got, st, err := q.Admit(context.Background(), sale, at, rule)
+	if err != nil {
+		tb.Fatalf("Admit = %v", err)
+	}
+	return got, st
+}
+
+// draw draws the queue and starts its admission clock a second before t0
+// (a first step admits nobody).
 func draw(tb testing.TB, q flashsale.Queue, sale, seedHex string) flashsale.Draw {
 	tb.Helper()
 	d, err := q.Draw(context.Background(), sale, seedHex)
 	if err != nil {
 		tb.Fatalf("Draw = %v", err)
+	}
+	if n, _ := step(tb, q, sale, t0.Add(-time.Second), flashsale.AdmitRule{Rate: 1000, Left: 1 << 30}); n != 0 {
+		tb.Fatalf("the first admission step admitted %d, want none (it starts the clock)", n)
 	}
 	return d
 }
@@ -275,38 +298,135 @@ func testSkipIdle(t *testing.T, q flashsale.Queue) {
 	}
 }
 
-// testSoldOut: while sold out, waiting guests read sold_out and keep their
-// places, nobody new joins, nobody is admitted; reopened, the queue moves
-// on in the same order.
+// testSoldOut: a step that finds no room left for those waiting turns the
+// queue sold out: waiting guests read sold_out and keep their places,
+// nobody new joins, nobody is admitted; a step that finds rooms again
+// (a hold ended) reopens it, and it moves on in the same order.
 func testSoldOut(t *testing.T, q flashsale.Queue) {
 	ctx := context.Background()
 	sale := saleID()
 	users(t, q, sale, 3)
 	draw(t, q, sale, seed(t))
-	before := place(t, q, sale, "u1", t0)
-	if err := q.SetSoldOut(ctx, sale, true); err != nil {
-		t.Fatal(err)
+	last := "u0" // the last in line
+	for _, u := range []string{"u1", "u2"} {
+		if place(t, q, sale, u, t0).Rank == 3 {
+			last = u
+		}
 	}
-	if p := place(t, q, sale, "u1", t0); p.State != flashsale.QueueSoldOut || p.Rank != before.Rank {
+	before := place(t, q, sale, last, t0)
+	if n, st := step(t, q, sale, t0, flashsale.AdmitRule{For: time.Minute, Rate: 3, Left: 0}); n != 0 || !st.SoldOut {
+		t.Fatalf("a step with no rooms left admitted %d, stats %+v; want 0 and sold out", n, st)
+	}
+	if p := place(t, q, sale, last, t0); p.State != flashsale.QueueSoldOut || p.Rank != before.Rank {
 		t.Fatalf("a waiting guest of a sold-out queue = %+v, want sold_out at rank %d", p, before.Rank)
 	}
 	if _, _, err := q.Join(ctx, sale, "newcomer", t0); !errors.Is(err, flashsale.ErrSoldOut) {
 		t.Fatalf("a new join while sold out = %v, want ErrSoldOut", err)
 	}
-	if p, created := join(t, q, sale, "u1", t0); created || p.Ticket != before.Ticket {
+	if p, created := join(t, q, sale, last, t0); created || p.Ticket != before.Ticket {
 		t.Fatalf("joining again while sold out = %+v, want the same place", p)
 	}
-	if n := admit(t, q, sale, 3, t0, rule); n != 0 || !stats(t, q, sale, t0).SoldOut {
-		t.Fatalf("admitted %d while sold out, want 0", n)
+	at := t0.Add(time.Second)
+	n, st := step(t, q, sale, at, flashsale.AdmitRule{For: time.Minute, Rate: 3, Left: 1})
+	if n != 1 || !st.SoldOut || st.Admitted != 1 {
+		t.Fatalf("one room back: admitted %d, stats %+v; want 1 admitted, sold out again (it is promised)", n, st)
 	}
-	if err := q.SetSoldOut(ctx, sale, false); err != nil {
+	if p := place(t, q, sale, last, at); p.State != flashsale.QueueSoldOut || p.Rank != before.Rank {
+		t.Fatalf("after the one room went: %+v, want sold_out at rank %d", p, before.Rank)
+	}
+	at = at.Add(time.Second)
+	n, st = step(t, q, sale, at, flashsale.AdmitRule{For: time.Minute, Rate: 3, Left: 5})
+	if n != 2 || st.SoldOut || st.Waiting != 0 {
+		t.Fatalf("rooms back: admitted %d, stats %+v; want the 2 still waiting admitted, open", n, st)
+	}
+	if _, created := join(t, q, sale, "newcomer", at); !created {
+		t.Fatal("a join once open again was refused")
+	}
+}
+
+// testBound: eight instances stepping one queue at once never admit more
+// than the rooms left less the live admissions: 300 waiting, 100 rooms,
+// a rate of 1 000 a second; exactly 100 are admitted and the queue is
+// sold out. An admission used (its guest then buys) leaves the bound
+// where it was; one that lapses gives its room to the next in line.
+func testBound(t *testing.T, q flashsale.Queue) {
+	const waiting, rooms = 300, 100
+	sale := saleID()
+	users(t, q, sale, waiting)
+	draw(t, q, sale, seed(t))
+	rule := flashsale.AdmitRule{For: time.Minute, Rate: 1000, Left: rooms}
+	var (
+		wg       sync.WaitGroup
+		admitted atomic.Int64
+		errs     = make(chan error, 8)
+	)
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 20 {
+				at := t0.Add(time.Duration(i*8+g) * 10 * time.Millisecond)
+				n, _, err := q.Admit(context.Background(), sale, at, rule)
+				if err != nil {
+					errs <- err
+					return
+				}
+				admitted.Add(int64(n))
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
 		t.Fatal(err)
 	}
-	if p := place(t, q, sale, "u1", t0); p.State != flashsale.QueueWaiting || p.Rank != before.Rank {
-		t.Fatalf("reopened: %+v, want waiting at rank %d", p, before.Rank)
+	st := stats(t, q, sale, t0.Add(2*time.Second))
+	if admitted.Load() != rooms || st.Admitted != rooms || !st.SoldOut || st.Waiting != waiting-rooms {
+		t.Fatalf("admitted %d (stats %+v), want exactly %d and sold out", admitted.Load(), st, rooms)
 	}
-	if n := admit(t, q, sale, 3, t0, rule); n != 3 {
-		t.Fatalf("reopened: admitted %d, want 3", n)
+	// A guest uses their admission and buys: a room and an admission go
+	// together, so the bound stays.
+	at := t0.Add(3 * time.Second)
+	var first string
+	for i := range waiting {
+		if u := fmt.Sprintf("u%d", i); place(t, q, sale, u, at).State == flashsale.QueueAdmitted {
+			first = u
+			break
+		}
+	}
+	if err := q.Use(context.Background(), sale, first, at); err != nil {
+		t.Fatal(err)
+	}
+	if n, st := step(t, q, sale, at, flashsale.AdmitRule{For: time.Minute, Rate: 1000, Left: rooms - 1}); n != 0 || !st.SoldOut {
+		t.Fatalf("after a purchase: admitted %d, stats %+v; want none, still sold out", n, st)
+	}
+	// The other 99 lapse unused: their rooms go to the next 99 in line.
+	at = t0.Add(2 * time.Minute)
+	if n, st := step(t, q, sale, at, flashsale.AdmitRule{For: time.Minute, Rate: 1000, Left: rooms - 1}); n != rooms-1 || !st.SoldOut || st.Expired != rooms-1 {
+		t.Fatalf("after the admissions lapsed: admitted %d, stats %+v; want %d admitted, sold out again", n, st, rooms-1)
+	}
+}
+
+// testClock: the queue keeps the admission clock, so two instances
+// stepping it in turn every 200 ms at 5 a second admit 5 a second between
+// them (not 10), and a step after a long pause admits a second's worth,
+// not the pause's.
+func testClock(t *testing.T, q flashsale.Queue) {
+	sale := saleID()
+	users(t, q, sale, 500)
+	draw(t, q, sale, seed(t))
+	rule := flashsale.AdmitRule{For: time.Hour, Rate: 5, Left: 1 << 30}
+	total := 0
+	for i := range 50 { // 10 s, the two instances 100 ms apart
+		n, _ := step(t, q, sale, t0.Add(time.Duration(i)*200*time.Millisecond), rule)
+		m, _ := step(t, q, sale, t0.Add(time.Duration(i)*200*time.Millisecond+100*time.Millisecond), rule)
+		total += n + m
+	}
+	// The clock started a second before the first step (draw): 5 a
+	// second for 10.9 s.
+	if total < 53 || total > 55 {
+		t.Fatalf("two instances admitted %d over 10.9 s at 5 a second, want 54 ± 1", total)
+	}
+	if n, _ := step(t, q, sale, t0.Add(time.Hour), rule); n != 5 {
+		t.Fatalf("a step after an hour's pause admitted %d, want a second's worth (5)", n)
 	}
 }
 
@@ -376,12 +496,13 @@ func testStorm(t *testing.T, q flashsale.Queue) {
 		t.Fatalf("Stats after the storm = %+v, want %d joined and waiting", s, n)
 	}
 	draw(t, q, sale, seed(t))
-	var admitted atomic.Int64
+	var admitted, clock atomic.Int64
+	storm := flashsale.AdmitRule{For: time.Hour, Rate: 13, Left: 1 << 30}
 	for range 8 {
 		wg.Go(func() {
 			for {
-				got, err := q.Admit(context.Background(), sale, 13, t0, rule)
-				if err != nil || got == 0 {
+				got, st, err := q.Admit(context.Background(), sale, t0.Add(time.Duration(clock.Add(1))*time.Second), storm)
+				if err != nil || st.Waiting == 0 && got == 0 {
 					return
 				}
 				admitted.Add(int64(got))
