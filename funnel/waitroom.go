@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -50,9 +51,9 @@ type waiter struct {
 	idle    time.Duration
 
 	mu sync.Mutex
-	// stats are each sale's queue counts at its last step, to tell
-	// whether the next one moved it.
-	stats map[string]flashsale.QueueStats
+	// rooms are what this instance saw of each live sale's queue at its
+	// last step: whether the next one moved it, and the pace it moves at.
+	rooms map[string]*roomState
 	// moved is closed, and forgotten, when a sale's queue moves: the
 	// guests' streams wait on it (QueueMoved).
 	moved map[string]chan struct{}
@@ -62,9 +63,26 @@ func newWaiter(p *parts, queue flashsale.Queue, sales *catalog, secret []byte, t
 	m := hmac.New(sha256.New, secret)
 	m.Write([]byte("flashsale draw seed v1"))
 	return &waiter{parts: p, queue: queue, sales: sales, seedKey: m.Sum(nil),
-		tick: cmp.Or(tick, AdmitTickDefault), idle: QueueIdleDefault, stats: map[string]flashsale.QueueStats{},
+		tick: cmp.Or(tick, AdmitTickDefault), idle: QueueIdleDefault, rooms: map[string]*roomState{},
 		moved: map[string]chan struct{}{}}
 }
+
+// roomState is one sale's queue as of this instance's last step: its
+// counts, and the pace its front moves at, measured.
+type roomState struct {
+	stats flashsale.QueueStats
+	// at and passed are the last sample of the places that have left the
+	// front (admitted or skipped); pace is the moving average of the
+	// rate they left at, per second, and 0 until measured.
+	at     time.Time
+	passed int
+	pace   float64
+}
+
+// paceWindow is the time constant of the measured pace's moving average:
+// long enough that a second of more skips or fewer rooms does not push
+// every guest's ETA up and down, short enough to follow a new rate.
+const paceWindow = 15 * time.Second
 
 // drawSecret is what the draw seeds derive from: the oldest token key
 // (the last listed), which a rotation retires last, or the server secret.
@@ -93,10 +111,13 @@ func (w *waiter) run(ctx context.Context) {
 	every(ctx, w.tick, nil, w.step)
 }
 
-// step draws and admits for every live sale with a waiting room.
+// step draws and admits for every live sale with a waiting room, and
+// drops the queues of sales that ended or were deleted since the last.
 func (w *waiter) step(ctx context.Context) {
 	now := w.now()
-	for _, id := range w.sales.live() {
+	live := w.sales.live()
+	w.dropEnded(ctx, live)
+	for _, id := range live {
 		sale := w.sales.cached(id)
 		if sale == nil || sale.WaitingRoom == nil || now.Before(sale.StartsAt) {
 			continue
@@ -139,8 +160,36 @@ func (w *waiter) admitSale(ctx context.Context, sale *flashsale.Sale, now time.T
 	if err != nil {
 		return err
 	}
-	w.settle(sale.ID, st)
+	w.settle(sale.ID, st, now, !sale.Paused)
 	return nil
+}
+
+// dropEnded forgets the queues this instance stepped whose sales are no
+// longer live (ended, or deleted): their places go with them (a guest
+// reading one then reads closed). Another instance may drop it first;
+// dropping twice is no error.
+func (w *waiter) dropEnded(ctx context.Context, live []string) {
+	w.mu.Lock()
+	var gone []string
+	for id := range w.rooms {
+		if !slices.Contains(live, id) {
+			gone = append(gone, id)
+		}
+	}
+	w.mu.Unlock()
+	for _, id := range gone {
+		if err := w.queue.Drop(ctx, id); err != nil {
+			w.log.Warn("waiting room: drop an ended sale's queue", "sale_id", id, "err", err)
+			continue
+		}
+		w.mu.Lock()
+		delete(w.rooms, id)
+		if ch := w.moved[id]; ch != nil { // its streams read closed
+			close(ch)
+			delete(w.moved, id)
+		}
+		w.mu.Unlock()
+	}
 }
 
 // rate is the sale's admissions a second: its own, or its stock over
@@ -158,19 +207,64 @@ func rate(sale *flashsale.Sale) float64 {
 
 // settle records the queue's counts after a step and, if they changed
 // (the front moved, an admission lapsed or was used, the sold-out flag
-// turned), wakes the sale's streams.
-func (w *waiter) settle(saleID string, st flashsale.QueueStats) {
+// turned), wakes the sale's streams. While the queue is meant to move
+// (open and not paused) it also measures the pace its front moves at.
+func (w *waiter) settle(saleID string, st flashsale.QueueStats, now time.Time, moving bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if old, ok := w.stats[saleID]; !ok || old == st {
-		w.stats[saleID] = st
+	r := w.rooms[saleID]
+	if r == nil {
+		w.rooms[saleID] = &roomState{stats: st, at: now, passed: passed(st)}
 		return
 	}
-	w.stats[saleID] = st
+	r.measure(st, now, moving && !st.SoldOut && !r.stats.SoldOut)
+	if r.stats == st {
+		return
+	}
+	r.stats = st
 	if ch := w.moved[saleID]; ch != nil {
 		close(ch)
 		delete(w.moved, saleID)
 	}
+}
+
+// passed is how many places have left a queue's front: admitted (live,
+// used or lapsed) or skipped. A guest joining again after that counts
+// once more.
+func passed(st flashsale.QueueStats) int { return st.Admitted + st.Used + st.Expired }
+
+// measure takes a sample of the places passed, at most one a second, into
+// the pace's moving average; a sample while the queue stood still by
+// design (sold out, paused) only moves the sample on.
+func (r *roomState) measure(st flashsale.QueueStats, now time.Time, moving bool) {
+	dt := now.Sub(r.at)
+	if dt < time.Second {
+		return
+	}
+	n := passed(st)
+	// A front that ran out of guests measures the joins, not the pace.
+	if moving && st.Drawn && n-r.passed < r.stats.Waiting {
+		got := float64(max(n-r.passed, 0)) / dt.Seconds()
+		if r.pace == 0 {
+			r.pace = got
+		} else {
+			a := 1 - math.Exp(-dt.Seconds()/paceWindow.Seconds())
+			r.pace += a * (got - r.pace)
+		}
+	}
+	r.at, r.passed = now, n
+}
+
+// pace is the rate the sale's queue front moves at: measured, once this
+// instance has watched it move, or else the sale's admission rate.
+func (w *waiter) pace(sale *flashsale.Sale) float64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	set := rate(sale)
+	if r := w.rooms[sale.ID]; r != nil && r.pace > 0 {
+		return max(r.pace, set/100) // a stalled front: long, not endless
+	}
+	return set
 }
 
 // movedCh is closed when the sale's queue next moves.
@@ -267,6 +361,9 @@ func (s *Service) QueueStatus(ctx context.Context, u flashsale.User, saleID stri
 	}
 	now := s.now()
 	p, err := s.wait.queue.Place(ctx, sale.ID, u.ID, now)
+	if errors.Is(err, flashsale.ErrNotFound) && !now.Before(sale.EndsAt) {
+		return &flashsale.QueueView{State: flashsale.QueueClosed}, nil // its queue was dropped at the end
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -284,7 +381,7 @@ func (s *Service) queueView(ctx context.Context, sale *flashsale.Sale, p flashsa
 	if !now.Before(sale.EndsAt) {
 		v.State = flashsale.QueueClosed
 	}
-	wait := time.Duration(float64(p.Ahead) / rate(sale) * float64(time.Second))
+	wait := time.Duration(float64(p.Ahead) / s.wait.pace(sale) * float64(time.Second))
 	if now.Before(sale.StartsAt) {
 		wait += sale.StartsAt.Sub(now)
 	}
@@ -333,15 +430,24 @@ func (s *Service) QueueDraw(ctx context.Context, saleID string) (*flashsale.Draw
 	return s.draw(ctx, sale)
 }
 
-// draw is the sale's draw as published now (QueueDraw); from the start it
-// is made, if the admission loop has not made it yet.
+// draw is the sale's draw as published now (QueueDraw): the commitment
+// before the start; from the start the whole draw, made if the admission
+// loop has not made it yet; after the end the commitment and the seed.
 func (s *Service) draw(ctx context.Context, sale *flashsale.Sale) (*flashsale.Draw, error) {
-	if s.now().Before(sale.StartsAt) {
-		c, err := flashsale.DrawCommitment(sale.ID, s.wait.seed(sale.ID))
+	now := s.now()
+	if now.Before(sale.StartsAt) || !now.Before(sale.EndsAt) {
+		seed := s.wait.seed(sale.ID)
+		c, err := flashsale.DrawCommitment(sale.ID, seed)
 		if err != nil {
 			return nil, err
 		}
-		return &flashsale.Draw{SaleID: sale.ID, Commitment: c}, nil
+		d := &flashsale.Draw{SaleID: sale.ID, Commitment: c}
+		if !now.Before(sale.EndsAt) {
+			// The queue, and the list of tickets with it, was dropped at
+			// the end; the seed stays published.
+			d.Seed = seed
+		}
+		return d, nil
 	}
 	d, err := s.wait.queue.Draw(ctx, sale.ID, s.wait.seed(sale.ID))
 	if err != nil {
@@ -366,7 +472,7 @@ func (s *Service) QueueReport(ctx context.Context, saleID string) (*flashsale.Qu
 		return nil, err
 	}
 	r := &flashsale.QueueReport{Stats: st, Rate: rate(sale), Commitment: d.Commitment}
-	if st.Drawn {
+	if st.Drawn || d.Seed != "" {
 		r.Seed = d.Seed
 	}
 	return r, nil

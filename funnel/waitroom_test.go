@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -359,5 +360,151 @@ func TestQueueReport(t *testing.T) {
 	e.svc.AdmitStep(ctx)
 	if r, _ := e.svc.QueueReport(ctx, sale.ID); r.Rate != 10 || r.Stats.Admitted != 11 {
 		t.Fatalf("a second at the new pace: %+v, want 10 more admitted at 10/s", r)
+	}
+}
+
+// TestQueueETA: the ETA is the measured pace of the queue's front, not the
+// sale's set rate, and it does not lie. 2 000 guests join before the
+// start, a third of whom stop reading their place (so they are skipped at
+// their turn, and the front moves faster than the 20 a second admitted);
+// the rest read their place every second. Each reader's first ETA after
+// the pace is measured predicts their admission within 15% at the median,
+// and for at least 95% of them the ETA never rises between two reads.
+func TestQueueETA(t *testing.T) {
+	ctx := context.Background()
+	e := roomEnv(t)
+	const guests, rate = 2000, 20
+	start := e.clock.Now().Add(5 * time.Minute)
+	sale := e.sale(t, func(s *flashsale.Sale) {
+		s.StartsAt, s.EndsAt = start, start.Add(time.Hour)
+		s.WaitingRoom = &flashsale.WaitingRoom{PrequeueMinutes: 10, AdmitPerSecond: rate, AdmissionSeconds: 30}
+	}, 5000)
+	user := func(i int) flashsale.User { return flashsale.User{ID: fmt.Sprintf("e%04d", i)} }
+	idle := func(i int) bool { return i%3 == 0 }
+	for i := range guests {
+		if _, _, err := e.svc.JoinQueue(ctx, user(i), flashsale.JoinRequest{SaleID: sale.ID}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.clock.Advance(5*time.Minute - 10*time.Second)
+	for i := range guests { // the readers' streams keep them seen
+		if !idle(i) {
+			if _, err := e.svc.QueueStatus(ctx, user(i), sale.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	e.clock.Advance(10 * time.Second)
+	e.svc.AdmitStep(ctx)
+	type reader struct {
+		last     int       // the last ETA read while waiting
+		rose     bool      // it rose between two reads
+		predict  time.Time // admission as first predicted once measured
+		admitted time.Time
+	}
+	readers := map[int]*reader{}
+	for i := range guests {
+		if !idle(i) {
+			readers[i] = &reader{last: -1}
+		}
+	}
+	measured := start.Add(20 * time.Second) // the pace has had time to settle
+	for step := 0; step < 150; step++ {
+		e.clock.Advance(time.Second)
+		e.svc.AdmitStep(ctx)
+		now := e.clock.Now()
+		waiting := 0
+		for i, r := range readers {
+			if !r.admitted.IsZero() {
+				continue
+			}
+			v, err := e.svc.QueueStatus(ctx, user(i), sale.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch v.State {
+			case flashsale.QueueAdmitted:
+				r.admitted = now
+			case flashsale.QueueWaiting:
+				waiting++
+				if r.last >= 0 && v.ETASeconds > r.last {
+					r.rose = true
+				}
+				r.last = v.ETASeconds
+				if r.predict.IsZero() && !now.Before(measured) {
+					r.predict = now.Add(time.Duration(v.ETASeconds) * time.Second)
+				}
+			default:
+				t.Fatalf("reader %d: %+v, want waiting or admitted", i, v)
+			}
+		}
+		if waiting == 0 {
+			break
+		}
+	}
+	var errs []float64
+	rose := 0
+	for i, r := range readers {
+		if r.admitted.IsZero() {
+			t.Fatalf("reader %d never admitted", i)
+		}
+		if r.rose {
+			rose++
+		}
+		if !r.predict.IsZero() {
+			if wait := r.admitted.Sub(measured).Seconds(); wait >= 10 {
+				errs = append(errs, math.Abs(r.admitted.Sub(r.predict).Seconds())/wait)
+			}
+		}
+	}
+	slices.Sort(errs)
+	if len(errs) < 200 {
+		t.Fatalf("only %d readers waited long enough to check their ETA", len(errs))
+	}
+	median := errs[len(errs)/2]
+	t.Logf("ETA: %d readers, %d (%.1f%%) saw it rise; prediction error median %.1f%%, p90 %.1f%% (%d checked)",
+		len(readers), rose, 100*float64(rose)/float64(len(readers)), 100*median, 100*errs[len(errs)*9/10], len(errs))
+	if median > 0.15 {
+		t.Errorf("the ETA's median error is %.0f%%, want under 15%%", 100*median)
+	}
+	if float64(rose) > 0.05*float64(len(readers)) {
+		t.Errorf("%d of %d readers saw their ETA rise, want at most 5%%", rose, len(readers))
+	}
+}
+
+// TestQueueEnd: at the sale's end the admission loop drops its queue (the
+// places leave memory; the database keeps the orders): a guest then
+// reads closed, and the operators' counts are zero.
+func TestQueueEnd(t *testing.T) {
+	ctx := context.Background()
+	e := roomEnv(t)
+	start := e.clock.Now().Add(time.Minute)
+	sale := e.sale(t, func(s *flashsale.Sale) {
+		s.StartsAt, s.EndsAt = start, start.Add(time.Minute)
+		s.WaitingRoom = &flashsale.WaitingRoom{PrequeueMinutes: 5, AdmitPerSecond: 1, AdmissionSeconds: 30}
+	}, 5)
+	guest := flashsale.User{ID: "ender"}
+	if _, _, err := e.svc.JoinQueue(ctx, guest, flashsale.JoinRequest{SaleID: sale.ID}); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(time.Minute)
+	e.svc.AdmitStep(ctx)
+	if r, _ := e.svc.QueueReport(ctx, sale.ID); r.Stats.Joined != 1 {
+		t.Fatalf("report while live = %+v, want the one guest", r)
+	}
+	e.clock.Advance(time.Minute)
+	e.svc.AdmitStep(ctx)
+	if r, _ := e.svc.QueueReport(ctx, sale.ID); r.Stats.Joined != 0 || r.Seed == "" {
+		t.Fatalf("report after the end = %+v, want the queue dropped, the seed still shown", r)
+	}
+	if d, err := e.svc.QueueDraw(ctx, sale.ID); err != nil || d.Seed == "" || d.Commitment == "" {
+		t.Fatalf("the draw after the end = %+v, %v; want the commitment and the seed", d, err)
+	}
+	e.svc.AdmitStep(ctx) // the reads above must not have made a new queue
+	if r, _ := e.svc.QueueReport(ctx, sale.ID); r.Stats.Joined != 0 {
+		t.Fatalf("report at a later step = %+v", r.Stats)
+	}
+	if v, err := e.svc.QueueStatus(ctx, guest, sale.ID); err != nil || v.State != flashsale.QueueClosed {
+		t.Fatalf("a guest after the end = %+v, %v; want closed", v, err)
 	}
 }
