@@ -40,6 +40,10 @@ type Store struct {
 	// no other instance to agree with.
 	Modes  ModeBoard
 	Forces ForceBoard
+	// Queues keeps the waiting rooms' places and draws (queue.go), so a
+	// queue lost with its process or its Redis is rebuilt; every SQL
+	// store has it, nil only for a test's store without waiting rooms.
+	Queues QueueRecords
 }
 
 // StoreOf is s in every role, with no boards: what a store package's Roles

@@ -173,3 +173,44 @@ type Queue interface {
 	// Drop forgets saleID's queue (the sale ended or was deleted).
 	Drop(ctx context.Context, saleID string) error
 }
+
+// PlaceRecord is a place as the database keeps it (QueueRecords), so a
+// queue lost with its process or its Redis is rebuilt with every place it
+// held: who, under which ticket, where in the order, and how far they got.
+type PlaceRecord struct {
+	UserID, Ticket string
+	// Rank is the place's rank in the queue's order when it was taken
+	// after the draw; 0 for a place taken before it (the draw ranks it).
+	Rank     int
+	JoinedAt time.Time
+	// AdmittedUntil is when the place's admission lapses; zero until it
+	// is admitted. Skipped: passed over at its turn, its guest idle.
+	// Used: its admission bought a purchase token.
+	AdmittedUntil time.Time
+	Skipped, Used bool
+}
+
+// QueueRecords keeps the waiting rooms' places and draws in the database
+// (the truth a Queue is rebuilt from). A place is recorded before its
+// guest is told they have it; the steps after it (admitted, skipped,
+// used) as they happen, so a rebuilt queue may be a step behind but never
+// misses a place.
+type QueueRecords interface {
+	// RecordPlaces stores places taken: new ones, or a place taken again
+	// at the back after it expired (one record per sale and user: a record
+	// with another ticket or rank replaces the old one and its progress;
+	// the same one again changes nothing).
+	RecordPlaces(ctx context.Context, saleID string, places []PlaceRecord) error
+	// RecordPassed marks the places that left the front at an admission
+	// step: the users admitted, until until, and the users skipped.
+	RecordPassed(ctx context.Context, saleID string, admitted []string, until time.Time, skipped []string) error
+	// RecordUse marks the user's admission used.
+	RecordUse(ctx context.Context, saleID, userID string) error
+	// RecordDraw stores a sale's draw (seed, tickets, order); the first
+	// recorded is kept, later ones change nothing.
+	RecordDraw(ctx context.Context, d Draw) error
+	// QueueRecord returns the sale's recorded draw (nil if none) and its
+	// places, those ranked in rank order after those not, which come in
+	// the order they joined.
+	QueueRecord(ctx context.Context, saleID string) (*Draw, []PlaceRecord, error)
+}
