@@ -48,3 +48,50 @@ export class ServerClock {
 }
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// stream reads a Server-Sent Events stream with fetch(), so the token goes
+// in the Authorization header (EventSource cannot send one, and a token in
+// a URL ends up in access logs). on(event, data) is called for each message
+// that names its event; returning false ends the stream. It resolves when
+// the stream ends: {status, body, heard}, status 0 when the network failed
+// or signal aborted it, body the error answer of a refused stream, heard
+// whether a message came.
+export async function stream(path, { token, signal, on }) {
+  const headers = { Accept: 'text/event-stream' };
+  if (token) headers.Authorization = 'Bearer ' + token;
+  let r;
+  try {
+    r = await fetch(path, { headers, cache: 'no-store', signal });
+  } catch {
+    return { status: 0, body: null, heard: false };
+  }
+  if (!r.ok || !r.body) {
+    let body = null;
+    try { body = await r.json(); } catch { /* not JSON */ }
+    return { status: r.status, body, heard: false };
+  }
+  let heard = false;
+  try {
+    const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buf = '';
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buf += value;
+      let cut;
+      while ((cut = buf.indexOf('\n\n')) >= 0) {
+        const msg = buf.slice(0, cut);
+        buf = buf.slice(cut + 2);
+        const ev = /^event: (.*)$/m.exec(msg);
+        const data = /^data: (.*)$/m.exec(msg);
+        if (!ev || !data) continue; // the retry line, a ping
+        heard = true;
+        if (on(ev[1], data[1]) === false) {
+          reader.cancel().catch(() => {});
+          return { status: r.status, body: null, heard };
+        }
+      }
+    }
+  } catch { /* the network, or aborted */ }
+  return { status: 0, body: null, heard };
+}

@@ -7,8 +7,10 @@
 // audit, the breaker; with the actions the API has: pause, resume, close,
 // add and take back rooms, preheat, repair; an edit of the sale (the
 // create form, prefilled, locked to what a started sale may change), its
-// change log, its orders (filtered, paged, and every one as CSV), and a
-// test sale's deletion.
+// change log, its orders (filtered, paged, and every one as CSV), a
+// test sale's deletion, and for a sale with a waiting room its queue
+// (counts, pace, the draw's commitment and seed) with a form to change the
+// pace.
 //
 // The dashboard is pushed by GET /api/admin/sales/{id}/stream, once a
 // second. EventSource cannot send the Authorization header, so the stream
@@ -18,7 +20,7 @@
 // second, the audit every 10 s) and the stream is tried again with a
 // growing delay.
 import { t, setupSwitch, apply, money } from './i18n.js';
-import { call, errorCode, errorMessage } from './api.js';
+import { call, errorCode, errorMessage, stream } from './api.js';
 import { lineChart, stackBars } from './chart.js';
 import { parse, saleFigures, streamFigures, rates, STEPS } from './promtext.js';
 import * as form from './saleform.js';
@@ -117,6 +119,7 @@ async function refresh() {
     const jobs = [];
     if (n % 5 === 0) jobs.push(loadList(false));
     if (detail && !detail.streaming) jobs.push(loadDetail(n % 10 === 0 || !detail.audit));
+    if (detail && detail.view && detail.view.waiting_room) jobs.push(loadQueue(detail));
     await Promise.all(jobs);
   } finally {
     busy = false;
@@ -286,6 +289,7 @@ function buildDetail() {
       btn('d-remove', 'console.remove_rooms', () => stock(-1))),
     el('p', { id: 'd-msg', className: 'result', role: 'status', 'aria-live': 'polite' }),
     el('p', { id: 'd-health', className: 'health', 'aria-live': 'polite' }),
+    queuePanel(),
     el('div', { className: 'panels' },
       fig('console.chart_stock', 'c-stock', legend(['sold', 'console.sold'], ['held', 'console.held'], ['available', 'console.available'])),
       fig('console.chart_purchases', 'c-purchases', legend(['ok', 'console.orders_s'], ['requested', 'console.requests_s'])),
@@ -365,33 +369,22 @@ async function startStream(d) {
   if (detail !== d || !admin) return;
   d.abort = new AbortController();
   let up = false;
-  try {
-    const r = await fetch(`/api/admin/sales/${enc(d.id)}/stream`, {
-      headers: { Authorization: 'Bearer ' + admin, Accept: 'text/event-stream' }, cache: 'no-store', signal: d.abort.signal });
-    if (r.status === 401) { signOut(); say('console.bad_token'); return; }
-    if (r.status === 404 && detail === d) {
-      const body = await r.json().catch(() => null);
-      if (body && body.error && !/no route/.test(body.error.message)) { d.missing = true; renderDetail(); return; }
-    }
-    if (!r.ok || !r.body) throw new Error('stream: ' + r.status);
-    const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
-    let buf = '';
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done || detail !== d) break;
-      buf += value;
-      let cut;
-      while ((cut = buf.indexOf('\n\n')) >= 0) {
-        const msg = buf.slice(0, cut);
-        buf = buf.slice(cut + 2);
-        const ev = /^event: (.*)$/m.exec(msg);
-        const data = /^data: (.*)$/m.exec(msg);
-        if (!ev || ev[1] !== 'dashboard' || !data) continue;
-        if (!up) { up = true; d.streaming = true; d.backoff = 2000; $('detail').dataset.feed = 'stream'; }
-        onDashboard(d, JSON.parse(data[1]));
-      }
-    }
-  } catch { /* network, aborted, or a bad message: poll */ }
+  const r = await stream(`/api/admin/sales/${enc(d.id)}/stream`, { token: admin, signal: d.abort.signal, on: (ev, data) => {
+    if (detail !== d) return false;
+    if (ev !== 'dashboard') return true;
+    let msg;
+    try { msg = JSON.parse(data); } catch { return false; } // a bad message: poll
+    if (!up) { up = true; d.streaming = true; d.backoff = 2000; $('detail').dataset.feed = 'stream'; }
+    onDashboard(d, msg);
+    return true;
+  } });
+  if (r.status === 401) { signOut(); say('console.bad_token'); return; }
+  if (r.status === 404 && detail === d && r.body && r.body.error && !/no route/.test(r.body.error.message)) {
+    d.missing = true;
+    renderDetail();
+    return;
+  }
+  // The network, aborted, a refusal or a bad message: poll.
   if (detail !== d || (d.abort && d.abort.signal.aborted)) return;
   d.streaming = false;
   $('detail').dataset.feed = 'poll';
@@ -487,6 +480,8 @@ function renderDetail() {
     el('thead', {}, el('tr', {}, ...['console.date', 'console.stock', 'console.available', 'console.held', 'console.sold'].map((k, i) => el('th', { scope: 'col', className: i ? 'num' : '', textContent: t(k) })))),
     el('tbody', {}, ...rows));
 
+  renderQueue();
+
   $('c-stock').replaceChildren(stackBars(v.nights.map((n) => ({ label: n.date, parts: [
     { name: t('console.sold'), cls: 'sold', value: n.sold }, { name: t('console.held'), cls: 'held', value: n.held },
     { name: t('console.available'), cls: 'available', value: n.available }] })), { label: t('console.chart_stock') }));
@@ -510,6 +505,136 @@ function renderDetail() {
   $('c-funnel').replaceChildren(stackBars(STEPS.map((s) => ({ label: t('step.' + s), parts: [{ name: String(steps[s] || 0), cls: 'step', value: steps[s] || 0 }] })),
     { label: t('console.chart_funnel') }));
   $('c-funnel').dataset.steps = STEPS.map((s) => steps[s] || 0).join();
+}
+
+// --- the waiting room's panel -------------------------------------------------
+// A sale with a waiting room shows its queue, read every second from
+// GET /api/admin/sales/{id}/queue (the dashboard's stream does not carry
+// it): joined, waiting, let in and not yet buying, let in and bought,
+// lapsed or skipped, the pace, whether it is drawn, sold out or paused,
+// and the draw's commitment (and seed, from the start). Its form changes
+// the pace (admit_per_second, admission_seconds), the one waiting-room
+// change a started sale takes, through the sale's edit (PATCH); pausing
+// the sale stops admissions.
+function queuePanel() {
+  const field = (id, key, props) => [
+    el('label', { htmlFor: id, data: { i18n: key }, textContent: t(key) }),
+    el('input', { id, type: 'number', inputMode: 'decimal', required: true, ...props })];
+  return el('section', { id: 'd-queue', className: 'queue-panel sale-card', hidden: true, 'aria-labelledby': 'wq-title' },
+    el('h3', { id: 'wq-title', data: { i18n: 'console.queue' }, textContent: t('console.queue') }),
+    el('p', { id: 'wq-state', 'aria-live': 'polite' }),
+    el('dl', { id: 'wq-counts' }),
+    el('dl', { className: 'draw' },
+      el('dt', { data: { i18n: 'console.q_commitment' }, textContent: t('console.q_commitment') }), el('dd', {}, el('code', { id: 'wq-commitment' })),
+      el('dt', { data: { i18n: 'console.q_seed' }, textContent: t('console.q_seed') }), el('dd', {}, el('code', { id: 'wq-seed' }))),
+    el('p', { id: 'wq-verify', className: 'hint' }),
+    el('form', { id: 'wq-pace', className: 'rooms-form', noValidate: true, 'aria-labelledby': 'wq-pace-title', onsubmit: submitPace },
+      el('strong', { id: 'wq-pace-title', data: { i18n: 'console.q_pace' }, textContent: t('console.q_pace') }),
+      ...field('wq-rate', 'console.q_rate_input', { min: '0', max: '100000', step: 'any' }),
+      ...field('wq-admission', 'console.q_admission_input', { min: '10', max: '3600', step: '1', inputMode: 'numeric' }),
+      el('button', { type: 'submit', id: 'wq-save', data: { i18n: 'console.q_save' }, textContent: t('console.q_save') })),
+    el('p', { id: 'wq-msg', className: 'result', role: 'status', 'aria-live': 'polite' }),
+    el('p', { className: 'hint', data: { i18n: 'console.q_pause_hint' }, textContent: t('console.q_pause_hint') }));
+}
+
+// loadQueue reads the open sale's queue report; a later call's answer wins.
+async function loadQueue(d) {
+  if (!d || !admin || !d.view || !d.view.waiting_room) return;
+  const seq = d.queueSeq = (d.queueSeq || 0) + 1;
+  const res = await call('GET', `/api/admin/sales/${enc(d.id)}/queue`, { token: admin });
+  if (detail !== d || seq !== d.queueSeq) return;
+  if (res.status === 200) { d.queue = res.body; d.queueError = ''; } else d.queueError = errorMessage(res);
+  renderQueue();
+}
+
+const rateText = (n) => String(Math.round(n * 100) / 100);
+
+function renderQueue() {
+  const d = detail;
+  const box = $('d-queue');
+  if (!d || !box) return;
+  const v = d.view;
+  const w = v && v.waiting_room;
+  box.hidden = !w;
+  if (!w) return;
+  // The form shows the sale's pace, unless the operator is typing in it.
+  const pace = JSON.stringify(w);
+  const typing = ['wq-rate', 'wq-admission'].includes(document.activeElement && document.activeElement.id);
+  if (box.dataset.pace !== pace && !typing) {
+    $('wq-rate').value = String(w.admit_per_second);
+    $('wq-admission').value = String(w.admission_seconds);
+    box.dataset.pace = pace;
+  }
+  const q = d.queue;
+  const st = statusOf(v);
+  const state = !q ? (d.queueError || t('loading')) : st === 'ended' ? t('status.ended') : st === 'paused' ? t('console.q_paused')
+    : !q.drawn ? t('console.q_before') : q.sold_out ? t('console.q_sold_out') : t('console.q_moving');
+  $('wq-state').textContent = `${t('console.q_state')}: ${state}`;
+  box.dataset.state = !q ? '' : st === 'paused' ? 'paused' : !q.drawn ? 'before' : q.sold_out ? 'sold_out' : 'moving';
+  if (!q) return;
+  const rate = w.admit_per_second ? rateText(q.admit_per_second) : t('console.q_rate_derived', { n: rateText(q.admit_per_second) });
+  const figures = [['joined', 'console.q_joined', q.joined], ['waiting', 'console.q_waiting', q.waiting],
+    ['admitted', 'console.q_admitted', q.admitted], ['used', 'console.q_used', q.used], ['expired', 'console.q_expired', q.expired]];
+  const shown = JSON.stringify([q, rate, document.documentElement.lang]);
+  if (box.dataset.shown !== shown) {
+    $('wq-counts').replaceChildren(...figures.map(([k, key, n]) => el('div', {}, el('dt', { textContent: t(key) }),
+      el('dd', { id: 'wq-' + k, data: { n: String(n) }, textContent: String(n) }))),
+    el('div', {}, el('dt', { textContent: t('console.q_rate') }), el('dd', { id: 'wq-rate-now', data: { n: String(q.admit_per_second) }, textContent: rate })));
+    $('wq-commitment').textContent = q.commitment;
+    $('wq-seed').textContent = q.seed || t('console.q_seed_later');
+    $('wq-seed').dataset.seed = q.seed || '';
+    $('wq-verify').textContent = t('console.q_verify', { url: `${location.origin}/api/sales/${enc(d.id)}/queue/draw` });
+    box.dataset.shown = shown;
+  }
+}
+
+// submitPace sends a new pace as an edit of the sale's waiting_room (its
+// prequeue_minutes as it is: a started sale may change only the pace).
+async function submitPace(e) {
+  e.preventDefault();
+  const v = detail && detail.view;
+  if (!v || !v.waiting_room) return;
+  const box = $('wq-msg');
+  const rateIn = $('wq-rate'), admIn = $('wq-admission');
+  const rate = rateIn.value.trim() === '' ? NaN : Number(rateIn.value);
+  const adm = Number(admIn.value);
+  const bad = [];
+  const okRate = rate === 0 || (rate >= 0.1 && rate <= 100000);
+  const okAdm = Number.isInteger(adm) && adm >= 10 && adm <= 3600;
+  rateIn.setAttribute('aria-invalid', String(!okRate));
+  admIn.setAttribute('aria-invalid', String(!okAdm));
+  if (!okRate) bad.push(t('v.admit_rate'));
+  if (!okAdm) bad.push(t('v.range', { lo: 10, hi: 3600 }));
+  if (bad.length) {
+    box.className = 'result bad';
+    box.textContent = t('console.error', { what: t('console.q_pace'), msg: bad.join(' ') });
+    (okRate ? admIn : rateIn).focus();
+    return;
+  }
+  const w = v.waiting_room;
+  if (rate === w.admit_per_second && adm === w.admission_seconds) {
+    box.className = 'result';
+    box.textContent = t('console.q_same');
+    return;
+  }
+  $('wq-save').disabled = true;
+  const res = await call('PATCH', `/api/admin/sales/${enc(v.id)}`, { token: admin,
+    body: { waiting_room: { prequeue_minutes: w.prequeue_minutes, admit_per_second: rate, admission_seconds: adm } } });
+  $('wq-save').disabled = false;
+  if (!detail || detail.id !== v.id) return;
+  if (res.status === 200 && res.body && res.body.id === v.id) {
+    setView(detail, res.body);
+    box.className = 'result ok';
+    box.textContent = t('console.q_saved', { n: res.body.revision });
+    $('d-queue').dataset.pace = ''; // the form shows the pace as saved
+    if (document.activeElement === rateIn || document.activeElement === admIn) $('wq-save').focus();
+    renderDetail();
+    loadQueue(detail);
+    return;
+  }
+  const code = errorCode(res);
+  box.className = 'result bad';
+  box.textContent = t('console.error', { what: t('console.q_pace'), msg: code === 'ended' ? t('console.err_ended') : errorMessage(res) });
 }
 
 // --- actions ----------------------------------------------------------------
@@ -565,6 +690,7 @@ async function lifecycle(kind) {
   result(what, res);
   renderDetail();
   loadChanges(detail);
+  loadQueue(detail);
   loadList(false);
 }
 

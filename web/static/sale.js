@@ -1,9 +1,12 @@
 // The guest sale page: GET /sales/{id}. It reads the sale once, then the
 // rooms left over Server-Sent Events (polling with backoff when those
 // fail), counts down by the server's clock, and buys: challenge (solved in
-// a Web Worker) -> token -> purchase -> the order until it is final.
+// a Web Worker) -> token -> purchase -> the order until it is final. On a
+// sale with a waiting room the guest joins its queue first (the proof of
+// work, if the sale asks for one, is solved at the join), follows their
+// place on its stream and may buy once admitted.
 import { t, count, setupSwitch, money, clock, lang } from './i18n.js';
-import { call, errorCode, errorMessage, ServerClock, sleep } from './api.js';
+import { call, errorCode, errorMessage, ServerClock, sleep, stream } from './api.js';
 
 const id = decodeURIComponent(location.pathname.split('/')[2] || '');
 const eid = encodeURIComponent(id);
@@ -42,9 +45,11 @@ window.addEventListener('message', (e) => {
   if (window.parent === window || e.source !== window.parent || !frameOrigins.includes(e.origin)) return;
   const d = e.data;
   if (d && d.type === 'flashsale.token' && typeof d.token === 'string' && d.token.length > 0 && d.token.length < 8192) {
+    const first = !token;
     token = d.token;
     store.set(TOKEN_KEY, token);
     if (phase === 'no_token') phase = '';
+    if (first && sale) startQueue(); // the guest's place, now that the page knows who they are
     render();
   }
 });
@@ -229,6 +234,7 @@ async function fail(res) {
     case 'ended': setPhase('ended'); break;
     case 'paused': saleStatus = 'paused'; setPhase(''); break; // until the stream says it resumed
     case 'not_started': await load(); setPhase(''); break;
+    case 'not_admitted': setPhase('not_admitted'); readPlace(); break; // the stream says why soon; read it now
     case 'unauthenticated':
       token = null;
       store.set(TOKEN_KEY, null);
@@ -248,7 +254,9 @@ async function buy() {
     let ptoken;
     if (sale.purchase_token) {
       let body;
-      if (sale.challenge && sale.challenge.difficulty > 0) {
+      // A waiting room asks for the proof of work at the join: the
+      // admitted guest's token needs none.
+      if (sale.challenge && sale.challenge.difficulty > 0 && !sale.waiting_room) {
         const c = await call('POST', `/api/sales/${eid}/challenge`, { token });
         if (c.status !== 201) return await fail(c);
         setPhase('solving');
@@ -332,12 +340,231 @@ async function cancelHold() {
   render();
 }
 
+// --- the waiting room -------------------------------------------------------
+// A sale with a waiting_room lets a guest buy only once its queue admits
+// them. The guest joins (POST .../queue, from prequeue_minutes before the
+// start until the end), then follows their place on GET .../queue/events,
+// read with fetch() since it needs the Authorization header; while that
+// stream is down the place is polled (GET .../queue) at its poll_after_ms
+// and the stream tried again after 2 s, doubling to 30 s. Admitted, the
+// guest has until admitted_until to take a purchase token; sold_out comes
+// pushed, the moment the last room is spoken for.
+let place = null;      // the guest's place, the latest read; null: not in the queue
+let placeRead = false; // the first read of the place is in: until then no join button
+let joining = false;
+let qfeed = '';        // how the place comes: 'stream', 'poll', '' (not followed)
+let qgen = 0;          // the follower running; a newer one ends the older
+let qabort = null;
+
+const hasRoom = () => !!(sale && sale.waiting_room);
+const roomOpens = () => Date.parse(sale.starts_at) - (sale.waiting_room.prequeue_minutes || 0) * 60000;
+
+function applyPlace(v) {
+  if (!v || typeof v.state !== 'string') return;
+  place = v;
+  placeRead = true;
+  if (phase === 'not_admitted' || phase === 'queue_full') phase = '';
+  render();
+}
+
+// readPlace reads the guest's place once: 404 is a guest not in the queue.
+async function readPlace() {
+  if (!token || !hasRoom()) return { status: 0 };
+  const res = await call('GET', `/api/sales/${eid}/queue`, { token });
+  if (res.status === 200) applyPlace(res.body);
+  else if (res.status === 404) { place = null; placeRead = true; render(); }
+  else if (res.status === 401) await fail(res);
+  return res;
+}
+
+// startQueue reads the guest's place (a reload finds the one they had)
+// and follows it if there is one.
+async function startQueue() {
+  if (!hasRoom() || !token) return;
+  for (let delay = 1000; ; delay = Math.min(delay * 2, 30000)) {
+    const res = await readPlace();
+    if (res.status === 200) { followPlace(); return; }
+    if (res.status === 404 || res.status === 401) return;
+    await sleep(Math.max(delay, (res.retryAfter || 0) * 1000));
+  }
+}
+
+// followPlace follows the place until the sale ends (or a newer follower
+// starts): over the stream, polling while it is down.
+async function followPlace() {
+  const gen = ++qgen;
+  if (qabort) qabort.abort();
+  let backoff = 2000;
+  const going = () => gen === qgen && place && place.state !== 'closed';
+  while (going()) {
+    const ctl = qabort = new AbortController();
+    const r = await stream(`/api/sales/${eid}/queue/events`, { token, signal: ctl.signal, on: (ev, data) => {
+      if (gen !== qgen) return false;
+      if (ev !== 'place') return true;
+      qfeed = 'stream';
+      try { applyPlace(JSON.parse(data)); } catch { /* a bad message: keep the last */ }
+      return going();
+    } });
+    if (!going()) break;
+    if (r.heard) backoff = 2000;
+    if (r.status === 404) { place = null; render(); break; } // no place (or no sale) any more
+    if (r.status === 401) { await fail({ status: 401, body: r.body, retryAfter: 0 }); break; }
+    qfeed = 'poll';
+    render();
+    const until = performance.now() + backoff;
+    backoff = Math.min(backoff * 2, 30000);
+    while (going() && performance.now() < until) {
+      await sleep(Math.min(Math.max(1000, place.poll_after_ms || 2000), Math.max(0, until - performance.now()) + 1));
+      if (!going()) break;
+      const res = await readPlace();
+      if (res.status === 404 || res.status === 401) break;
+    }
+  }
+  if (gen === qgen) { qfeed = ''; render(); }
+}
+
+// joinQueue joins (again, after an expired turn: at the back), solving the
+// sale's proof of work first if it asks for one.
+async function joinQueue() {
+  if (joining || !token || !hasRoom()) return;
+  joining = true;
+  setPhase('joining');
+  try {
+    let body;
+    if (sale.challenge && sale.challenge.difficulty > 0) {
+      const c = await call('POST', `/api/sales/${eid}/challenge`, { token });
+      if (c.status !== 201) return await fail(c);
+      setPhase('solving');
+      body = { challenge: c.body.challenge, solution: await solveInWorker(c.body.challenge, c.body.difficulty) };
+      setPhase('joining');
+    }
+    const res = await call('POST', `/api/sales/${eid}/queue`, { token, body });
+    if (res.status !== 200 && res.status !== 201) {
+      // Sold out to newcomers is not the guest's last word: rooms may
+      // come back and the queue open again.
+      if (errorCode(res) === 'sold_out') return setPhase('queue_full');
+      return await fail(res);
+    }
+    phase = '';
+    applyPlace(res.body);
+    followPlace();
+  } catch (e) {
+    setPhase('retry', { reason: String(e && e.message || e) });
+  } finally {
+    joining = false;
+    render();
+  }
+}
+
+// queueState is where the guest stands with the waiting room: opens (not
+// yet open), join, joining, drawing (in, places not drawn yet), waiting,
+// admitted (their turn, unused), used, sold_out, expired, closed.
+function queueState(now) {
+  if (now >= Date.parse(sale.ends_at) || saleStatus === 'ended' || (place && place.state === 'closed')) return 'closed';
+  if (!place) {
+    if (now < roomOpens()) return 'opens';
+    if (joining) return 'joining';
+    return placeRead || !token ? 'join' : 'loading';
+  }
+  switch (place.state) {
+    case 'waiting': return place.position > 0 ? 'waiting' : 'drawing';
+    case 'admitted':
+      // The token spends the admission: from the order on, the turn is used.
+      if (!place.admitted_until || order) return 'used';
+      return now < Date.parse(place.admitted_until) ? 'admitted' : 'expired';
+    case 'sold_out': return 'sold_out';
+    case 'expired': return joining ? 'joining' : 'expired';
+    default: return 'closed';
+  }
+}
+
+// roomBase is the page's state for a sale with a waiting room, or '' when
+// the guest is admitted and the sale's own state applies.
+function roomBase(now) {
+  switch (queueState(now)) {
+    case 'opens': return 'waiting';
+    case 'join': case 'loading': case 'joining': return 'queue_join';
+    case 'drawing': case 'waiting': return 'queue_waiting';
+    case 'used': return 'queue_used';
+    case 'sold_out': return 'sold_out';
+    case 'expired': return 'queue_expired';
+    case 'closed': return 'ended';
+    default: return '';
+  }
+}
+
+// eta is a wait in words: m:ss under ten minutes, else about N min.
+function eta(s) {
+  if (s <= 0) return t('queue.eta_now');
+  return s < 600 ? clock(s * 1000) : t('queue.eta_min', { n: Math.round(s / 60) });
+}
+
+function renderQueue(now) {
+  const box = $('queue');
+  box.hidden = !hasRoom();
+  if (!hasRoom()) return;
+  const qs = queueState(now);
+  box.dataset.state = qs;
+  box.dataset.place = place ? place.state : ''; // the server's word, where qs may run ahead of it
+  box.dataset.feed = qfeed;
+  const starts = Date.parse(sale.starts_at);
+  const notes = {
+    opens: t('queue.opens', { t: clock(roomOpens() - now) }),
+    join: t('queue.join_hint'), loading: t('loading'), joining: t('state.joining'),
+    drawing: now < starts ? t('queue.drawing', { t: clock(starts - now) }) : t('queue.drawing_now'),
+    waiting: t('queue.waiting'), admitted: t('queue.admitted'), used: t('queue.used'),
+    sold_out: t('queue.sold_out'), expired: t('queue.expired'), closed: t('queue.closed'),
+  };
+  const note = notes[qs] || '';
+  const q = $('q-note');
+  // A change of state is read out; a countdown ticking inside one is not.
+  q.setAttribute('aria-live', q.dataset.state === qs && (qs === 'opens' || qs === 'drawing') ? 'off' : 'polite');
+  if (q.textContent !== note) q.textContent = note;
+  q.dataset.state = qs;
+
+  const showFigures = place && ['drawing', 'waiting', 'sold_out', 'admitted'].includes(qs);
+  $('q-figures').hidden = !showFigures;
+  for (const k of ['q-position', 'q-ahead', 'q-eta']) $(k).parentElement.hidden = qs === 'admitted'; // the turn says it
+  if (showFigures) {
+    const drawn = place.position > 0;
+    $('q-position').textContent = drawn ? String(place.position) : '–';
+    $('q-position').dataset.n = String(place.position);
+    $('q-ahead').textContent = drawn ? String(place.ahead) : '–';
+    $('q-ahead').dataset.n = String(place.ahead);
+    // Before the draw the wait counts to the start, by the server's
+    // clock; after it, it is the server's estimate as last read (from
+    // the guests ahead at the sale's rate: it falls with the place).
+    const s = drawn || now >= starts ? place.eta_seconds : Math.ceil((starts - now) / 1000);
+    $('q-eta').textContent = eta(s);
+    $('q-eta').dataset.s = String(s);
+    $('q-rooms').textContent = String(place.rooms_left);
+    $('q-rooms').dataset.n = String(place.rooms_left);
+  }
+  const turn = $('q-turn');
+  turn.hidden = qs !== 'admitted';
+  turn.textContent = turn.hidden ? '' : t('queue.turn', { t: clock(Date.parse(place.admitted_until) - now) });
+  const join = $('q-join');
+  join.hidden = !['join', 'joining', 'expired'].includes(qs) || !token;
+  join.disabled = joining || performance.now() < blockedUntil;
+  const label = qs === 'expired' || (place && place.state === 'expired') ? 'queue.join_again' : 'queue.join';
+  if (join.dataset.i18n !== label || join.dataset.lang !== lang) {
+    join.dataset.i18n = label;
+    join.dataset.lang = lang;
+    join.textContent = t(label);
+  }
+}
+
 // --- what the guest sees ----------------------------------------------------
 // baseState is the sale's own state when no attempt says otherwise.
 function baseState(now) {
   if (!sale) return 'loading';
   if (now >= Date.parse(sale.ends_at) || saleStatus === 'ended') return 'ended';
   if (saleStatus === 'paused') return 'paused'; // before the start too: it will not open on time
+  if (hasRoom()) {
+    if (!token) return demo ? 'signing_in' : 'no_token';
+    const q = roomBase(now);
+    if (q) return q;
+  }
   if (now < Date.parse(sale.starts_at)) return 'waiting';
   if (saleStatus === 'sold_out' || stayLeft() <= 0) return 'sold_out';
   if (!token) return demo ? 'signing_in' : 'no_token';
@@ -364,7 +591,7 @@ function current(now) {
     phase = '';
   }
   const base = baseState(now);
-  if (phase === 'retry' && base !== 'ready') phase = '';
+  if (phase === 'retry' && !['ready', 'queue_join', 'queue_expired'].includes(base)) phase = ''; // a failed join stays said
   return phase ? [phase, vars] : [base, {}];
 }
 
@@ -443,6 +670,7 @@ function render() {
     $('cancel').hidden = true;
     $('pay').hidden = true;
   }
+  renderQueue(now);
   $('buy').disabled = !canBuy();
 }
 
@@ -473,6 +701,7 @@ async function start() {
   $('buy').addEventListener('click', buy);
   $('cancel').addEventListener('click', cancelHold);
   $('pay').addEventListener('click', payDemo);
+  $('q-join').addEventListener('click', joinQueue);
   if (!(await load())) return;
   fillRooms();
   $('sale').hidden = false;
@@ -481,6 +710,7 @@ async function start() {
   const saved = store.get(ORDER_KEY);
   if (saved && token) { order = { order_id: saved, status: 'pending' }; follow(); }
   subscribe();
+  startQueue();
   setInterval(render, 250);
   render();
 }
