@@ -163,8 +163,9 @@ type Queue interface {
 	// once: it lapses the admissions ended by at, then (after the draw
 	// only) admits the guests at the front that rule's rate owes and its
 	// stock allows, skipping those idle, and sets the sold-out flag by
-	// rule.Left. It returns how many it admitted and the counts after.
-	Admit(ctx context.Context, saleID string, at time.Time, rule AdmitRule) (admitted int, st QueueStats, err error)
+	// rule.Left. It returns who it admitted and skipped, and the counts
+	// after.
+	Admit(ctx context.Context, saleID string, at time.Time, rule AdmitRule) (Admission, error)
 	// Use spends userID's admission (they took a purchase token);
 	// ErrNotAdmitted unless it is live at at. Using it again is no error.
 	Use(ctx context.Context, saleID, userID string, at time.Time) error
@@ -172,6 +173,24 @@ type Queue interface {
 	Stats(ctx context.Context, saleID string, at time.Time) (QueueStats, error)
 	// Drop forgets saleID's queue (the sale ended or was deleted).
 	Drop(ctx context.Context, saleID string) error
+	// Restore puts back what a lost or stale queue is missing from its
+	// records (QueueRecords): the recorded draw, if it has none; every
+	// recorded place it lacks, at its rank (a place from before the draw
+	// at its place in the draw's order, or in the prequeue if there is no
+	// draw yet), admitted, skipped or used as recorded. Of a place it has
+	// and a record of the same user, the later one (the higher rank) is
+	// kept, and of the same place the further progress. A restored guest
+	// counts as seen at at (a fault may have cut their stream). Restoring
+	// the same records twice changes nothing.
+	Restore(ctx context.Context, saleID string, d *Draw, places []PlaceRecord, at time.Time) error
+}
+
+// Admission is what one admission step did: the users it admitted and
+// those it skipped (idle at their turn), in queue order, and the queue's
+// counts after it.
+type Admission struct {
+	Admitted, Skipped []string
+	Stats             QueueStats
 }
 
 // PlaceRecord is a place as the database keeps it (QueueRecords), so a

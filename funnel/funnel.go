@@ -184,6 +184,9 @@ type parts struct {
 	// queued says the order path is a queue that takes orders while the
 	// database is down (Config.Queued).
 	queued bool
+	// restoreQueue brings a sale's waiting room up to its records when
+	// its stock is loaded (waiter.restore); nil in a rig without one.
+	restoreQueue func(context.Context, *flashsale.Sale) error
 }
 
 // Roles is the service as the HTTP API takes it: every role is this one.
@@ -212,6 +215,7 @@ func New(cfg Config) *Service {
 	}
 	s.reaper = &reaper{parts: &s.parts, interval: cmp.Or(cfg.ReapInterval, ReapIntervalDefault)}
 	s.wait = newWaiter(&s.parts, cfg.Queue, sales, drawSecret(cfg), cfg.AdmitTick)
+	s.parts.restoreQueue = s.wait.restore
 	sell := newSeller(cfg)
 	s.healing = &healer{parts: &s.parts, sales: sales, work: &s.engineWork, engineMode: sell.engineMode,
 		fence:   cfg.Fence,
@@ -297,6 +301,11 @@ func (p *parts) loadAt(ctx context.Context, sale *flashsale.Sale, at time.Time) 
 	}
 	if err := p.engine.Load(ctx, snap, at); err != nil {
 		return fmt.Errorf("load sale=%s: %w", sale.ID, err)
+	}
+	// The stock came from the database (a start, a rebuild after a lost
+	// or stale Redis): the waiting room's places do too.
+	if p.restoreQueue != nil {
+		return p.restoreQueue(ctx, sale)
 	}
 	return nil
 }

@@ -7,8 +7,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -43,7 +45,12 @@ var errNoQueue = flashsale.Errorf(flashsale.EInvalid,
 type waiter struct {
 	*parts
 	queue flashsale.Queue // nil: no waiting rooms in this shape
-	sales *catalog
+	// places records new places before their guests are told; the
+	// steps' progress and the draw go to records as they happen. With no
+	// records (a test's store) the queue is not rebuilt after a loss.
+	places  *placeLog
+	records flashsale.QueueRecords
+	sales   *catalog
 	// seedKey derives each sale's draw seed (seed), so every instance
 	// and every restart commits to the same one without storing it.
 	seedKey []byte
@@ -57,13 +64,17 @@ type waiter struct {
 	// moved is closed, and forgotten, when a sale's queue moves: the
 	// guests' streams wait on it (QueueMoved).
 	moved map[string]chan struct{}
+	// pending are places this instance could not record, by sale and
+	// user, until the guest's next join records them.
+	pending map[string]flashsale.PlaceRecord
 }
 
 func newWaiter(p *parts, queue flashsale.Queue, sales *catalog, secret []byte, tick time.Duration) *waiter {
 	m := hmac.New(sha256.New, secret)
 	m.Write([]byte("flashsale draw seed v1"))
 	return &waiter{parts: p, queue: queue, sales: sales, seedKey: m.Sum(nil),
-		tick: cmp.Or(tick, AdmitTickDefault), idle: QueueIdleDefault, rooms: map[string]*roomState{},
+		records: p.store.Queues, places: &placeLog{records: p.store.Queues, in: make(chan placeWrite)},
+		tick: cmp.Or(tick, AdmitTickDefault), idle: QueueIdleDefault, rooms: map[string]*roomState{}, pending: map[string]flashsale.PlaceRecord{},
 		moved: map[string]chan struct{}{}}
 }
 
@@ -71,6 +82,8 @@ func newWaiter(p *parts, queue flashsale.Queue, sales *catalog, secret []byte, t
 // counts, and the pace its front moves at, measured.
 type roomState struct {
 	stats flashsale.QueueStats
+	// drawRecorded: the draw is in the database.
+	drawRecorded bool
 	// at and passed are the last sample of the places that have left the
 	// front (admitted or skipped); pace is the moving average of the
 	// rate they left at, per second, and 0 until measured.
@@ -103,12 +116,15 @@ func (w *waiter) seed(saleID string) string {
 	return hex.EncodeToString(m.Sum(nil))
 }
 
-// run admits guests every tick until ctx ends.
+// run admits guests every tick, and records new places, until ctx ends.
 func (w *waiter) run(ctx context.Context) {
 	if w.queue == nil {
 		return
 	}
+	var wg sync.WaitGroup
+	wg.Go(func() { w.places.run(ctx) })
 	every(ctx, w.tick, nil, w.step)
+	wg.Wait()
 }
 
 // step draws and admits for every live sale with a waiting room, and
@@ -144,7 +160,11 @@ func (w *waiter) step(ctx context.Context) {
 // until every hold is paid. A hold that ends gives its room back to the
 // engine, and the next step admits the next in line for it.
 func (w *waiter) admitSale(ctx context.Context, sale *flashsale.Sale, now time.Time) error {
-	if _, err := w.queue.Draw(ctx, sale.ID, w.seed(sale.ID)); err != nil {
+	d, err := w.queue.Draw(ctx, sale.ID, w.seed(sale.ID))
+	if err != nil {
+		return err
+	}
+	if err := w.recordDraw(ctx, d); err != nil {
 		return err
 	}
 	avail, err := w.engine.Available(ctx, sale.ID)
@@ -156,12 +176,163 @@ func (w *waiter) admitSale(ctx context.Context, sale *flashsale.Sale, now time.T
 	if sale.Paused {
 		rule.Rate = 0
 	}
-	_, st, err := w.queue.Admit(ctx, sale.ID, now, rule)
+	a, err := w.queue.Admit(ctx, sale.ID, now, rule)
 	if err != nil {
 		return err
 	}
-	w.settle(sale.ID, st, now, !sale.Paused)
+	w.settle(sale.ID, a.Stats, now, !sale.Paused)
+	if w.records != nil && len(a.Admitted)+len(a.Skipped) > 0 {
+		// Not recorded, a restored queue has these guests waiting at
+		// the front again: admitted again, never lost.
+		if err := w.records.RecordPassed(ctx, sale.ID, a.Admitted, now.Add(rule.For), a.Skipped); err != nil {
+			return fmt.Errorf("record the step: %w", err)
+		}
+	}
 	return nil
+}
+
+// recordDraw records the sale's draw once (it is the same at every step).
+func (w *waiter) recordDraw(ctx context.Context, d flashsale.Draw) error {
+	if w.records == nil {
+		return nil
+	}
+	w.mu.Lock()
+	r := w.rooms[d.SaleID]
+	done := r != nil && r.drawRecorded
+	w.mu.Unlock()
+	if done {
+		return nil
+	}
+	if err := w.records.RecordDraw(ctx, d); err != nil {
+		return fmt.Errorf("record the draw: %w", err)
+	}
+	w.mu.Lock()
+	if r := w.rooms[d.SaleID]; r != nil {
+		r.drawRecorded = true
+	}
+	w.mu.Unlock()
+	return nil
+}
+
+// restore brings the sale's queue up to its records (queue.go's Restore):
+// after a restart of the embedded shape, or a Redis that lost it or came
+// back stale. The engine's sale was just loaded from the database; its
+// queue is loaded from the database too.
+func (w *waiter) restore(ctx context.Context, sale *flashsale.Sale) error {
+	if w.queue == nil || w.records == nil || sale.WaitingRoom == nil {
+		return nil
+	}
+	d, places, err := w.records.QueueRecord(ctx, sale.ID)
+	if err != nil {
+		return fmt.Errorf("restore the waiting room: %w", err)
+	}
+	if d == nil && len(places) == 0 {
+		return nil
+	}
+	if err := w.queue.Restore(ctx, sale.ID, d, places, w.now()); err != nil {
+		return fmt.Errorf("restore the waiting room: %w", err)
+	}
+	w.log.Info("waiting room restored from the database", "sale_id", sale.ID, "places", len(places), "drawn", d != nil)
+	return nil
+}
+
+// unrecorded keeps a place whose record failed, so the guest's next join
+// (told to try again) records it, and returns the error to answer with:
+// the place stands in the queue, but is not promised until recorded.
+func (w *waiter) unrecorded(saleID string, rec flashsale.PlaceRecord, err error) error {
+	w.log.Error("waiting room: record a place", "sale_id", saleID, "err", err)
+	w.mu.Lock()
+	w.pending[saleID+"\x00"+rec.UserID] = rec
+	w.mu.Unlock()
+	return flashsale.Errorf(flashsale.EUnavailable, "your place could not be saved; try again")
+}
+
+// recordAgain records the user's place if its first record failed here.
+func (w *waiter) recordAgain(ctx context.Context, saleID, userID string) error {
+	key := saleID + "\x00" + userID
+	w.mu.Lock()
+	rec, ok := w.pending[key]
+	w.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	if err := w.places.record(ctx, saleID, rec); err != nil {
+		return w.unrecorded(saleID, rec, err)
+	}
+	w.mu.Lock()
+	delete(w.pending, key)
+	w.mu.Unlock()
+	return nil
+}
+
+// placeLog records new places in the database a batch at a time (a group
+// commit, like the order writer's), and a join waits for its batch: a
+// guest is told of a place only once it is recorded.
+type placeLog struct {
+	records flashsale.QueueRecords
+	in      chan placeWrite
+}
+
+type placeWrite struct {
+	sale string
+	rec  flashsale.PlaceRecord
+	done chan error // capacity 1
+}
+
+// placeBatch bounds one batch's records.
+const placeBatch = 512
+
+// record records a place, once its batch commits.
+func (l *placeLog) record(ctx context.Context, saleID string, rec flashsale.PlaceRecord) error {
+	if l.records == nil {
+		return nil
+	}
+	w := placeWrite{sale: saleID, rec: rec, done: make(chan error, 1)}
+	select {
+	case l.in <- w:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-w.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// run writes the batches until ctx ends: each what came while the last
+// was written, up to placeBatch.
+func (l *placeLog) run(ctx context.Context) {
+	for {
+		var batch []placeWrite
+		select {
+		case w := <-l.in:
+			batch = append(batch, w)
+		case <-ctx.Done():
+			return
+		}
+	fill:
+		for len(batch) < placeBatch {
+			select {
+			case w := <-l.in:
+				batch = append(batch, w)
+			default:
+				break fill
+			}
+		}
+		bySale := map[string][]flashsale.PlaceRecord{}
+		for _, w := range batch {
+			bySale[w.sale] = append(bySale[w.sale], w.rec)
+		}
+		errs := map[string]error{}
+		for sale, recs := range bySale {
+			errs[sale] = l.records.RecordPlaces(ctx, sale, recs)
+		}
+		for _, w := range batch {
+			w.done <- errs[w.sale]
+		}
+	}
 }
 
 // dropEnded forgets the queues this instance stepped whose sales are no
@@ -184,6 +355,11 @@ func (w *waiter) dropEnded(ctx context.Context, live []string) {
 		}
 		w.mu.Lock()
 		delete(w.rooms, id)
+		for key := range w.pending {
+			if strings.HasPrefix(key, id+"\x00") {
+				delete(w.pending, key)
+			}
+		}
 		if ch := w.moved[id]; ch != nil { // its streams read closed
 			close(ch)
 			delete(w.moved, id)
@@ -311,6 +487,9 @@ func (s *Service) JoinQueue(ctx context.Context, u flashsale.User, req flashsale
 		return nil, false, flashsale.ErrEnded
 	}
 	if p, err := s.wait.queue.Place(ctx, sale.ID, u.ID, now); err == nil && p.State != flashsale.QueueExpired {
+		if err := s.wait.recordAgain(ctx, sale.ID, u.ID); err != nil {
+			return nil, false, err
+		}
 		v, err := s.queueView(ctx, sale, p, now)
 		return v, false, err
 	}
@@ -327,6 +506,12 @@ func (s *Service) JoinQueue(ctx context.Context, u flashsale.User, req flashsale
 	p, created, err := s.wait.queue.Join(ctx, sale.ID, u.ID, now)
 	if err != nil {
 		return nil, false, err
+	}
+	if created {
+		rec := flashsale.PlaceRecord{UserID: u.ID, Ticket: p.Ticket, Rank: p.Rank, JoinedAt: now}
+		if err := s.wait.places.record(ctx, sale.ID, rec); err != nil {
+			return nil, false, s.wait.unrecorded(sale.ID, rec, err)
+		}
 	}
 	v, err := s.queueView(ctx, sale, p, now)
 	return v, created, err
@@ -493,6 +678,12 @@ func (s *Service) admitted(ctx context.Context, u flashsale.User, sale *flashsal
 			return flashsale.ErrNotAdmitted
 		}
 		return err
+	}
+	if r := s.wait.records; r != nil {
+		if err := r.RecordUse(ctx, sale.ID, u.ID); err != nil {
+			// Using it again is no error: the guest's retry records it.
+			return fmt.Errorf("record the admission used: %w", err)
+		}
 	}
 	return nil
 }

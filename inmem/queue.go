@@ -1,7 +1,9 @@
 package inmem
 
 import (
+	"cmp"
 	"context"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -146,21 +148,21 @@ func (q *Queue) Draw(_ context.Context, saleID, seedHex string) (flashsale.Draw,
 }
 
 // Admit implements flashsale.Queue.
-func (q *Queue) Admit(_ context.Context, saleID string, at time.Time, rule flashsale.AdmitRule) (int, flashsale.QueueStats, error) {
+func (q *Queue) Admit(_ context.Context, saleID string, at time.Time, rule flashsale.AdmitRule) (flashsale.Admission, error) {
 	r := q.room(saleID, false)
 	if r == nil {
-		return 0, flashsale.QueueStats{}, nil
+		return flashsale.Admission{}, nil
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.lapse(at)
 	if !r.drawn {
-		return 0, r.stats(), nil
+		return flashsale.Admission{Stats: r.stats()}, nil
 	}
 	room := rule.Left - len(r.live)
 	n := min(int(r.owe(at, rule.Rate)), room)
-	admitted := 0
-	for admitted < n && r.head < len(r.order) {
+	var a flashsale.Admission
+	for len(a.Admitted) < n && r.head < len(r.order) {
 		p := r.order[r.head]
 		r.head++
 		if p.state != flashsale.QueueWaiting {
@@ -169,15 +171,17 @@ func (q *Queue) Admit(_ context.Context, saleID string, at time.Time, rule flash
 		if rule.IdleAfter > 0 && at.Sub(p.seen) > rule.IdleAfter {
 			p.state = flashsale.QueueExpired
 			r.expired++
+			a.Skipped = append(a.Skipped, p.user)
 			continue
 		}
 		p.state, p.until = flashsale.QueueAdmitted, at.Add(rule.For)
 		r.live = append(r.live, p)
-		admitted++
+		a.Admitted = append(a.Admitted, p.user)
 	}
-	r.owed -= float64(admitted)
-	r.soldOut = room-admitted <= 0
-	return admitted, r.stats(), nil
+	r.owed -= float64(len(a.Admitted))
+	r.soldOut = room-len(a.Admitted) <= 0
+	a.Stats = r.stats()
+	return a, nil
 }
 
 // owe adds what rate owes since the last step to r.owed (nothing at the
@@ -242,6 +246,149 @@ func (q *Queue) Drop(_ context.Context, saleID string) error {
 	defer q.mu.Unlock()
 	delete(q.rooms, saleID)
 	return nil
+}
+
+// Restore implements flashsale.Queue: it merges the records with the
+// places the room has, then lays the order out again by rank.
+func (q *Queue) Restore(_ context.Context, saleID string, d *flashsale.Draw, recs []flashsale.PlaceRecord, at time.Time) error {
+	r := q.room(saleID, true)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	wasDrawn := r.drawn
+	if d != nil && !r.drawn {
+		r.drawn, r.draw = true, *d
+	}
+	drawn := map[string]int{} // ticket → rank in the draw
+	if r.drawn {
+		for i, t := range r.draw.Order {
+			drawn[t] = i + 1
+		}
+	}
+	// key orders the places: by rank once drawn (the prequeue's from the
+	// draw, one not in it at the back by its join), else by arrival.
+	type keyed struct {
+		p      *place
+		rank   int
+		back   int64 // for places without a rank: the join, in ns, or the old index
+		record bool
+	}
+	rankOf := func(rank int, ticket string) int {
+		if rank == 0 {
+			return drawn[ticket] // 0 if not in the draw
+		}
+		return rank
+	}
+	all := map[string]*keyed{}
+	for _, p := range r.order {
+		if p.user == "" || r.byUser[p.user] != p {
+			continue // a slot left behind by a guest who joined again
+		}
+		k := &keyed{p: p, back: int64(p.index)}
+		if wasDrawn {
+			k.rank = p.index + 1
+		} else {
+			k.rank = drawn[p.ticket]
+		}
+		all[p.user] = k
+	}
+	for _, rec := range recs {
+		rp := &place{ticket: rec.Ticket, user: rec.UserID, state: flashsale.QueueWaiting, seen: at}
+		switch {
+		case rec.Used:
+			rp.state, rp.until, rp.used = flashsale.QueueAdmitted, rec.AdmittedUntil, true
+		case !rec.AdmittedUntil.IsZero():
+			rp.state, rp.until = flashsale.QueueAdmitted, rec.AdmittedUntil
+		case rec.Skipped:
+			rp.state = flashsale.QueueExpired
+		}
+		k := &keyed{p: rp, rank: rankOf(rec.Rank, rec.Ticket), back: rec.JoinedAt.UnixNano(), record: true}
+		cur := all[rec.UserID]
+		switch {
+		case cur == nil || k.rank > cur.rank:
+			all[rec.UserID] = k
+		case k.rank == cur.rank && cur.p.ticket == rp.ticket && progress(rp) > progress(cur.p):
+			cur.p.state, cur.p.until, cur.p.used = rp.state, rp.until, rp.used
+		}
+	}
+	ks := slices.Collect(maps.Values(all))
+	slices.SortStableFunc(ks, func(a, b *keyed) int {
+		// By rank; then the unranked: those the room had, in its order,
+		// before the records', by their joins.
+		if c := cmp.Compare(b2i(a.rank == 0), b2i(b.rank == 0)); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.rank, b.rank); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(b2i(a.record), b2i(b.record)); c != 0 {
+			return c
+		}
+		return cmp.Or(cmp.Compare(a.back, b.back), cmp.Compare(a.p.user, b.p.user))
+	})
+	// A ranked place goes back to its slot (rank - 1), so ranks stand; a
+	// slot nobody holds (left by a guest who joined again) stays passed;
+	// the unranked, and a second claim on a slot, go to the back.
+	r.order, r.live, r.used, r.expired = r.order[:0], r.live[:0], 0, 0
+	r.byUser = make(map[string]*place, len(ks))
+	var back []*place
+	for _, k := range ks {
+		if k.rank == 0 || k.rank <= len(r.order) {
+			back = append(back, k.p)
+			continue
+		}
+		for len(r.order) < k.rank-1 {
+			r.order = append(r.order, &place{state: flashsale.QueueExpired, index: len(r.order)})
+		}
+		r.order = append(r.order, k.p)
+	}
+	r.order = append(r.order, back...)
+	r.head = -1
+	for i, p := range r.order {
+		p.index = i
+		if p.user == "" {
+			continue
+		}
+		r.byUser[p.user] = p
+		switch {
+		case p.state == flashsale.QueueWaiting:
+			if r.head < 0 {
+				r.head = i
+			}
+		case p.state == flashsale.QueueExpired:
+			r.expired++
+		case p.used:
+			r.used++
+		default:
+			r.live = append(r.live, p)
+		}
+	}
+	switch {
+	case !r.drawn:
+		r.head = 0 // the prequeue: nobody has left it
+	case r.head < 0:
+		r.head = len(r.order) // nobody waits
+	}
+	r.lapse(at)
+	return nil
+}
+
+// progress orders a place's states: waiting, then admitted or skipped,
+// then used.
+func progress(p *place) int {
+	switch {
+	case p.used:
+		return 2
+	case p.state == flashsale.QueueWaiting:
+		return 0
+	}
+	return 1
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // lapse expires the admissions that ended by at unused.

@@ -78,7 +78,8 @@ func BenchmarkQueue(b *testing.B) {
 		rule := flashsale.AdmitRule{For: time.Second / 2, IdleAfter: time.Hour, Rate: 100, Left: waiters}
 		at := benchT0
 		for b.Loop() {
-			n, _, err := q.Admit(ctx, "s", at, rule)
+			a, err := q.Admit(ctx, "s", at, rule)
+			n := len(a.Admitted)
 			if err != nil {
 				b.Fatal(err)
 			}

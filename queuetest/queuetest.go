@@ -8,7 +8,9 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -28,6 +30,9 @@ func Run(t *testing.T, open func(tb testing.TB) flashsale.Queue) {
 	t.Run("Bound", func(t *testing.T) { testBound(t, open(t)) })
 	t.Run("Clock", func(t *testing.T) { testClock(t, open(t)) })
 	t.Run("Drop", func(t *testing.T) { testDrop(t, open(t)) })
+	t.Run("Restore", func(t *testing.T) { testRestore(t, open(t)) })
+	t.Run("RestoreStale", func(t *testing.T) { testRestoreStale(t, open(t)) })
+	t.Run("RestorePrequeue", func(t *testing.T) { testRestorePrequeue(t, open(t)) })
 	t.Run("Storm", func(t *testing.T) { testStorm(t, open(t)) })
 }
 
@@ -69,21 +74,21 @@ func admit(tb testing.TB, q flashsale.Queue, sale string, n int, at time.Time, r
 	if rule.Left == 0 {
 		rule.Left = 1 << 30
 	}
-	got, _, err := q.Admit(context.Background(), sale, at, rule)
+	a, err := q.Admit(context.Background(), sale, at, rule)
 	if err != nil {
 		tb.Fatalf("Admit(%d) = %v", n, err)
 	}
-	return got
+	return len(a.Admitted)
 }
 
 // step is an admission step with rule as given.
 func step(tb testing.TB, q flashsale.Queue, sale string, at time.Time, rule flashsale.AdmitRule) (int, flashsale.QueueStats) {
 	tb.Helper()
-	got, st, err := q.Admit(context.Background(), sale, at, rule)
+	a, err := q.Admit(context.Background(), sale, at, rule)
 	if err != nil {
 		tb.Fatalf("Admit = %v", err)
 	}
-	return got, st
+	return len(a.Admitted), a.Stats
 }
 
 // draw draws the queue and starts its admission clock a second before t0
@@ -286,9 +291,10 @@ func testSkipIdle(t *testing.T, q flashsale.Queue) {
 	for _, tk := range d.Order[1:] {
 		place(t, q, sale, byTicket[tk], at)
 	}
-	idle := flashsale.AdmitRule{For: time.Minute, IdleAfter: 30 * time.Second}
-	if n := admit(t, q, sale, 1, at.Add(time.Second), idle); n != 1 {
-		t.Fatalf("admitted %d, want 1", n)
+	idle := flashsale.AdmitRule{For: time.Minute, IdleAfter: 30 * time.Second, Rate: 1, Left: 10}
+	a, err := q.Admit(context.Background(), sale, at.Add(time.Second), idle)
+	if err != nil || !slices.Equal(a.Admitted, []string{byTicket[d.Order[1]]}) || !slices.Equal(a.Skipped, []string{byTicket[d.Order[0]]}) {
+		t.Fatalf("Admit = %+v, %v; want the second in line admitted, the first skipped", a, err)
 	}
 	if p := place(t, q, sale, byTicket[d.Order[0]], at); p.State != flashsale.QueueExpired {
 		t.Fatalf("the idle first in line is %s, want expired (skipped)", p.State)
@@ -364,12 +370,12 @@ func testBound(t *testing.T, q flashsale.Queue) {
 		wg.Go(func() {
 			for i := range 20 {
 				at := t0.Add(time.Duration(i*8+g) * 10 * time.Millisecond)
-				n, _, err := q.Admit(context.Background(), sale, at, rule)
+				a, err := q.Admit(context.Background(), sale, at, rule)
 				if err != nil {
 					errs <- err
 					return
 				}
-				admitted.Add(int64(n))
+				admitted.Add(int64(len(a.Admitted)))
 			}
 		})
 	}
@@ -501,8 +507,9 @@ func testStorm(t *testing.T, q flashsale.Queue) {
 	for range 8 {
 		wg.Go(func() {
 			for {
-				got, st, err := q.Admit(context.Background(), sale, t0.Add(time.Duration(clock.Add(1))*time.Second), storm)
-				if err != nil || st.Waiting == 0 && got == 0 {
+				a, err := q.Admit(context.Background(), sale, t0.Add(time.Duration(clock.Add(1))*time.Second), storm)
+				got := len(a.Admitted)
+				if err != nil || a.Stats.Waiting == 0 && got == 0 {
 					return
 				}
 				admitted.Add(int64(got))
@@ -516,4 +523,276 @@ func testStorm(t *testing.T, q flashsale.Queue) {
 	if s := stats(t, q, sale, t0); s.Admitted != n || s.Waiting != 0 {
 		t.Fatalf("Stats = %+v, want all %d admitted", s, n)
 	}
+}
+
+// recorder keeps what the funnel records of a queue (QueueRecords), the
+// way it records it: a place when taken, the draw, each step's admitted
+// and skipped, each use.
+type recorder struct {
+	draw   *flashsale.Draw
+	places map[string]*flashsale.PlaceRecord
+}
+
+func newRecorder() *recorder { return &recorder{places: map[string]*flashsale.PlaceRecord{}} }
+
+func (r *recorder) join(tb testing.TB, q flashsale.Queue, sale, user string, at time.Time) flashsale.Place {
+	tb.Helper()
+	p, created := join(tb, q, sale, user, at)
+	if created {
+		r.places[user] = &flashsale.PlaceRecord{UserID: user, Ticket: p.Ticket, Rank: p.Rank, JoinedAt: at}
+	}
+	return p
+}
+
+func (r *recorder) step(tb testing.TB, q flashsale.Queue, sale string, at time.Time, rule flashsale.AdmitRule) flashsale.Admission {
+	tb.Helper()
+	a, err := q.Admit(context.Background(), sale, at, rule)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, u := range a.Admitted {
+		r.places[u].AdmittedUntil = at.Add(rule.For)
+	}
+	for _, u := range a.Skipped {
+		r.places[u].Skipped = true
+	}
+	return a
+}
+
+func (r *recorder) use(tb testing.TB, q flashsale.Queue, sale, user string, at time.Time) {
+	tb.Helper()
+	if err := q.Use(context.Background(), sale, user, at); err != nil {
+		tb.Fatal(err)
+	}
+	r.places[user].Used = true
+}
+
+// records are the places in the order QueueRecord returns them.
+func (r *recorder) records() []flashsale.PlaceRecord {
+	var out []flashsale.PlaceRecord
+	for _, p := range r.places {
+		out = append(out, *p)
+	}
+	slices.SortFunc(out, func(a, b flashsale.PlaceRecord) int {
+		if (a.Rank == 0) != (b.Rank == 0) {
+			if a.Rank == 0 {
+				return -1
+			}
+			return 1
+		}
+		if a.Rank != b.Rank {
+			return a.Rank - b.Rank
+		}
+		return a.JoinedAt.Compare(b.JoinedAt)
+	})
+	return out
+}
+
+// places reads every user's place (without the Seen mark mattering: all
+// read at the same at).
+func places(tb testing.TB, q flashsale.Queue, sale string, users []string, at time.Time) map[string]flashsale.Place {
+	tb.Helper()
+	out := map[string]flashsale.Place{}
+	for _, u := range users {
+		out[u] = place(tb, q, sale, u, at)
+	}
+	return out
+}
+
+// lived runs a queue through a sale's life, recording it: 12 join before
+// the draw; 3 are admitted (one skipped, idle, on the way), one uses its
+// admission; 2 join after the draw; an admission lapses and its guest
+// joins again at the back. It returns the users and when it stopped.
+func lived(t *testing.T, q flashsale.Queue, sale string, rec *recorder) ([]string, time.Time) {
+	var users []string
+	for i := range 12 {
+		u := fmt.Sprintf("u%02d", i)
+		users = append(users, u)
+		rec.join(t, q, sale, u, t0.Add(-time.Duration(12-i)*time.Second))
+	}
+	d := draw(t, q, sale, seed(t))
+	rec.draw = &d
+	idle := flashsale.AdmitRule{For: time.Minute, IdleAfter: 30 * time.Second, Rate: 3, Left: 100}
+	// Everyone but whoever is first in line reads their place at t0+40s.
+	at := t0.Add(40 * time.Second)
+	first := ""
+	for _, u := range users {
+		if p := place(t, q, sale, u, t0); p.Rank == 1 {
+			first = u
+		}
+	}
+	for _, u := range users {
+		if u != first {
+			place(t, q, sale, u, at)
+		}
+	}
+	a := rec.step(t, q, sale, at, idle)
+	if len(a.Admitted) != 3 || len(a.Skipped) != 1 || a.Skipped[0] != first {
+		t.Fatalf("the step = %+v, want 3 admitted and %s skipped", a, first)
+	}
+	rec.use(t, q, sale, a.Admitted[0], at)
+	for _, u := range []string{"late0", "late1"} {
+		users = append(users, u)
+		rec.join(t, q, sale, u, at)
+	}
+	// The third admission lapses; its guest joins again at the back.
+	at = at.Add(2 * time.Minute)
+	for _, u := range users {
+		place(t, q, sale, u, at) // all seen
+	}
+	a2 := rec.step(t, q, sale, at, flashsale.AdmitRule{For: time.Minute, Rate: 2, Left: 100})
+	if len(a2.Admitted) != 2 {
+		t.Fatalf("the second step = %+v, want 2 admitted", a2)
+	}
+	lapsed := a.Admitted[2]
+	if p := rec.join(t, q, sale, lapsed, at); p.State != flashsale.QueueWaiting || p.Rank == 0 {
+		t.Fatalf("joining again after a lapse = %+v", p)
+	}
+	return users, at
+}
+
+// testRestore: a queue lost whole (Drop stands for a Redis restarted
+// empty, or a process restarted) and restored from its records gives
+// every guest the place they had, and moves on in the same order.
+func testRestore(t *testing.T, q flashsale.Queue) {
+	ctx := context.Background()
+	sale := saleID()
+	rec := newRecorder()
+	users, at := lived(t, q, sale, rec)
+	before := places(t, q, sale, users, at)
+	beforeStats := stats(t, q, sale, at)
+	if err := q.Drop(ctx, sale); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // twice: the same records change nothing
+		if err := q.Restore(ctx, sale, rec.draw, rec.records(), at); err != nil {
+			t.Fatal(err)
+		}
+		after := places(t, q, sale, users, at)
+		for _, u := range users {
+			if b, a := before[u], after[u]; b != a {
+				t.Fatalf("%s: %+v before the loss, %+v restored", u, b, a)
+			}
+		}
+		if s := stats(t, q, sale, at); s.Joined != beforeStats.Joined || s.Waiting != beforeStats.Waiting ||
+			s.Admitted != beforeStats.Admitted || s.Used != beforeStats.Used || s.Expired != beforeStats.Expired || !s.Drawn {
+			t.Fatalf("stats restored = %+v, before %+v", s, beforeStats)
+		}
+	}
+	if d := draw(t, q, sale, seed(t)); !slices.Equal(d.Order, rec.draw.Order) {
+		t.Fatal("the restored queue's draw is not the recorded one")
+	}
+	// It moves on in order: the next admitted is the one with Ahead 0.
+	var next string
+	for u, p := range before {
+		if p.State == flashsale.QueueWaiting && p.Ahead == 0 {
+			next = u
+		}
+	}
+	a := rec.step(t, q, sale, at.Add(time.Second), flashsale.AdmitRule{For: time.Minute, Rate: 1, Left: 100})
+	if len(a.Admitted) != 1 || a.Admitted[0] != next {
+		t.Fatalf("the first step after the restore = %+v, want %s admitted", a, next)
+	}
+	// A record older than the place (the guest joined again at the back
+	// and that record was in flight) does not take the place back.
+	for u, p := range before {
+		if p.Rank > 12 && !strings.HasPrefix(u, "late") {
+			old := []flashsale.PlaceRecord{{UserID: u, Ticket: p.Ticket, JoinedAt: t0, AdmittedUntil: at.Add(-time.Minute)}}
+			if err := q.Restore(ctx, sale, rec.draw, old, at); err != nil {
+				t.Fatal(err)
+			}
+			if got := place(t, q, sale, u, at); got.Rank != p.Rank || got.State != flashsale.QueueWaiting {
+				t.Fatalf("%s rejoined at rank %d; after an older record was restored: %+v", u, p.Rank, got)
+			}
+			return
+		}
+	}
+	t.Fatal("no guest joined again")
+}
+
+// testRestoreStale: a queue that came back stale (a Redis replica or
+// snapshot behind: some places, no draw, no progress) is brought up to
+// its records, and a place it has that the records do not yet (a join
+// whose record was in flight) is kept.
+func testRestoreStale(t *testing.T, q flashsale.Queue) {
+	ctx := context.Background()
+	sale := saleID()
+	rec := newRecorder()
+	users, at := lived(t, q, sale, rec)
+	before := places(t, q, sale, users, at)
+	if err := q.Drop(ctx, sale); err != nil {
+		t.Fatal(err)
+	}
+	// The stale copy: the first five places, from before the draw.
+	var early []flashsale.PlaceRecord
+	for _, r := range rec.records() {
+		if r.Rank == 0 && len(early) < 5 {
+			r.AdmittedUntil, r.Skipped, r.Used = time.Time{}, false, false
+			early = append(early, r)
+		}
+	}
+	if err := q.Restore(ctx, sale, nil, early, at); err != nil {
+		t.Fatal(err)
+	}
+	// A guest joins the stale queue before the rebuild; their record has
+	// not landed.
+	newcomer, _ := join(t, q, sale, "newcomer", at)
+	if err := q.Restore(ctx, sale, rec.draw, rec.records(), at); err != nil {
+		t.Fatal(err)
+	}
+	after := places(t, q, sale, users, at)
+	for _, u := range users {
+		if b, a := before[u], after[u]; b != a {
+			t.Fatalf("%s: %+v before the loss, %+v after the stale queue was restored", u, b, a)
+		}
+	}
+	if p := place(t, q, sale, "newcomer", at); p.Ticket != newcomer.Ticket || p.State != flashsale.QueueWaiting {
+		t.Fatalf("the newcomer after the restore = %+v, want their place kept", p)
+	}
+}
+
+// testRestorePrequeue: a queue lost before the draw is restored as a
+// prequeue; the draw then made from it is the one the lost queue would
+// have made (the same tickets, the same seed).
+func testRestorePrequeue(t *testing.T, q flashsale.Queue) {
+	ctx := context.Background()
+	sale, other := saleID(), saleID()
+	rec := newRecorder()
+	var users []string
+	for i := range 20 {
+		u := fmt.Sprintf("p%02d", i)
+		users = append(users, u)
+		rec.join(t, q, sale, u, t0.Add(time.Duration(i)*time.Millisecond))
+	}
+	if err := q.Drop(ctx, sale); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Restore(ctx, other, nil, rec.records(), t0); err != nil {
+		t.Fatal(err)
+	}
+	if s := stats(t, q, other, t0); s.Drawn || s.Joined != 20 || s.Waiting != 20 {
+		t.Fatalf("a restored prequeue = %+v, want 20 waiting, not drawn", s)
+	}
+	sd := seed(t)
+	d := draw(t, q, other, sd)
+	want, err := flashsale.DrawOrder(sd, slices.Sorted(maps.Keys(ticketsOf(rec))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(d.Order, want) {
+		t.Fatal("the draw of a restored prequeue is not the draw of its tickets")
+	}
+	for _, u := range users {
+		if p := place(t, q, other, u, t0); p.Ticket != rec.places[u].Ticket || d.Order[p.Rank-1] != p.Ticket {
+			t.Fatalf("%s after the draw: %+v, not at its ticket's place", u, p)
+		}
+	}
+}
+
+func ticketsOf(r *recorder) map[string]bool {
+	m := map[string]bool{}
+	for _, p := range r.places {
+		m[p.Ticket] = true
+	}
+	return m
 }
