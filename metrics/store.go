@@ -40,11 +40,17 @@ func (m *Metrics) Store(next flashsale.Store) flashsale.Store {
 		saleChanges: op("sale_changes"), saleOrders: op("sale_orders"), deleteSale: op("delete_sale"),
 		claimNotices: op("claim_notices"), ackNotices: op("ack_notices"), noticeCursor: op("notice_cursor"),
 		recordDelivery: op("record_delivery"), deliveries: op("deliveries"), pruneOutbox: op("prune_outbox"),
+		recordPlaces: op("record_places"), recordPassed: op("record_passed"), recordUse: op("record_use"),
+		recordDraw: op("record_draw"), queueRecord: op("queue_record"),
 	}
 	for i, r := range placeResults {
 		s.placed[i] = m.dbPlaced.WithLabelValues(r.name)
 	}
-	return flashsale.Store{SaleStore: s, OrderStore: s, Books: s, NoticeStore: s, Database: s, Modes: next.Modes, Forces: next.Forces}
+	wrapped := flashsale.Store{SaleStore: s, OrderStore: s, Books: s, NoticeStore: s, Database: s, Modes: next.Modes, Forces: next.Forces}
+	if next.Queues != nil {
+		wrapped.Queues = s
+	}
+	return wrapped
 }
 
 type store struct {
@@ -57,6 +63,7 @@ type store struct {
 	deleteSale                                                           *call
 	claimNotices, ackNotices, noticeCursor, recordDelivery, deliveries   *call
 	pruneOutbox, pendingMigrations                                       *call
+	recordPlaces, recordPassed, recordUse, recordDraw, queueRecord       *call
 	placed                                                               [len(placeResults)]prometheus.Counter
 }
 
@@ -253,6 +260,43 @@ func (s *store) Ping(ctx context.Context) error {
 	err := s.next.Ping(ctx)
 	s.ping.done(start, err)
 	return err
+}
+
+// The waiting rooms' records (flashsale.QueueRecords), when next keeps them.
+
+func (s *store) RecordPlaces(ctx context.Context, saleID string, places []flashsale.PlaceRecord) error {
+	start := time.Now()
+	err := s.next.Queues.RecordPlaces(ctx, saleID, places)
+	s.recordPlaces.done(start, err)
+	return err
+}
+
+func (s *store) RecordPassed(ctx context.Context, saleID string, admitted []string, until time.Time, skipped []string) error {
+	start := time.Now()
+	err := s.next.Queues.RecordPassed(ctx, saleID, admitted, until, skipped)
+	s.recordPassed.done(start, err)
+	return err
+}
+
+func (s *store) RecordUse(ctx context.Context, saleID, userID string) error {
+	start := time.Now()
+	err := s.next.Queues.RecordUse(ctx, saleID, userID)
+	s.recordUse.done(start, err)
+	return err
+}
+
+func (s *store) RecordDraw(ctx context.Context, d flashsale.Draw) error {
+	start := time.Now()
+	err := s.next.Queues.RecordDraw(ctx, d)
+	s.recordDraw.done(start, err)
+	return err
+}
+
+func (s *store) QueueRecord(ctx context.Context, saleID string) (*flashsale.Draw, []flashsale.PlaceRecord, error) {
+	start := time.Now()
+	d, places, err := s.next.Queues.QueueRecord(ctx, saleID)
+	s.queueRecord.done(start, err)
+	return d, places, err
 }
 
 func (s *store) Close() error { return s.next.Close() }

@@ -74,9 +74,9 @@ var dialect = sqlstore.Dialect{
 }
 
 // Roles is the store as the service takes it, with the boards where
-// the deployment's instances agree.
+// the deployment's instances agree and the waiting rooms' records.
 func (s *Store) Roles() flashsale.Store {
-	return flashsale.Store{SaleStore: s, OrderStore: s, Books: s, NoticeStore: s, Database: s, Modes: s, Forces: s}
+	return flashsale.Store{SaleStore: s, OrderStore: s, Books: s, NoticeStore: s, Database: s, Modes: s, Forces: s, Queues: s}
 }
 
 // MaxOpenConnsDefault caps one instance's connections to the database.

@@ -31,9 +31,13 @@ var server = storetest.Server[*postgres.Store]{
 // TestStore runs the suite of the SQL servers' stores (storetest.Server).
 func TestStore(t *testing.T) { server.Run(t) }
 
-// previousSchema undoes the last migration, 0011's waiting_room.
+// previousSchema undoes the waiting room's migrations, 0012's queue
+// records and 0011's waiting_room: the schema of a release from before the
+// waiting room, which RunMigrateOverSales checks a sale of reads back
+// without one after Migrate.
 func previousSchema(ctx context.Context, s *postgres.Store) error {
-	_, err := s.Pool().Exec(ctx, "ALTER TABLE sales DROP COLUMN waiting_room; DELETE FROM schema_migrations WHERE version = 11")
+	_, err := s.Pool().Exec(ctx, `DROP TABLE queue_places; DROP TABLE queue_draws; ALTER TABLE sales DROP COLUMN waiting_room;
+		DELETE FROM schema_migrations WHERE version IN (11, 12)`)
 	return err
 }
 

@@ -28,7 +28,8 @@ func TestMigrate(t *testing.T) {
 	}, len(files))
 }
 
-// TestMigrateOverSales runs the last migration over a sale from before it
+// TestMigrateOverSales runs the waiting room's migrations (0011's column,
+// 0012's queue records) over a sale from before them
 // (storetest.RunMigrateOverSales): the database is taken back through a
 // connection of its own, as an older binary would have left it.
 func TestMigrateOverSales(t *testing.T) {
@@ -39,8 +40,8 @@ func TestMigrateOverSales(t *testing.T) {
 			return err
 		}
 		defer db.Close()
-		_, err = db.ExecContext(ctx, `ALTER TABLE sales DROP COLUMN waiting_room;
-			DELETE FROM schema_migrations WHERE version = '0011_waiting_room'`)
+		_, err = db.ExecContext(ctx, `DROP TABLE queue_places; DROP TABLE queue_draws; ALTER TABLE sales DROP COLUMN waiting_room;
+			DELETE FROM schema_migrations WHERE version IN ('0011_waiting_room', '0012_queue_records')`)
 		return err
 	})
 }

@@ -36,10 +36,11 @@ const BusyTimeout = 10 * time.Second
 //go:embed migrations/*.sql
 var migrations embed.FS
 
-// Roles is the store as the service takes it. SQLite keeps no boards:
-// its one instance has nobody to agree with.
+// Roles is the store as the service takes it, with the waiting rooms'
+// records. SQLite keeps no boards: its one instance has nobody to agree
+// with.
 func (s *Store) Roles() flashsale.Store {
-	return flashsale.Store{SaleStore: s, OrderStore: s, Books: s, NoticeStore: s, Database: s}
+	return flashsale.Store{SaleStore: s, OrderStore: s, Books: s, NoticeStore: s, Database: s, Queues: s}
 }
 
 // Store is the SQLite flashsale.Store.

@@ -73,6 +73,7 @@ func Run(t *testing.T, open OpenFunc) {
 	t.Run("Notices", func(t *testing.T) { testNotices(t, open) })
 	t.Run("DeleteSale", func(t *testing.T) { testDeleteSale(t, open) })
 	t.Run("PruneOutbox", func(t *testing.T) { testPruneOutbox(t, open) })
+	t.Run("QueueRecords", func(t *testing.T) { testQueueRecords(t, open) })
 }
 
 // now is the suite's clock. It is deliberately not time.Now: stores must

@@ -16,15 +16,20 @@ import (
 // db.system.name: mysql, postgresql, sqlite). Migrate and PendingMigrations
 // (start-up), Ping (the readiness probe) and Close pass straight through,
 // each by name: a method added to a role does not compile until it is
-// traced here or passed through on purpose. The boards are not traced.
-// Off, it returns s itself.
+// traced here or passed through on purpose. The boards are not traced;
+// the waiting rooms' records are, when s keeps them (Queues nil stays
+// nil). Off, it returns s itself.
 func (t *Tracing) Store(s flashsale.Store, system string) flashsale.Store {
 	if t == nil {
 		return s
 	}
 	w := &store{next: s, calls: calls{t: t, system: system, kind: trace.SpanKindClient,
 		attrs: []attribute.KeyValue{semconv.DBSystemNameKey.String(system)}}}
-	return flashsale.Store{SaleStore: w, OrderStore: w, Books: w, NoticeStore: w, Database: w, Modes: s.Modes, Forces: s.Forces}
+	traced := flashsale.Store{SaleStore: w, OrderStore: w, Books: w, NoticeStore: w, Database: w, Modes: s.Modes, Forces: s.Forces}
+	if s.Queues != nil {
+		traced.Queues = w
+	}
+	return traced
 }
 
 type store struct {
@@ -177,6 +182,39 @@ func (s *store) PruneOutbox(ctx context.Context, before time.Time, limit int) (n
 	notices, deliveries, err = s.next.PruneOutbox(ctx, before, limit)
 	end(span, err)
 	return notices, deliveries, err
+}
+
+// The waiting rooms' records (flashsale.QueueRecords): traced with the
+// sale and, for a batch, its size.
+
+func (s *store) RecordPlaces(ctx context.Context, saleID string, places []flashsale.PlaceRecord) error {
+	return run(&s.calls, ctx, "record_places", func(ctx context.Context) error {
+		return s.next.Queues.RecordPlaces(ctx, saleID, places)
+	}, saleKey.String(saleID), semconv.DBOperationBatchSize(len(places)))
+}
+
+func (s *store) RecordPassed(ctx context.Context, saleID string, admitted []string, until time.Time, skipped []string) error {
+	return run(&s.calls, ctx, "record_passed", func(ctx context.Context) error {
+		return s.next.Queues.RecordPassed(ctx, saleID, admitted, until, skipped)
+	}, saleKey.String(saleID), semconv.DBOperationBatchSize(len(admitted)+len(skipped)))
+}
+
+func (s *store) RecordUse(ctx context.Context, saleID, userID string) error {
+	return run(&s.calls, ctx, "record_use", func(ctx context.Context) error {
+		return s.next.Queues.RecordUse(ctx, saleID, userID)
+	}, saleKey.String(saleID))
+}
+
+func (s *store) RecordDraw(ctx context.Context, d flashsale.Draw) error {
+	return run(&s.calls, ctx, "record_draw", func(ctx context.Context) error { return s.next.Queues.RecordDraw(ctx, d) },
+		saleKey.String(d.SaleID))
+}
+
+func (s *store) QueueRecord(ctx context.Context, saleID string) (*flashsale.Draw, []flashsale.PlaceRecord, error) {
+	ctx, span := s.span(ctx, "queue_record", saleKey.String(saleID))
+	d, places, err := s.next.Queues.QueueRecord(ctx, saleID)
+	end(span, err)
+	return d, places, err
 }
 
 // The attributes that name what a call is about.

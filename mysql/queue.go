@@ -1,0 +1,241 @@
+package mysql
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/sqlrows"
+)
+
+var _ flashsale.QueueRecords = (*Store)(nil)
+
+// The waiting rooms' records (flashsale.QueueRecords) in queue_places and
+// queue_draws (migration 0012). A draw keeps only its seed and its sorted
+// tickets, its order and commitment recomputed when read. The writes lock
+// place rows in user order (lastPlaces, sorted lists), so two batches
+// rarely deadlock, and the driver's InTx reruns the one InnoDB picks.
+
+// maxPlacesPerStatement bounds the rows one statement carries (8
+// parameters each, interpolated into the query: about 200 bytes a row,
+// far below max_allowed_packet).
+const maxPlacesPerStatement = 1000
+
+// RecordPlaces implements flashsale.QueueRecords: one upsert per chunk of
+// maxPlacesPerStatement places, in one transaction. A row whose ticket and
+// rank are those recorded is left as it is (its progress kept); one with
+// another ticket or rank replaces it, progress included (the record's,
+// none for a place just taken). A user twice in places: the last wins.
+//
+// MySQL evaluates an ON DUPLICATE KEY UPDATE's assignments left to right,
+// each seeing the ones before, so the columns that depend on the old
+// ticket and rank come first and ticket itself last.
+func (s *Store) RecordPlaces(ctx context.Context, saleID string, places []flashsale.PlaceRecord) error {
+	if len(places) == 0 {
+		return nil
+	}
+	places = lastPlaces(places)
+	err := s.driver.InTx(ctx, "record_places", func(tx *sql.Tx) error {
+		for chunk := range slices.Chunk(places, maxPlacesPerStatement) {
+			args := make([]any, 0, 8*len(chunk))
+			for _, p := range chunk {
+				args = append(args, saleID, p.UserID, p.Ticket, p.Rank, ms(p.JoinedAt), nullMS(p.AdmittedUntil), p.Skipped, p.Used)
+			}
+			const other = `(ticket <> VALUES(ticket) OR place_rank <> VALUES(place_rank))`
+			if _, err := tx.ExecContext(ctx, `INSERT INTO queue_places
+				(sale_id, user_id, ticket, place_rank, joined_at_ms, admitted_until_ms, skipped, used)
+				VALUES `+strings.Repeat("(?, ?, ?, ?, ?, ?, ?, ?), ", len(chunk)-1)+`(?, ?, ?, ?, ?, ?, ?, ?)
+				ON DUPLICATE KEY UPDATE
+					joined_at_ms = IF(`+other+`, VALUES(joined_at_ms), joined_at_ms),
+					admitted_until_ms = IF(`+other+`, VALUES(admitted_until_ms), admitted_until_ms),
+					skipped = IF(`+other+`, VALUES(skipped), skipped),
+					used = IF(`+other+`, VALUES(used), used),
+					place_rank = IF(`+other+`, VALUES(place_rank), place_rank),
+					ticket = VALUES(ticket)`, args...); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("record places: sale=%s: %w", saleID, err)
+	}
+	return nil
+}
+
+// RecordPassed implements flashsale.QueueRecords, in one transaction.
+// Users without a record are no error: there is nothing of theirs to mark.
+func (s *Store) RecordPassed(ctx context.Context, saleID string, admitted []string, until time.Time, skipped []string) error {
+	if len(admitted) == 0 && len(skipped) == 0 {
+		return nil
+	}
+	admitted, skipped = slices.Sorted(slices.Values(admitted)), slices.Sorted(slices.Values(skipped))
+	err := s.driver.InTx(ctx, "record_passed", func(tx *sql.Tx) error {
+		for _, step := range []struct {
+			users []string
+			set   string
+			arg   any
+		}{
+			{admitted, "admitted_until_ms = ?", nullMS(until)},
+			{skipped, "skipped = ?", true},
+		} {
+			for chunk := range slices.Chunk(step.users, maxPlacesPerStatement) {
+				args := make([]any, 0, 2+len(chunk))
+				args = append(args, step.arg, saleID)
+				for _, u := range chunk {
+					args = append(args, u)
+				}
+				if _, err := tx.ExecContext(ctx, `UPDATE queue_places SET `+step.set+`
+					WHERE sale_id = ? AND user_id IN `+placeholders(len(chunk)), args...); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("record passed: sale=%s: %w", saleID, err)
+	}
+	return nil
+}
+
+// RecordUse implements flashsale.QueueRecords; a user without a record is
+// no error.
+func (s *Store) RecordUse(ctx context.Context, saleID, userID string) error {
+	if _, err := s.db.ExecContext(ctx, `UPDATE queue_places SET used = TRUE WHERE sale_id = ? AND user_id = ?`,
+		saleID, userID); err != nil {
+		return fmt.Errorf("record use: sale=%s: %w", saleID, down(err))
+	}
+	return nil
+}
+
+// RecordDraw implements flashsale.QueueRecords: the first draw recorded
+// for a sale stays (sale_id = sale_id changes nothing; unlike INSERT
+// IGNORE, it turns no other error into a warning). A draw that does not
+// verify (drawTickets) is refused.
+func (s *Store) RecordDraw(ctx context.Context, d flashsale.Draw) error {
+	tickets, err := drawTickets(d)
+	if err != nil {
+		return fmt.Errorf("record draw: sale=%s: %w", d.SaleID, err)
+	}
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO queue_draws (sale_id, seed, tickets, recorded_at_ms)
+		VALUES (?, ?, ?, `+nowMS+`) ON DUPLICATE KEY UPDATE sale_id = sale_id`, d.SaleID, d.Seed, tickets); err != nil {
+		return fmt.Errorf("record draw: sale=%s: %w", d.SaleID, down(err))
+	}
+	return nil
+}
+
+// QueueRecord implements flashsale.QueueRecords: the draw and the places
+// are read in one REPEATABLE READ transaction, so they are of one moment.
+// The prequeue's places have rank 0, so ordering by rank puts them first
+// (by join time, then user id), the ranked ones after, by rank.
+func (s *Store) QueueRecord(ctx context.Context, saleID string) (*flashsale.Draw, []flashsale.PlaceRecord, error) {
+	d, places, err := s.queueRecord(ctx, saleID)
+	if err != nil {
+		return nil, nil, fmt.Errorf("queue record: sale=%s: %w", saleID, down(err))
+	}
+	return d, places, nil
+}
+
+func (s *Store) queueRecord(ctx context.Context, saleID string) (*flashsale.Draw, []flashsale.PlaceRecord, error) {
+	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+	if err != nil {
+		return nil, nil, err
+	}
+	defer tx.Rollback()
+	var d *flashsale.Draw
+	var seed, tickets string
+	switch err := tx.QueryRowContext(ctx, `SELECT seed, tickets FROM queue_draws WHERE sale_id = ?`, saleID).Scan(&seed, &tickets); {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return nil, nil, err
+	default:
+		if d, err = drawOf(saleID, seed, tickets); err != nil {
+			return nil, nil, err
+		}
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT user_id, ticket, place_rank, joined_at_ms, admitted_until_ms, skipped, used
+		FROM queue_places WHERE sale_id = ?
+		ORDER BY place_rank, joined_at_ms, user_id`, saleID)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	var places []flashsale.PlaceRecord
+	for rows.Next() {
+		var (
+			p        flashsale.PlaceRecord
+			joinedAt int64
+			until    sql.NullInt64
+		)
+		if err := rows.Scan(&p.UserID, &p.Ticket, &p.Rank, &joinedAt, &until, &p.Skipped, &p.Used); err != nil {
+			return nil, nil, err
+		}
+		p.JoinedAt, p.AdmittedUntil = sqlrows.FromMS(joinedAt), sqlrows.FromMS(until.Int64)
+		places = append(places, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, err
+	}
+	return d, places, tx.Commit()
+}
+
+// nullMS stores a time as unix milliseconds, the zero time as NULL.
+func nullMS(t time.Time) sql.NullInt64 {
+	return sql.NullInt64{Int64: sqlrows.MS(t), Valid: !t.IsZero()}
+}
+
+// lastPlaces is places with one record per user, the last given, sorted
+// by user: writers then lock rows in one order.
+func lastPlaces(places []flashsale.PlaceRecord) []flashsale.PlaceRecord {
+	last := make([]flashsale.PlaceRecord, len(places))
+	copy(last, places)
+	slices.Reverse(last)
+	slices.SortStableFunc(last, func(a, b flashsale.PlaceRecord) int { return cmp.Compare(a.UserID, b.UserID) })
+	return slices.CompactFunc(last, func(a, b flashsale.PlaceRecord) bool { return a.UserID == b.UserID })
+}
+
+// drawTickets checks that d is a draw (its seed draws its order from its
+// tickets, and is the one its commitment, if given, commits to) and
+// returns its tickets as queue_draws keeps them: sorted, newline-joined
+// (a ticket is printable ASCII, never a newline).
+func drawTickets(d flashsale.Draw) (string, error) {
+	commitment, err := flashsale.DrawCommitment(d.SaleID, d.Seed)
+	if err != nil {
+		return "", err
+	}
+	if d.Commitment != "" && d.Commitment != commitment {
+		return "", flashsale.ErrDrawCommitment
+	}
+	order, err := flashsale.DrawOrder(d.Seed, d.Tickets)
+	if err != nil {
+		return "", err
+	}
+	if d.Order != nil && !slices.Equal(d.Order, order) {
+		return "", flashsale.ErrDrawOrder
+	}
+	return strings.Join(slices.Sorted(slices.Values(d.Tickets)), "\n"), nil
+}
+
+// drawOf is the draw queue_draws keeps as seed and tickets, its
+// commitment and order recomputed.
+func drawOf(saleID, seed, tickets string) (*flashsale.Draw, error) {
+	d := &flashsale.Draw{SaleID: saleID, Seed: seed, Tickets: []string{}}
+	if tickets != "" {
+		d.Tickets = strings.Split(tickets, "\n")
+	}
+	var err error
+	if d.Commitment, err = flashsale.DrawCommitment(saleID, seed); err != nil {
+		return nil, fmt.Errorf("draw: %w", err)
+	}
+	if d.Order, err = flashsale.DrawOrder(seed, d.Tickets); err != nil {
+		return nil, fmt.Errorf("draw: %w", err)
+	}
+	return d, nil
+}

@@ -1,0 +1,228 @@
+package sqlite
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/sqlrows"
+)
+
+var _ flashsale.QueueRecords = (*Store)(nil)
+
+// The waiting rooms' records (flashsale.QueueRecords) in queue_places and
+// queue_draws (migration 0012). Every write runs on the single writer, so
+// two batches never interleave; a draw keeps only its seed and its sorted
+// tickets, its order and commitment recomputed when read.
+
+// RecordPlaces implements flashsale.QueueRecords: one upsert per chunk of
+// maxRowsPerStatement places, in one transaction. A row whose ticket and
+// rank are those recorded is left as it is (its progress kept); one with
+// another ticket or rank replaces it, progress included (the record's,
+// none for a place just taken). A user twice in places: the last wins.
+func (s *Store) RecordPlaces(ctx context.Context, saleID string, places []flashsale.PlaceRecord) error {
+	if len(places) == 0 {
+		return nil
+	}
+	tx, err := s.write.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("record places: sale=%s: %w", saleID, err)
+	}
+	defer tx.Rollback()
+	for chunk := range slices.Chunk(lastPlaces(places), maxRowsPerStatement) {
+		args := make([]any, 0, 8*len(chunk))
+		for _, p := range chunk {
+			args = append(args, saleID, p.UserID, p.Ticket, p.Rank, ms(p.JoinedAt), nullMS(p.AdmittedUntil), p.Skipped, p.Used)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO queue_places
+			(sale_id, user_id, ticket, place_rank, joined_at_ms, admitted_until_ms, skipped, used)
+			VALUES `+placeholders(len(chunk), 8)+`
+			ON CONFLICT (sale_id, user_id) DO UPDATE SET ticket = excluded.ticket, place_rank = excluded.place_rank,
+				joined_at_ms = excluded.joined_at_ms, admitted_until_ms = excluded.admitted_until_ms,
+				skipped = excluded.skipped, used = excluded.used
+			WHERE queue_places.ticket <> excluded.ticket OR queue_places.place_rank <> excluded.place_rank`, args...); err != nil {
+			return fmt.Errorf("record places: sale=%s: %w", saleID, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("record places: sale=%s: %w", saleID, err)
+	}
+	return nil
+}
+
+// RecordPassed implements flashsale.QueueRecords, in one transaction.
+// Users without a record are no error: there is nothing of theirs to mark.
+func (s *Store) RecordPassed(ctx context.Context, saleID string, admitted []string, until time.Time, skipped []string) error {
+	if len(admitted) == 0 && len(skipped) == 0 {
+		return nil
+	}
+	tx, err := s.write.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("record passed: sale=%s: %w", saleID, err)
+	}
+	defer tx.Rollback()
+	for _, step := range []struct {
+		users []string
+		set   string
+		arg   any
+	}{
+		{admitted, "admitted_until_ms = ?", nullMS(until)},
+		{skipped, "skipped = ?", true},
+	} {
+		for chunk := range slices.Chunk(step.users, maxRowsPerStatement) {
+			args := make([]any, 0, 2+len(chunk))
+			args = append(args, step.arg, saleID)
+			for _, u := range chunk {
+				args = append(args, u)
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE queue_places SET `+step.set+`
+				WHERE sale_id = ? AND user_id IN (`+placeholders(len(chunk), 1)+`)`, args...); err != nil {
+				return fmt.Errorf("record passed: sale=%s: %w", saleID, err)
+			}
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("record passed: sale=%s: %w", saleID, err)
+	}
+	return nil
+}
+
+// RecordUse implements flashsale.QueueRecords; a user without a record is
+// no error.
+func (s *Store) RecordUse(ctx context.Context, saleID, userID string) error {
+	if _, err := s.write.ExecContext(ctx, `UPDATE queue_places SET used = 1 WHERE sale_id = ? AND user_id = ?`,
+		saleID, userID); err != nil {
+		return fmt.Errorf("record use: sale=%s: %w", saleID, err)
+	}
+	return nil
+}
+
+// RecordDraw implements flashsale.QueueRecords: the first draw recorded
+// for a sale stays. A draw that does not verify (drawTickets) is refused.
+func (s *Store) RecordDraw(ctx context.Context, d flashsale.Draw) error {
+	tickets, err := drawTickets(d)
+	if err != nil {
+		return fmt.Errorf("record draw: sale=%s: %w", d.SaleID, err)
+	}
+	if _, err := s.write.ExecContext(ctx, `INSERT INTO queue_draws (sale_id, seed, tickets, recorded_at_ms)
+		VALUES (?, ?, ?, ?) ON CONFLICT (sale_id) DO NOTHING`, d.SaleID, d.Seed, tickets, ms(time.Now())); err != nil {
+		return fmt.Errorf("record draw: sale=%s: %w", d.SaleID, err)
+	}
+	return nil
+}
+
+// QueueRecord implements flashsale.QueueRecords: the draw and the places
+// are read in one transaction, so they are of one moment.
+// The prequeue's places have rank 0, so ordering by rank puts them first
+// (by join time, then user id), the ranked ones after, by rank.
+func (s *Store) QueueRecord(ctx context.Context, saleID string) (*flashsale.Draw, []flashsale.PlaceRecord, error) {
+	d, places, err := s.queueRecord(ctx, saleID)
+	if err != nil {
+		return nil, nil, fmt.Errorf("queue record: sale=%s: %w", saleID, err)
+	}
+	return d, places, nil
+}
+
+func (s *Store) queueRecord(ctx context.Context, saleID string) (*flashsale.Draw, []flashsale.PlaceRecord, error) {
+	tx, err := s.read.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer tx.Rollback()
+	var d *flashsale.Draw
+	var seed, tickets string
+	switch err := tx.QueryRowContext(ctx, `SELECT seed, tickets FROM queue_draws WHERE sale_id = ?`, saleID).Scan(&seed, &tickets); {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return nil, nil, err
+	default:
+		if d, err = drawOf(saleID, seed, tickets); err != nil {
+			return nil, nil, err
+		}
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT user_id, ticket, place_rank, joined_at_ms, admitted_until_ms, skipped, used
+		FROM queue_places WHERE sale_id = ?
+		ORDER BY place_rank, joined_at_ms, user_id`, saleID)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	var places []flashsale.PlaceRecord
+	for rows.Next() {
+		var (
+			p        flashsale.PlaceRecord
+			joinedAt int64
+			until    sql.NullInt64
+		)
+		if err := rows.Scan(&p.UserID, &p.Ticket, &p.Rank, &joinedAt, &until, &p.Skipped, &p.Used); err != nil {
+			return nil, nil, err
+		}
+		p.JoinedAt, p.AdmittedUntil = sqlrows.FromMS(joinedAt), sqlrows.FromMS(until.Int64)
+		places = append(places, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, err
+	}
+	return d, places, nil
+}
+
+// nullMS stores a time as unix milliseconds, the zero time as NULL.
+func nullMS(t time.Time) sql.NullInt64 {
+	return sql.NullInt64{Int64: sqlrows.MS(t), Valid: !t.IsZero()}
+}
+
+// lastPlaces is places with one record per user, the last given, sorted
+// by user: a statement then never meets a row twice, and writers lock rows
+// in one order.
+func lastPlaces(places []flashsale.PlaceRecord) []flashsale.PlaceRecord {
+	last := make([]flashsale.PlaceRecord, len(places))
+	copy(last, places)
+	slices.Reverse(last)
+	slices.SortStableFunc(last, func(a, b flashsale.PlaceRecord) int { return cmp.Compare(a.UserID, b.UserID) })
+	return slices.CompactFunc(last, func(a, b flashsale.PlaceRecord) bool { return a.UserID == b.UserID })
+}
+
+// drawTickets checks that d is a draw (its seed draws its order from its
+// tickets, and is the one its commitment, if given, commits to) and
+// returns its tickets as queue_draws keeps them: sorted, newline-joined
+// (a ticket is printable ASCII, never a newline).
+func drawTickets(d flashsale.Draw) (string, error) {
+	commitment, err := flashsale.DrawCommitment(d.SaleID, d.Seed)
+	if err != nil {
+		return "", err
+	}
+	if d.Commitment != "" && d.Commitment != commitment {
+		return "", flashsale.ErrDrawCommitment
+	}
+	order, err := flashsale.DrawOrder(d.Seed, d.Tickets)
+	if err != nil {
+		return "", err
+	}
+	if d.Order != nil && !slices.Equal(d.Order, order) {
+		return "", flashsale.ErrDrawOrder
+	}
+	return strings.Join(slices.Sorted(slices.Values(d.Tickets)), "\n"), nil
+}
+
+// drawOf is the draw queue_draws keeps as seed and tickets, its
+// commitment and order recomputed.
+func drawOf(saleID, seed, tickets string) (*flashsale.Draw, error) {
+	d := &flashsale.Draw{SaleID: saleID, Seed: seed, Tickets: []string{}}
+	if tickets != "" {
+		d.Tickets = strings.Split(tickets, "\n")
+	}
+	var err error
+	if d.Commitment, err = flashsale.DrawCommitment(saleID, seed); err != nil {
+		return nil, fmt.Errorf("draw: %w", err)
+	}
+	if d.Order, err = flashsale.DrawOrder(seed, d.Tickets); err != nil {
+		return nil, fmt.Errorf("draw: %w", err)
+	}
+	return d, nil
+}
