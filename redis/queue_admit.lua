@@ -1,0 +1,75 @@
+-- queue_admit.lua is one admission step (Queue.Admit): it lapses the
+-- admissions that ended, then, once the queue is drawn, admits from the
+-- front what the rate owes and the stock allows, skipping the idle, and
+-- sets the sold-out flag. The clock (owed, last) is the queue hash's, so
+-- every instance stepping the queue shares it.
+--
+-- KEYS: queue.lua's. ARGV: 1 at (unix ms), 2 how long an admission lasts
+-- (ms), 3 idle after (ms, 0 never), 4 rate (a second), 5 rooms left,
+-- 6 the keys' time to live (ms).
+--
+-- Reply: {stats(), the users admitted, the users skipped}, the users in
+-- queue order.
+local at = tonumber(ARGV[1])
+if redis.call('EXISTS', QUEUE) == 0 then
+  return {stats(), {}, {}}
+end
+lapse(at)
+local q = redis.call('HMGET', QUEUE, 'drawn', 'owed', 'last', 'head')
+if not q[1] then
+  return {stats(), {}, {}}
+end
+local rate = tonumber(ARGV[4])
+local owed, last = tonumber(q[2]) or 0, tonumber(q[3])
+-- What the rate owes since the last step: nothing at the first (it starts
+-- the clock), at most a second's worth, and nothing at a step older than
+-- the last (another instance's clock is a little ahead).
+if not last then
+  last = at
+elseif at > last then
+  owed = math.min(owed + rate * (at - last) / 1000, math.max(rate, 1))
+  last = at
+end
+local room = tonumber(ARGV[5]) - redis.call('ZCARD', LIVE)
+local n = math.min(math.floor(owed), room)
+local head, drawn = tonumber(q[4]) or 0, tonumber(q[1])
+local til, idle = at + tonumber(ARGV[2]), tonumber(ARGV[3])
+local admitted, users, skipped = 0, {}, {}
+while admitted < n do
+  local u = redis.call('LPOP', LINE)
+  if not u then
+    break
+  end
+  head = head + 1
+  local rec = redis.call('HGET', PLACES, u)
+  local p = rec and parse(rec)
+  -- The line holds the places at indices head on: waiting ones, but also
+  -- after a Restore a slot passed ('', no place) or a place that moved on,
+  -- and a place that joined again further back leaves its old entry: the
+  -- check admits only the place whose slot this is.
+  if p and p.state == 'w' and index(p, drawn) == head - 1 then
+    if idle > 0 and at - p.seen > idle then
+      p.state = 'e'
+      skipped[#skipped + 1] = u
+    else
+      p.state, p.til = 'a', til
+      redis.call('ZADD', LIVE, til, u)
+      admitted = admitted + 1
+      users[admitted] = u
+    end
+    redis.call('HSET', PLACES, u, format(p))
+  end
+end
+local soldout = '0'
+if room - admitted <= 0 then
+  soldout = '1'
+end
+if #skipped > 0 then
+  redis.call('HINCRBY', QUEUE, 'expired', #skipped)
+end
+redis.call('HSET', QUEUE, 'head', head, 'owed', string.format('%.17g', owed - admitted), 'last', string.format('%d', last), 'soldout', soldout)
+if admitted > 0 then
+  -- The live set is made here, and kept as long as the rest.
+  redis.call('PEXPIRE', LIVE, ARGV[6])
+end
+return {stats(), users, skipped}
