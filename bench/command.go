@@ -17,6 +17,7 @@ import (
 
 const benchUsage = `usage: flashsale bench (--self | --target URL) [flags]
        flashsale bench --compare (--self | --target PATH=URL ...) [flags]
+       flashsale bench --waiting-room N (--self | --target URL) [flags]
 
 Creates a sale, sends guests at it on a schedule (open loop: each
 request's latency runs from when it was due, so a slow server cannot hide
@@ -80,6 +81,22 @@ ratio to that bound, round by round and the median.
                      FLASHSALE_BREAKER_MODE=db: the bench forces its breaker
                      open for the load and hands it back after.
 
+--waiting-room N is the waiting room's scenario (issue 24): a sale of
+--stock rooms with a waiting room admitting --admit-rate guests a second;
+N guests join it before the start, --conns at a time; --streams of them
+(all when N is smaller) follow their place on its event stream, each on
+a connection of its own, the others poll it as poll_after_ms says; at the
+start the admitted take a token and buy. It reports the joins' rate and
+latency, for the guests without a room the time from the last 202 to
+their sold_out (p50, p99, max), whether an ETA ever rose, the server's
+memory (--self, or a target whose /metrics it can read), and checks the
+books: exits non-zero on an oversell, a 202 without an order, an admitted
+guest refused, or a streamer not told sold_out within 10 s. Every stream
+is a file descriptor in the bench and in the server: raise ulimit -n past
+--streams in both (Go raises the soft limit to the hard one by itself),
+and a --target must allow a client address that many streams
+(FLASHSALE_EVENTS_PER_CLIENT=0; --self sets it); a refused stream polls.
+
 The database's load is read from the server's own metrics (/metrics, or
 --metrics URL) once a second. The source's pulse at full size is
 --peak 8000 --duration 52s; the defaults are that pulse scaled to a
@@ -117,6 +134,11 @@ type flags struct {
 	pay                    float64
 	jsonFile, htmlFile     string
 	progress               string
+	// waitingRoom is the waiting room's scenario's waiters (0: not it),
+	// streams how many of them follow the stream, admitRate the sale's
+	// admit_per_second.
+	waitingRoom, streams int
+	admitRate            float64
 }
 
 // Command is `flashsale bench`.
@@ -174,6 +196,9 @@ func Command(ctx context.Context, args []string, getenv func(string) string, std
 	fset.StringVar(&f.jsonFile, "json", "", "write the report as JSON to this file")
 	fset.StringVar(&f.htmlFile, "html", "", "write the report as one self-contained HTML page (charts inline, nothing fetched) to this file")
 	fset.StringVar(&f.progress, "progress", "auto", "live progress on stderr: auto (a terminal, not CI), on or off")
+	fset.IntVar(&f.waitingRoom, "waiting-room", 0, "the waiting room's scenario with this many waiters (0: the other shapes)")
+	fset.IntVar(&f.streams, "streams", WaitStreamsDefault, "--waiting-room: waiters who follow the event stream (a connection each); the rest poll")
+	fset.Float64Var(&f.admitRate, "admit-rate", WaitRateDefault, "--waiting-room: the sale's admit_per_second")
 	if err := app.ParseFlags(fset, args); err != nil {
 		return err
 	}
@@ -192,6 +217,9 @@ func Command(ctx context.Context, args []string, getenv func(string) string, std
 	}
 	if f.compare {
 		return runCompare(ctx, &f, shape, mix, stdout, progress)
+	}
+	if f.waitingRoom > 0 {
+		return runWaitingRoom(ctx, &f, stdout, progress)
 	}
 
 	var procs []*child
@@ -265,6 +293,9 @@ func (f *flags) validate() (Shape, Mix, error) {
 		return nil, mix, errors.New("bench: --pay is a share from 0 to 1")
 	case f.progress != "auto" && f.progress != "on" && f.progress != "off":
 		return nil, mix, errors.New("bench: --progress is auto, on or off")
+	}
+	if err := f.validateWaitingRoom(); err != nil {
+		return nil, mix, err
 	}
 	if f.compare {
 		if _, err := f.comparePaths(); err != nil {
@@ -380,6 +411,31 @@ func (f *flags) validateParts() error {
 	case !strings.HasPrefix(f.redisURL, "redis://") && !strings.HasPrefix(f.redisURL, "rediss://"),
 		!strings.HasPrefix(f.amqpURL, "amqp://") && !strings.HasPrefix(f.amqpURL, "amqps://"):
 		return errors.New("bench: --parts needs the target's Redis and RabbitMQ: --redis-url redis://… and --amqp-url amqp://… (or FLASHSALE_REDIS_URL, FLASHSALE_AMQP_URL)")
+	}
+	return nil
+}
+
+// validateWaitingRoom refuses what the waiting room's scenario does not
+// take: it is one run of its own shape against one server.
+func (f *flags) validateWaitingRoom() error {
+	if f.waitingRoom == 0 {
+		if f.given["streams"] || f.given["admit-rate"] {
+			return errors.New("bench: --streams and --admit-rate are --waiting-room's")
+		}
+		return nil
+	}
+	for _, name := range []string{"compare", "ceiling", "parts", "shape", "rounds", "html", "mix", "peak", "duration", "guests", "difficulty", "think", "pay", "hammer"} {
+		if f.given[name] {
+			return fmt.Errorf("bench: --%s does not go with --waiting-room", name)
+		}
+	}
+	switch {
+	case f.waitingRoom < 0 || f.streams < 0:
+		return errors.New("bench: --waiting-room and --streams must not be negative")
+	case f.stock < 1:
+		return errors.New("bench: --waiting-room needs --stock of at least one room")
+	case f.admitRate < 0.1 || f.admitRate > 100000:
+		return errors.New("bench: --admit-rate is 0.1 to 100000 (the sale's admit_per_second)")
 	}
 	return nil
 }
