@@ -38,7 +38,7 @@ const (
 	// WaitRateDefault is the sale's admit_per_second.
 	WaitRateDefault = 50
 	// WaitLeadDefault is how long after every stream is open the sale
-	// starts (the pollers' first reads are spread over it).
+	// starts: the streams' last moment before the draw.
 	WaitLeadDefault = 2 * time.Second
 	// WaitAdmissionSeconds is the sale's admission_seconds.
 	WaitAdmissionSeconds = 30
@@ -193,8 +193,9 @@ type ETAStats struct {
 	// its fraction is of the guests who read it on both sides.
 	AtDraw         int     `json:"rose_at_draw"`
 	AtDrawFraction float64 `json:"rose_at_draw_fraction"`
-	// ErrorS is, for admitted streamers, the admission's distance from
-	// what their first ETA after the draw promised, in seconds.
+	// ErrorP50 and ErrorMax are, for admitted streamers, how far the
+	// admission came from what their first ETA after the draw promised,
+	// in seconds.
 	ErrorP50 float64 `json:"error_p50_s"`
 	ErrorMax float64 `json:"error_max_s"`
 }
