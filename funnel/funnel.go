@@ -299,13 +299,16 @@ func (p *parts) loadAt(ctx context.Context, sale *flashsale.Sale, at time.Time) 
 	if err != nil {
 		return fmt.Errorf("load sale=%s: %w", sale.ID, err)
 	}
+	// The stock comes from the database (a start, a rebuild after a lost
+	// or stale Redis): the waiting room's places do too, first, so no
+	// join lands in a lost queue (joins wait for the stock to be loaded).
+	if p.restoreQueue != nil {
+		if err := p.restoreQueue(ctx, sale); err != nil {
+			return err
+		}
+	}
 	if err := p.engine.Load(ctx, snap, at); err != nil {
 		return fmt.Errorf("load sale=%s: %w", sale.ID, err)
-	}
-	// The stock came from the database (a start, a rebuild after a lost
-	// or stale Redis): the waiting room's places do too.
-	if p.restoreQueue != nil {
-		return p.restoreQueue(ctx, sale)
 	}
 	return nil
 }

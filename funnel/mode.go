@@ -432,6 +432,7 @@ func (s *Service) purchaseDirect(ctx context.Context, u flashsale.User, sale *fl
 	case err == nil:
 		s.obs.Reserved(sale.ID) // the database's conditional insert is both
 		s.obs.Written(sale.ID)
+		s.spend(ctx, u, sale)
 		return orderOf(sale, r, flashsale.OrderHeld), nil
 	case errors.Is(err, flashsale.ErrDuplicate):
 		return nil, flashsale.ErrTokenInvalid // the token bought its order already

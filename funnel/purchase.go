@@ -68,7 +68,7 @@ func (s *Service) purchase(ctx context.Context, u flashsale.User, req flashsale.
 		return nil, err
 	}
 	if !sale.PurchaseToken { // with tokens, the token's issue was the gate
-		if err := s.admitted(ctx, u, sale, now); err != nil {
+		if _, err := s.admitted(ctx, u, sale, now); err != nil {
 			return nil, err
 		}
 	}
@@ -156,6 +156,7 @@ func (s *Service) purchase(ctx context.Context, u flashsale.User, req flashsale.
 		return nil, err
 	}
 	s.obs.Reserved(sale.ID)
+	s.spend(ctx, u, sale)
 	return s.write(ctx, sale, r)
 }
 

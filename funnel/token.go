@@ -43,8 +43,12 @@ func (s *Service) IssueToken(ctx context.Context, u flashsale.User, req flashsal
 	} else {
 		randomNonce(&nonce)
 	}
-	if err := s.admitted(ctx, u, sale, now); err != nil {
+	until, err := s.admitted(ctx, u, sale, now)
+	if err != nil {
 		return nil, err
+	}
+	if !until.IsZero() && until.Before(exp) {
+		exp = until.UTC().Truncate(time.Millisecond) // no purchase outlives its admission
 	}
 	if err := s.eligible(ctx, u, sale); err != nil {
 		return nil, err

@@ -82,8 +82,8 @@ func newWaiter(p *parts, queue flashsale.Queue, sales *catalog, secret []byte, t
 // counts, and the pace its front moves at, measured.
 type roomState struct {
 	stats flashsale.QueueStats
-	// drawRecorded: the draw is in the database.
-	drawRecorded bool
+	// draw is the sale's, once made (and recorded in the database).
+	draw *flashsale.Draw
 	// at and passed are the last sample of the places that have left the
 	// front (admitted or skipped); pace is the moving average of the
 	// rate they left at, per second, and 0 until measured.
@@ -160,11 +160,7 @@ func (w *waiter) step(ctx context.Context) {
 // until every hold is paid. A hold that ends gives its room back to the
 // engine, and the next step admits the next in line for it.
 func (w *waiter) admitSale(ctx context.Context, sale *flashsale.Sale, now time.Time) error {
-	d, err := w.queue.Draw(ctx, sale.ID, w.seed(sale.ID))
-	if err != nil {
-		return err
-	}
-	if err := w.recordDraw(ctx, d); err != nil {
+	if _, err := w.drawOf(ctx, sale.ID); err != nil {
 		return err
 	}
 	avail, err := w.engine.Available(ctx, sale.ID)
@@ -191,27 +187,34 @@ func (w *waiter) admitSale(ctx context.Context, sale *flashsale.Sale, now time.T
 	return nil
 }
 
-// recordDraw records the sale's draw once (it is the same at every step).
-func (w *waiter) recordDraw(ctx context.Context, d flashsale.Draw) error {
-	if w.records == nil {
-		return nil
-	}
+// drawOf is the sale's draw, made by the first call from the start (on
+// any instance) and the same ever after: it is recorded in the database
+// once, and kept here (a Redis queue's is megabytes to fetch).
+func (w *waiter) drawOf(ctx context.Context, saleID string) (flashsale.Draw, error) {
 	w.mu.Lock()
-	r := w.rooms[d.SaleID]
-	done := r != nil && r.drawRecorded
-	w.mu.Unlock()
-	if done {
-		return nil
-	}
-	if err := w.records.RecordDraw(ctx, d); err != nil {
-		return fmt.Errorf("record the draw: %w", err)
-	}
-	w.mu.Lock()
-	if r := w.rooms[d.SaleID]; r != nil {
-		r.drawRecorded = true
+	if r := w.rooms[saleID]; r != nil && r.draw != nil {
+		defer w.mu.Unlock()
+		return *r.draw, nil
 	}
 	w.mu.Unlock()
-	return nil
+	d, err := w.queue.Draw(ctx, saleID, w.seed(saleID))
+	if err != nil {
+		return flashsale.Draw{}, err
+	}
+	if w.records != nil {
+		if err := w.records.RecordDraw(ctx, d); err != nil {
+			return flashsale.Draw{}, fmt.Errorf("record the draw: %w", err)
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	r := w.rooms[saleID]
+	if r == nil {
+		r = &roomState{}
+		w.rooms[saleID] = r
+	}
+	r.draw = &d
+	return d, nil
 }
 
 // restore brings the sale's queue up to its records (queue.go's Restore):
@@ -234,6 +237,16 @@ func (w *waiter) restore(ctx context.Context, sale *flashsale.Sale) error {
 	}
 	w.log.Info("waiting room restored from the database", "sale_id", sale.ID, "places", len(places), "drawn", d != nil)
 	return nil
+}
+
+// loaded is ErrNotLoaded while the engine has lost the sale (its queue
+// with it, on one Redis) and the rebuild has not restored it.
+func (w *waiter) loaded(ctx context.Context, saleID string) error {
+	_, err := w.engine.Available(ctx, saleID)
+	if errors.Is(err, flashsale.ErrNotLoaded) {
+		return flashsale.Errorf(flashsale.EUnavailable, "the waiting room is being restored; try again in a few seconds")
+	}
+	return nil // any other failure is the queue's own to answer
 }
 
 // unrecorded keeps a place whose record failed, so the guest's next join
@@ -389,8 +402,12 @@ func (w *waiter) settle(saleID string, st flashsale.QueueStats, now time.Time, m
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	r := w.rooms[saleID]
-	if r == nil {
-		w.rooms[saleID] = &roomState{stats: st, at: now, passed: passed(st)}
+	if r == nil || r.at.IsZero() { // the first step here
+		if r == nil {
+			r = &roomState{}
+			w.rooms[saleID] = r
+		}
+		r.stats, r.at, r.passed = st, now, passed(st)
 		return
 	}
 	r.measure(st, now, moving && !st.SoldOut && !r.stats.SoldOut)
@@ -493,6 +510,12 @@ func (s *Service) JoinQueue(ctx context.Context, u flashsale.User, req flashsale
 		v, err := s.queueView(ctx, sale, p, now)
 		return v, false, err
 	}
+	// A sale the engine lost (Redis restarted empty) has lost its queue
+	// too: a new place now could take the place of one the rebuild will
+	// restore, so joins wait for it.
+	if err := s.wait.loaded(ctx, sale.ID); err != nil {
+		return nil, false, err
+	}
 	// The puzzle before the limits: checking it costs one hash and no
 	// I/O, and a request without a solution spends nothing.
 	if sale.Challenge.Difficulty > 0 {
@@ -548,6 +571,11 @@ func (s *Service) QueueStatus(ctx context.Context, u flashsale.User, saleID stri
 	p, err := s.wait.queue.Place(ctx, sale.ID, u.ID, now)
 	if errors.Is(err, flashsale.ErrNotFound) && !now.Before(sale.EndsAt) {
 		return &flashsale.QueueView{State: flashsale.QueueClosed}, nil // its queue was dropped at the end
+	}
+	if errors.Is(err, flashsale.ErrNotFound) {
+		if err := s.wait.loaded(ctx, sale.ID); err != nil {
+			return nil, err // not "you never joined": the queue may be lost
+		}
 	}
 	if err != nil {
 		return nil, err
@@ -634,7 +662,7 @@ func (s *Service) draw(ctx context.Context, sale *flashsale.Sale) (*flashsale.Dr
 		}
 		return d, nil
 	}
-	d, err := s.wait.queue.Draw(ctx, sale.ID, s.wait.seed(sale.ID))
+	d, err := s.wait.drawOf(ctx, sale.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -664,26 +692,50 @@ func (s *Service) QueueReport(ctx context.Context, saleID string) (*flashsale.Qu
 }
 
 // admitted is nil when the user may take a token of (or, without tokens,
-// buy from) the sale: it has no waiting room, or it admitted them, and
-// this spends the admission.
-func (s *Service) admitted(ctx context.Context, u flashsale.User, sale *flashsale.Sale, now time.Time) error {
+// buy from) the sale: it has no waiting room, or it admitted them and the
+// admission is live (or was used: a guest who bought may buy again, within
+// the sale's limit). until is when a live admission lapses (zero
+// otherwise): a token taken with it expires then too, so no purchase
+// outlives the admission whose room it was promised.
+//
+// The admission is spent (Use) only once the purchase has taken its room
+// (spend): until then it stays counted against the rooms left, so a step
+// on another instance cannot hand the same room to the next in line while
+// this guest is between their token and their purchase.
+func (s *Service) admitted(ctx context.Context, u flashsale.User, sale *flashsale.Sale, now time.Time) (until time.Time, err error) {
 	if sale.WaitingRoom == nil {
-		return nil
+		return time.Time{}, nil
 	}
 	if s.wait.queue == nil {
-		return errNoQueue
+		return time.Time{}, errNoQueue
 	}
-	if err := s.wait.queue.Use(ctx, sale.ID, u.ID, now); err != nil {
-		if errors.Is(err, flashsale.ErrNotAdmitted) {
-			return flashsale.ErrNotAdmitted
-		}
-		return err
+	p, err := s.wait.queue.Place(ctx, sale.ID, u.ID, now)
+	switch {
+	case errors.Is(err, flashsale.ErrNotFound):
+		return time.Time{}, flashsale.ErrNotAdmitted
+	case err != nil:
+		return time.Time{}, err
+	case p.State != flashsale.QueueAdmitted:
+		return time.Time{}, flashsale.ErrNotAdmitted
+	case p.Used:
+		return time.Time{}, nil
 	}
-	if r := s.wait.records; r != nil {
-		if err := r.RecordUse(ctx, sale.ID, u.ID); err != nil {
-			// Using it again is no error: the guest's retry records it.
-			return fmt.Errorf("record the admission used: %w", err)
-		}
+	return p.AdmittedUntil, nil
+}
+
+// spend marks the user's admission used once their purchase took its room,
+// and records it. It cannot fail the purchase (the room is taken): an
+// admission not marked stays counted until it lapses, which only slows
+// the queue.
+func (s *Service) spend(ctx context.Context, u flashsale.User, sale *flashsale.Sale) {
+	if sale.WaitingRoom == nil || s.wait.queue == nil {
+		return
 	}
-	return nil
+	err := s.wait.queue.Use(ctx, sale.ID, u.ID, s.now())
+	if err == nil && s.wait.records != nil {
+		err = s.wait.records.RecordUse(ctx, sale.ID, u.ID)
+	}
+	if err != nil && !errors.Is(err, flashsale.ErrNotAdmitted) {
+		s.log.Warn("waiting room: mark an admission used", "sale_id", sale.ID, "err", err)
+	}
 }

@@ -508,3 +508,158 @@ func TestQueueEnd(t *testing.T) {
 		t.Fatalf("a guest after the end = %+v, %v; want closed", v, err)
 	}
 }
+
+// TestQueueRestart: the embedded shape restarted mid-sale (its queue was
+// in its memory) gives every guest back the place they had, from the
+// database: the waiting at their rank with the same guests ahead, the
+// admitted with their admission's end, the used as used; and it moves on
+// in the same order. The records are written as places are taken (a join
+// is answered only once its place is recorded).
+func TestQueueRestart(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "fs.db")
+	clock := newClock()
+	open := func() *env {
+		return mustOpenWith(t, path, clock, func(cfg *funnel.Config) { cfg.Queue, cfg.AdmitTick = inmem.NewQueue(), time.Hour })
+	}
+	e := open()
+	start := clock.Now().Add(5 * time.Minute)
+	sale := e.sale(t, func(s *flashsale.Sale) {
+		s.StartsAt, s.EndsAt = start, start.Add(time.Hour)
+		s.WaitingRoom = &flashsale.WaitingRoom{PrequeueMinutes: 10, AdmitPerSecond: 10, AdmissionSeconds: 60}
+	}, 100)
+	user := func(i int) flashsale.User { return flashsale.User{ID: fmt.Sprintf("r%03d", i)} }
+	const guests = 60
+	for i := range guests {
+		if _, _, err := e.svc.JoinQueue(ctx, user(i), flashsale.JoinRequest{SaleID: sale.ID}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clock.Advance(5*time.Minute - 10*time.Second)
+	for i := range guests { // their streams keep them seen
+		if _, err := e.svc.QueueStatus(ctx, user(i), sale.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clock.Advance(10 * time.Second)
+	e.svc.AdmitStep(ctx) // the draw
+	clock.Advance(time.Second)
+	e.svc.AdmitStep(ctx) // 10 admitted
+	if _, _, err := e.svc.JoinQueue(ctx, user(guests), flashsale.JoinRequest{SaleID: sale.ID}); err != nil {
+		t.Fatal(err) // a late joiner, at the back
+	}
+	read := func(e *env) map[string]flashsale.QueueView {
+		out := map[string]flashsale.QueueView{}
+		for i := range guests + 1 {
+			v, err := e.svc.QueueStatus(ctx, user(i), sale.ID)
+			if err != nil {
+				t.Fatalf("%s: %v", user(i).ID, err)
+			}
+			v.ETASeconds, v.PollAfterMS = 0, 0 // the pace is this process's
+			out[user(i).ID] = *v
+		}
+		return out
+	}
+	used := 0
+	for i := range guests {
+		if v, _ := e.svc.QueueStatus(ctx, user(i), sale.ID); v.State == flashsale.QueueAdmitted && used < 2 {
+			if _, err := e.buy(t, user(i), flashsale.PurchaseRequest{SaleID: sale.ID}); err != nil {
+				t.Fatal(err)
+			}
+			used++
+		}
+	}
+	before := read(e)
+	e.close(t)
+
+	e = open() // a new process: an empty queue, restored at the start
+	after := read(e)
+	admitted, waiting := 0, 0
+	for u, b := range before {
+		a := after[u]
+		if b.Ticket != a.Ticket || b.State != a.State || b.Position != a.Position || b.Ahead != a.Ahead ||
+			(b.AdmittedUntil == nil) != (a.AdmittedUntil == nil) || b.AdmittedUntil != nil && !b.AdmittedUntil.Equal(*a.AdmittedUntil) {
+			t.Fatalf("%s: %+v before the restart, %+v after", u, b, a)
+		}
+		switch b.State {
+		case flashsale.QueueAdmitted:
+			admitted++
+		case flashsale.QueueWaiting:
+			waiting++
+		}
+	}
+	if admitted != 10 || waiting != guests+1-10 || used != 2 {
+		t.Fatalf("%d admitted, %d waiting, %d used before the restart; want 10, %d, 2", admitted, waiting, used, guests+1-10)
+	}
+	if r, _ := e.svc.QueueReport(ctx, sale.ID); r.Stats.Used != 2 || r.Stats.Admitted != 8 {
+		t.Fatalf("report after the restart = %+v, want 2 used, 8 admitted unused", r.Stats)
+	}
+	// It moves on in order: the guest with nobody ahead is the next one in.
+	var next string
+	for u, b := range before {
+		if b.State == flashsale.QueueWaiting && b.Ahead == 0 {
+			next = u
+		}
+	}
+	e.svc.AdmitStep(ctx) // starts this process's clock
+	clock.Advance(100 * time.Millisecond)
+	e.svc.AdmitStep(ctx)
+	if v, _ := e.svc.QueueStatus(ctx, flashsale.User{ID: next}, sale.ID); v.State != flashsale.QueueAdmitted {
+		t.Fatalf("the next in line after the restart is %s, want admitted", v.State)
+	}
+}
+
+// TestQueueTokenKeepsPromise: an admitted guest who took a purchase token
+// and has not bought yet still holds their room: no step (on any
+// instance) admits another guest for it, so nobody admitted is told
+// sold_out at the purchase. Their token expires with their admission.
+func TestQueueTokenKeepsPromise(t *testing.T) {
+	ctx := context.Background()
+	e := roomEnv(t)
+	start := e.clock.Now().Add(time.Minute)
+	sale := e.sale(t, func(s *flashsale.Sale) {
+		s.StartsAt, s.EndsAt = start, start.Add(time.Hour)
+		s.WaitingRoom = &flashsale.WaitingRoom{PrequeueMinutes: 5, AdmitPerSecond: 10, AdmissionSeconds: 30}
+	}, 1)
+	user := func(i int) flashsale.User { return flashsale.User{ID: fmt.Sprintf("k%d", i)} }
+	for i := range 5 {
+		if _, _, err := e.svc.JoinQueue(ctx, user(i), flashsale.JoinRequest{SaleID: sale.ID}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.clock.Advance(time.Minute)
+	e.svc.AdmitStep(ctx)
+	e.clock.Advance(time.Second)
+	e.svc.AdmitStep(ctx)
+	var first flashsale.User
+	var until time.Time
+	for i := range 5 {
+		if v, _ := e.svc.QueueStatus(ctx, user(i), sale.ID); v.State == flashsale.QueueAdmitted {
+			first, until = user(i), *v.AdmittedUntil
+		}
+	}
+	tok, err := e.svc.IssueToken(ctx, first, flashsale.TokenRequest{SaleID: sale.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok.ExpiresAt.After(until) {
+		t.Fatalf("the token expires at %v, after the admission (%v)", tok.ExpiresAt, until)
+	}
+	for range 3 {
+		e.clock.Advance(time.Second)
+		e.svc.AdmitStep(ctx)
+	}
+	for i := range 5 {
+		if v, _ := e.svc.QueueStatus(ctx, user(i), sale.ID); user(i) != first && v.State != flashsale.QueueSoldOut {
+			t.Fatalf("%s while %s holds a token for the one room: %s, want sold_out", user(i).ID, first.ID, v.State)
+		}
+	}
+	if _, err := e.svc.Purchase(ctx, first, flashsale.PurchaseRequest{SaleID: sale.ID, Token: tok.Token}); err != nil {
+		t.Fatalf("the admitted guest's purchase: %v", err)
+	}
+	e.clock.Advance(time.Second)
+	e.svc.AdmitStep(ctx)
+	if r, _ := e.svc.QueueReport(ctx, sale.ID); r.Stats.Used != 1 || r.Stats.Admitted != 0 || !r.Stats.SoldOut {
+		t.Fatalf("after the purchase: %+v, want 1 used, none admitted, sold out", r.Stats)
+	}
+}

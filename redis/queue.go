@@ -99,6 +99,22 @@ type Queue struct {
 
 var _ flashsale.Queue = (*Queue)(nil)
 
+// ErrQueueStale is the answer of a queue that another Redis process kept
+// (a restart from a snapshot or an AOF, a replica promoted): its places may
+// be behind the database's, so it refuses everything (queue.lua's fence)
+// until the funnel's rebuild restores it from its records (Restore).
+var ErrQueueStale = flashsale.Errorf(flashsale.EUnavailable,
+	"the waiting room is being restored after a Redis restart; try again in a few seconds")
+
+// queueErr is a queue script's error: ErrQueueStale for the fence's
+// refusal, else Redis unavailable.
+func queueErr(op, saleID string, err error) error {
+	if strings.HasPrefix(err.Error(), "STALE ") {
+		return fmt.Errorf("%s: sale=%s: %w", op, saleID, ErrQueueStale)
+	}
+	return unavailable(op+": sale="+saleID, err)
+}
+
 // NewQueue returns the queues under prefix (default PrefixDefault) on the
 // Redis or Cluster that c talks to.
 func NewQueue(c goredis.UniversalClient, prefix string) *Queue {
@@ -121,7 +137,7 @@ func ms(t time.Time) int64 { return t.UnixMilli() }
 func (q *Queue) Join(ctx context.Context, saleID, userID string, at time.Time) (flashsale.Place, bool, error) {
 	r, err := queueJoinScript.Run(ctx, q.client, q.keys(saleID), userID, ms(at), ulid.Make().String(), q.ttl).Slice()
 	if err != nil {
-		return flashsale.Place{}, false, unavailable("queue join: sale="+saleID, err)
+		return flashsale.Place{}, false, queueErr("queue join", saleID, err)
 	}
 	switch code(r) {
 	case replyOK, replyExisting:
@@ -140,7 +156,7 @@ func (q *Queue) Join(ctx context.Context, saleID, userID string, at time.Time) (
 func (q *Queue) Place(ctx context.Context, saleID, userID string, at time.Time) (flashsale.Place, error) {
 	r, err := queuePlaceScript.Run(ctx, q.client, q.keys(saleID), userID, ms(at)).Slice()
 	if err != nil {
-		return flashsale.Place{}, unavailable("queue place: sale="+saleID, err)
+		return flashsale.Place{}, queueErr("queue place", saleID, err)
 	}
 	if len(r) == 0 {
 		return flashsale.Place{}, flashsale.ErrNotFound
@@ -230,7 +246,7 @@ func (q *Queue) Draw(ctx context.Context, saleID, seedHex string) (flashsale.Dra
 		}
 		w, err := queueDrawScript.Run(ctx, q.client, keys, args...).Slice()
 		if err != nil {
-			return flashsale.Draw{}, unavailable("queue draw: sale="+saleID, err)
+			return flashsale.Draw{}, queueErr("queue draw", saleID, err)
 		}
 		switch code(w) {
 		case replyOK:
@@ -309,7 +325,7 @@ func (q *Queue) drawn(ctx context.Context, saleID string) (flashsale.Draw, error
 		order = p.Get(ctx, keys[4])
 		return nil
 	}); err != nil {
-		return flashsale.Draw{}, unavailable("queue draw: sale="+saleID, err)
+		return flashsale.Draw{}, queueErr("queue draw", saleID, err)
 	}
 	d := flashsale.Draw{SaleID: saleID, Seed: seed.Val(), Order: strings.Fields(order.Val())}
 	commitment, err := flashsale.DrawCommitment(saleID, d.Seed)
@@ -326,7 +342,7 @@ func (q *Queue) Admit(ctx context.Context, saleID string, at time.Time, rule fla
 	r, err := queueAdmitScript.Run(ctx, q.client, q.keys(saleID), ms(at), rule.For.Milliseconds(), rule.IdleAfter.Milliseconds(),
 		strconv.FormatFloat(rule.Rate, 'g', -1, 64), rule.Left, q.ttl).Slice()
 	if err != nil {
-		return flashsale.Admission{}, unavailable("queue admit: sale="+saleID, err)
+		return flashsale.Admission{}, queueErr("queue admit", saleID, err)
 	}
 	if len(r) == 3 {
 		stats, ok1 := r[0].([]any)
@@ -379,7 +395,7 @@ func statsOf(r []any) (flashsale.QueueStats, bool) {
 func (q *Queue) Use(ctx context.Context, saleID, userID string, at time.Time) error {
 	n, err := queueUseScript.Run(ctx, q.client, q.keys(saleID), userID, ms(at)).Int()
 	if err != nil {
-		return unavailable("queue use: sale="+saleID, err)
+		return queueErr("queue use", saleID, err)
 	}
 	if n != 1 {
 		return flashsale.ErrNotAdmitted
@@ -391,7 +407,7 @@ func (q *Queue) Use(ctx context.Context, saleID, userID string, at time.Time) er
 func (q *Queue) Stats(ctx context.Context, saleID string, at time.Time) (flashsale.QueueStats, error) {
 	r, err := queueStatsScript.Run(ctx, q.client, q.keys(saleID), ms(at)).Slice()
 	if err != nil {
-		return flashsale.QueueStats{}, unavailable("queue stats: sale="+saleID, err)
+		return flashsale.QueueStats{}, queueErr("queue stats", saleID, err)
 	}
 	st, ok := statsOf(r)
 	if !ok {

@@ -101,3 +101,18 @@ local function stats()
   end
   return {drawn, redis.call('HLEN', PLACES), redis.call('ZCARD', LIVE), tonumber(q[2]) or 0, tonumber(q[3]) or 0, soldout}
 end
+-- fence stops the script (an error reply starting STALE) when the queue
+-- was stamped by another Redis process: one restarted from a snapshot or an
+-- AOF, or a replica promoted, whose places may be behind the database's.
+-- Every script but Restore's calls it first, so the queue refuses until a
+-- Restore brings it up to its records and stamps it with this process.
+local function fence()
+  local s = redis.call('HGET', QUEUE, 'node')
+  if s and s ~= node() then
+    error({err = 'STALE the waiting room was kept by another Redis process; it is being restored'})
+  end
+end
+-- stamp marks a queue as this Redis process's, if it has no mark yet.
+local function stamp()
+  redis.call('HSETNX', QUEUE, 'node', node())
+end

@@ -10,6 +10,7 @@
 --
 -- Reply: {stats(), the users admitted, the users skipped}, the users in
 -- queue order.
+fence()
 local at = tonumber(ARGV[1])
 if redis.call('EXISTS', QUEUE) == 0 then
   return {stats(), {}, {}}

@@ -12,6 +12,7 @@
 --
 -- Reply: {OK} once written, {EXISTING} if another draw came first, {} if
 -- the queue is not the one read (it was dropped meanwhile): read again.
+fence()
 local q = redis.call('HMGET', QUEUE, 'drawn', 'epoch', 'tail')
 if q[1] then
   return {EXISTING}
@@ -34,5 +35,6 @@ push(later, 1, #later)
 redis.call('SET', RANKS, ARGV[4])
 redis.call('SET', DRAW, ARGV[5])
 redis.call('HSET', QUEUE, 'drawn', n, 'seed', ARGV[1], 'head', 0)
+stamp()
 touch(ARGV[6])
 return {OK}

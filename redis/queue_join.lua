@@ -8,6 +8,7 @@
 -- Reply: {OK, view...} for a new place (or an expired one joined again
 -- at the back, under its ticket), {EXISTING, view...} for the place the
 -- user has, {SOLD_OUT} for a user without one while the queue is sold out.
+fence()
 local at = tonumber(ARGV[2])
 lapse(at)
 local rec = redis.call('HGET', PLACES, ARGV[1])
@@ -32,6 +33,7 @@ if p then
   redis.call('HINCRBY', QUEUE, 'expired', -1)
 else
   redis.call('HSETNX', QUEUE, 'epoch', ticket)
+  stamp()
 end
 p = {state = 'w', index = redis.call('HINCRBY', QUEUE, 'tail', 1) - 1, seen = at, til = 0, ticket = ticket}
 redis.call('HSET', PLACES, ARGV[1], format(p))

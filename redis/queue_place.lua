@@ -3,6 +3,7 @@
 -- KEYS: queue.lua's. ARGV: 1 user id, 2 at (unix ms).
 --
 -- Reply: {OK, view...}, or {} for a user who never joined.
+fence()
 local at = tonumber(ARGV[2])
 lapse(at)
 local rec = redis.call('HGET', PLACES, ARGV[1])

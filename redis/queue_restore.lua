@@ -33,6 +33,8 @@ each('RPUSH', LINE, 14 + 2 * p, 13 + 2 * p + l, 1000)
 each('ZADD', LIVE, 14 + 2 * p + l, 13 + 2 * p + l + 2 * v, 1000)
 redis.call('HSET', QUEUE, 'head', ARGV[5], 'tail', ARGV[6], 'used', ARGV[7], 'expired', ARGV[8])
 redis.call('HSETNX', QUEUE, 'epoch', ARGV[4])
+-- The queue is this process's now: the fence lets it through again.
+redis.call('HSET', QUEUE, 'node', node())
 if ARGV[9] ~= '' then
   -- Every place's index is its own now: none maps through the ranks.
   redis.call('HSET', QUEUE, 'drawn', 0, 'seed', ARGV[9])

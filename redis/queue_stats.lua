@@ -4,5 +4,6 @@
 -- KEYS: queue.lua's. ARGV: 1 at (unix ms).
 --
 -- Reply: stats() (queue.lua); zeros for a sale without a queue.
+fence()
 lapse(tonumber(ARGV[1]))
 return stats()

@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -272,4 +273,58 @@ func TestQueueInstances(t *testing.T) {
 			t.Fatalf("%d keys left after Drop (%v), want none", n, err)
 		}
 	})
+}
+
+// TestQueueFence: a Redis restarted from a snapshot brings the queue back
+// as it was at the snapshot. Its places may be behind the database's (a
+// guest who joined after the snapshot has no place in it, and would get a
+// new one at the back), so every method refuses it with ErrQueueStale
+// until a Restore brings it up to its records; then it serves again.
+func TestQueueFence(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a redis-server")
+	}
+	ctx := t.Context()
+	rs := testenv.StartRedis(t)
+	q := MustOpenEngine(t, rs.URL(), newPrefix()).Queue()
+	const sale = "fenced"
+	early := mustJoin(t, q, sale, "early", queueT0)
+	if err := q.client.Save(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	late := mustJoin(t, q, sale, "late", queueT0) // after the snapshot
+	rs.Kill()
+	rs.Start() // from the snapshot: "late" has no place in it
+	at := queueT0.Add(time.Second)
+	stale := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, ErrQueueStale) {
+			t.Fatalf("%s on the stale queue = %v, want ErrQueueStale", what, err)
+		}
+	}
+	_, _, err := q.Join(ctx, sale, "late", at)
+	stale("Join", err)
+	_, err = q.Place(ctx, sale, "early", at)
+	stale("Place", err)
+	_, err = q.Admit(ctx, sale, at, flashsale.AdmitRule{Rate: 10, Left: 10})
+	stale("Admit", err)
+	stale("Use", q.Use(ctx, sale, "early", at))
+	_, err = q.Stats(ctx, sale, at)
+	stale("Stats", err)
+	_, err = q.Draw(ctx, sale, strings.Repeat("ab", 32))
+	stale("Draw", err)
+
+	recs := []flashsale.PlaceRecord{
+		{UserID: "early", Ticket: early.Ticket, JoinedAt: queueT0},
+		{UserID: "late", Ticket: late.Ticket, JoinedAt: queueT0},
+	}
+	if err := q.Restore(ctx, sale, nil, recs, at); err != nil {
+		t.Fatal(err)
+	}
+	if p, created, err := q.Join(ctx, sale, "late", at); err != nil || created || p.Ticket != late.Ticket {
+		t.Fatalf("the late guest after the restore = %+v (created %v), %v; want their place, ticket %s", p, created, err, late.Ticket)
+	}
+	if st, err := q.Stats(ctx, sale, at); err != nil || st.Joined != 2 {
+		t.Fatalf("stats after the restore = %+v, %v; want both places", st, err)
+	}
 }

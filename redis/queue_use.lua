@@ -4,6 +4,7 @@
 --
 -- Reply: 1 if the admission is spent (now or before), 0 if the user has
 -- none live.
+fence()
 lapse(tonumber(ARGV[2]))
 local rec = redis.call('HGET', PLACES, ARGV[1])
 if not rec then

@@ -15,6 +15,7 @@ import (
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/funnel"
 	"github.com/flashsale/flashsale/internal/app"
+	"github.com/flashsale/flashsale/internal/testenv"
 )
 
 // TestWaitingRoomStorm: 1 000 guests join a waiting room for 50 rooms
@@ -26,13 +27,34 @@ import (
 // after the start, not at a heartbeat); and every other guest is told
 // sold_out on the stream, pushed, within 1 s of the last room being taken.
 func TestWaitingRoomStorm(t *testing.T) {
-	const guests, rooms = 1000, 50
-	ctx := t.Context()
 	_, c := MustRunMain(t, func(c *app.Config) {
 		c.Limits = funnel.Limits{} // every guest is on one address here
 		c.StreamsPerClient = 0
 	})
-	start := time.Now().Add(3 * time.Second).Truncate(time.Second)
+	waitingRoomStorm(t, []*client{c}, 1000, 50, 3*time.Second)
+}
+
+// TestWaitingRoomDistributed is the storm on the distributed shape: two
+// instances on one Redis, RabbitMQ and MariaDB, each guest joining,
+// following their place and buying through one of them (alternately).
+// One queue for both: the draw either publishes verifies, the buyers are
+// exactly its first 50, sold_out reaches every other guest within 1 s.
+func TestWaitingRoomDistributed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	cl := startCluster(t, 2, testenv.MySQLDatabase(t), "FLASHSALE_LIMIT_PURCHASE_USER=off",
+		"FLASHSALE_EVENTS_PER_CLIENT=0", "FLASHSALE_LOG_LEVEL=error")
+	waitingRoomStorm(t, cl.clients, 1000, 50, 5*time.Second)
+}
+
+// waitingRoomStorm runs the storm through cs (guest i on cs[i%len(cs)]):
+// a sale starting lead from now, guests join before it, follow, buy.
+func waitingRoomStorm(t *testing.T, cs []*client, guests, rooms int, lead time.Duration) {
+	ctx := t.Context()
+	c := cs[0]
+	on := func(i int) *client { return cs[i%len(cs)] }
+	start := time.Now().Add(lead).Truncate(time.Second)
 	sale := saleJSON([]int{rooms}, 1, true)
 	sale["starts_at"] = start.Format(time.RFC3339)
 	sale["waiting_room"] = map[string]any{"prequeue_minutes": 5, "admit_per_second": 100, "admission_seconds": 30}
@@ -45,7 +67,7 @@ func TestWaitingRoomStorm(t *testing.T) {
 	for i := range guests {
 		wg.Go(func() {
 			var v flashsale.QueueView
-			if st, err := c.do(ctx, "POST", "/api/sales/"+id+"/queue", c.jwt(user(i)), nil, nil, &v); err != nil || st != http.StatusCreated {
+			if st, err := on(i).do(ctx, "POST", "/api/sales/"+id+"/queue", c.jwt(user(i)), nil, nil, &v); err != nil || st != http.StatusCreated {
 				t.Errorf("%s joins: %d %v", user(i), st, err)
 			}
 			tickets[i] = v.Ticket
@@ -75,7 +97,7 @@ func TestWaitingRoomStorm(t *testing.T) {
 	defer streams.CloseIdleConnections()
 	for i := range guests {
 		wg.Go(func() {
-			outcomes[i] = followPlace(ctx, t, c, streams, id, user(i))
+			outcomes[i] = followPlace(ctx, t, on(i), streams, id, user(i))
 		})
 	}
 	wg.Wait()
@@ -84,11 +106,18 @@ func TestWaitingRoomStorm(t *testing.T) {
 	}
 
 	var d flashsale.Draw
-	if st, err := c.do(ctx, "GET", "/api/sales/"+id+"/queue/draw", "", nil, nil, &d); err != nil || st != 200 {
-		t.Fatalf("draw: %d %v", st, err)
-	}
-	if err := d.Verify(); err != nil || d.Commitment != before.Commitment || len(d.Order) != guests {
-		t.Fatalf("the published draw: %v; commitment %s, before the start %s; %d in order", err, d.Commitment, before.Commitment, len(d.Order))
+	for i, ci := range cs { // every instance publishes the one draw
+		var di flashsale.Draw
+		if st, err := ci.do(ctx, "GET", "/api/sales/"+id+"/queue/draw", "", nil, nil, &di); err != nil || st != 200 {
+			t.Fatalf("draw from instance %d: %d %v", i, st, err)
+		}
+		if err := di.Verify(); err != nil || di.Commitment != before.Commitment || len(di.Order) != guests {
+			t.Fatalf("the draw instance %d published: %v; commitment %s, before the start %s; %d in order", i, err, di.Commitment, before.Commitment, len(di.Order))
+		}
+		if i > 0 && !slices.Equal(di.Order, d.Order) {
+			t.Fatalf("instances 0 and %d publish different orders", i)
+		}
+		d = di
 	}
 	var winners []string
 	var last time.Time
@@ -126,9 +155,15 @@ func TestWaitingRoomStorm(t *testing.T) {
 		slices.Sort(late)
 		t.Fatalf("%d guests heard sold_out more than 1 s after the last room was taken (worst %v)", len(late), late[len(late)-1])
 	}
-	v := c.adminSale(t, id)
-	if n := v.Nights[0]; n.Held+n.Sold != rooms || n.Available != 0 {
-		t.Fatalf("the night after the storm: %+v, want %d held or sold and none left", n, rooms)
+	// The distributed shape writes orders from its queue: give it time.
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		n := c.adminSale(t, id).Nights[0]
+		if n.Held+n.Sold == rooms && n.Available == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the night after the storm: %+v, want %d held or sold and none left", n, rooms)
+		}
 	}
 }
 

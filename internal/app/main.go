@@ -257,6 +257,7 @@ func (m *Main) openStock(ctx context.Context) error {
 		}
 		m.closers = append(m.closers, e.Close)
 		m.engine, m.fence = e.Roles(), e
+		m.queue = e.Queue() // the waiting rooms, one order for every instance
 		var brk *breaker.Engine
 		if cfg.BreakerFailures > 0 {
 			// The fence stays outside the breaker: the heal loop asks it
