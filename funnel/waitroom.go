@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"math"
 	"slices"
 	"strings"
@@ -90,6 +91,8 @@ type roomState struct {
 	at     time.Time
 	passed int
 	pace   float64
+	// still: a step since the sample stood still by design.
+	still bool
 }
 
 // paceWindow is the time constant of the measured pace's moving average:
@@ -430,13 +433,17 @@ func passed(st flashsale.QueueStats) int { return st.Admitted + st.Used + st.Exp
 // the pace's moving average; a sample while the queue stood still by
 // design (sold out, paused) only moves the sample on.
 func (r *roomState) measure(st flashsale.QueueStats, now time.Time, moving bool) {
+	r.still = r.still || !moving
 	dt := now.Sub(r.at)
 	if dt < time.Second {
 		return
 	}
 	n := passed(st)
-	// A front that ran out of guests measures the joins, not the pace.
-	if moving && st.Drawn && n-r.passed < r.stats.Waiting {
+	// A front that ran out of guests measures the joins, not the pace; one
+	// held by the stock at any step of the sample (sold out, a room at a
+	// time coming back), the holds, not the pace the queue moves at once
+	// rooms are there to give.
+	if !r.still && st.Drawn && n-r.passed < r.stats.Waiting {
 		got := float64(max(n-r.passed, 0)) / dt.Seconds()
 		if r.pace == 0 {
 			r.pace = got
@@ -445,7 +452,7 @@ func (r *roomState) measure(st flashsale.QueueStats, now time.Time, moving bool)
 			r.pace += a * (got - r.pace)
 		}
 	}
-	r.at, r.passed = now, n
+	r.at, r.passed, r.still = now, n, false
 }
 
 // pace is the rate the sale's queue front moves at: measured, once this
@@ -588,8 +595,8 @@ func (s *Service) QueueStatus(ctx context.Context, u flashsale.User, saleID stri
 // rooms left.
 func (s *Service) queueView(ctx context.Context, sale *flashsale.Sale, p flashsale.Place, now time.Time) (*flashsale.QueueView, error) {
 	v := &flashsale.QueueView{Ticket: p.Ticket, State: p.State, Ahead: p.Ahead}
-	if p.State == flashsale.QueueWaiting || p.State == flashsale.QueueSoldOut {
-		v.Position = p.Ahead + 1
+	if (p.State == flashsale.QueueWaiting || p.State == flashsale.QueueSoldOut) && p.Rank > 0 {
+		v.Position = p.Ahead + 1 // 0 before the draw: nobody's place is known
 	}
 	if !now.Before(sale.EndsAt) {
 		v.State = flashsale.QueueClosed
@@ -599,7 +606,14 @@ func (s *Service) queueView(ctx context.Context, sale *flashsale.Sale, p flashsa
 		wait += sale.StartsAt.Sub(now)
 	}
 	v.ETASeconds = int(math.Ceil(wait.Seconds()))
-	v.PollAfterMS = int(min(max(wait/10, time.Second), 10*time.Second) / time.Millisecond)
+	poll := wait / 10
+	if p.Rank == 0 && now.Before(sale.StartsAt) {
+		// Before the draw every poller wants their place just after the
+		// start: spread them over pollSpread by their ticket, so a
+		// hundred thousand do not all ask in the same second.
+		poll = sale.StartsAt.Sub(now) + spread(p.Ticket)
+	}
+	v.PollAfterMS = int(min(max(poll, time.Second), 10*time.Second) / time.Millisecond)
 	if p.State == flashsale.QueueAdmitted && !p.Used {
 		until := p.AdmittedUntil
 		v.AdmittedUntil = &until
@@ -610,6 +624,16 @@ func (s *Service) queueView(ctx context.Context, sale *flashsale.Sale, p flashsa
 	}
 	v.RoomsLeft = roomsLeft(avail)
 	return v, nil
+}
+
+// pollSpread is how long after the start the pollers of a prequeue come.
+const pollSpread = 5 * time.Second
+
+// spread is a guest's share of pollSpread, the same at every read.
+func spread(ticket string) time.Duration {
+	h := fnv.New64a()
+	h.Write([]byte(ticket))
+	return time.Duration(h.Sum64() % uint64(pollSpread))
 }
 
 // roomsLeft is the units the engine has left over every night: the most
