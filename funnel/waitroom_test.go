@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"path/filepath"
 	"slices"
@@ -14,6 +15,8 @@ import (
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/funnel"
 	"github.com/flashsale/flashsale/inmem"
+	"github.com/flashsale/flashsale/internal/testenv"
+	"github.com/flashsale/flashsale/redis"
 )
 
 // roomEnv is a Service with a waiting room's queue, whose admission loop
@@ -21,8 +24,14 @@ import (
 // in process.
 func roomEnv(tb testing.TB, limits ...funnel.Limits) *env {
 	tb.Helper()
+	return roomEnvOn(tb, inmem.NewQueue(), limits...)
+}
+
+// roomEnvOn is roomEnv with the given queue.
+func roomEnvOn(tb testing.TB, q flashsale.Queue, limits ...funnel.Limits) *env {
+	tb.Helper()
 	return mustOpenWith(tb, filepath.Join(tb.TempDir(), "fs.db"), newClock(), func(cfg *funnel.Config) {
-		cfg.Queue, cfg.AdmitTick = inmem.NewQueue(), time.Hour
+		cfg.Queue, cfg.AdmitTick = q, time.Hour
 		if len(limits) > 0 {
 			l := inmem.NewLimiter()
 			tb.Cleanup(func() { l.Close() })
@@ -39,8 +48,36 @@ func roomEnv(tb testing.TB, limits ...funnel.Limits) *env {
 // every waiting guest reads sold_out, and a hold cancelled admits the next
 // in line; an admission that lapses unused admits the next in line too.
 func TestWaitingRoom(t *testing.T) {
+	for name, open := range queues() {
+		t.Run(name, func(t *testing.T) { testWaitingRoom(t, roomEnvOn(t, open(t))) })
+	}
+}
+
+// queues are the Queue implementations, as the two shapes have them: in
+// process, and in Redis (on a prefix of the test's own).
+func queues() map[string]func(testing.TB) flashsale.Queue {
+	return map[string]func(testing.TB) flashsale.Queue{
+		"InMemory": func(testing.TB) flashsale.Queue { return inmem.NewQueue() },
+		"Redis": func(tb testing.TB) flashsale.Queue {
+			url := testenv.URL(tb, testenv.Redis)
+			prefix := testenv.Name("fs-room-") + ":"
+			e, err := redis.Open(context.Background(), url, redis.Options{Prefix: prefix, Timeout: 5 * time.Second}, slog.New(slog.DiscardHandler))
+			if err != nil {
+				tb.Fatal(err)
+			}
+			tb.Cleanup(func() {
+				e.Close()
+				if err := testenv.DeleteKeys(url, prefix); err != nil {
+					tb.Error(err)
+				}
+			})
+			return e.Queue()
+		},
+	}
+}
+
+func testWaitingRoom(t *testing.T, e *env) {
 	ctx := context.Background()
-	e := roomEnv(t)
 	const guests, rooms = 10_000, 100
 	start := e.clock.Now().Add(5 * time.Minute)
 	sale := e.sale(t, func(s *flashsale.Sale) {
@@ -234,6 +271,20 @@ func TestWaitingRoom(t *testing.T) {
 	}
 	if v, _ := e.svc.QueueStatus(ctx, user(indexOf(rank, 100)), sale.ID); v.State != flashsale.QueueExpired {
 		t.Fatalf("place 100 after its admission lapsed: %s, want expired", v.State)
+	}
+	// Place 101 buys the room; then the holds run out unpaid (the reaper
+	// expires them): their rooms admit the next in line, in order.
+	if _, err := e.buy(t, user(indexOf(rank, 101)), flashsale.PurchaseRequest{SaleID: sale.ID}); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(sale.HoldDuration() + time.Second)
+	if n := e.svc.Reap(ctx); n != 100 {
+		t.Fatalf("the reaper expired %d holds, want the 100 unpaid", n)
+	}
+	e.clock.Advance(time.Second)
+	e.svc.AdmitStep(ctx)
+	if got := admittedNow(); !slices.Equal(got, seq(102, 142)) {
+		t.Fatalf("after the holds expired: admitted %v, want the next 40 in line (the rate), 102 to 141", got)
 	}
 }
 
