@@ -114,6 +114,9 @@ type Config struct {
 	// (default AdmitTickDefault).
 	Queue     flashsale.Queue
 	AdmitTick time.Duration
+	// QueueIdle: a guest who has not read their place for longer is
+	// skipped at their turn (default QueueIdleDefault; negative: never).
+	QueueIdle time.Duration
 	// Observer is told what the funnel does (metrics); nil: nothing.
 	Observer Observer
 	Logger   *slog.Logger
@@ -215,6 +218,7 @@ func New(cfg Config) *Service {
 	}
 	s.reaper = &reaper{parts: &s.parts, interval: cmp.Or(cfg.ReapInterval, ReapIntervalDefault)}
 	s.wait = newWaiter(&s.parts, cfg.Queue, sales, drawSecret(cfg), cfg.AdmitTick)
+	s.wait.idle = max(cmp.Or(cfg.QueueIdle, QueueIdleDefault), 0)
 	s.parts.restoreQueue = s.wait.restore
 	sell := newSeller(cfg)
 	s.healing = &healer{parts: &s.parts, sales: sales, work: &s.engineWork, engineMode: sell.engineMode,

@@ -27,7 +27,7 @@ func TestPaceHeldByStock(t *testing.T) {
 			r.stats, r.at, r.passed = st, at, passed
 			return
 		}
-		r.measure(st, at, !soldOut && !r.stats.SoldOut)
+		r.measure(st, at, !soldOut && !r.stats.SoldOut, 20)
 		r.stats = st
 	}
 	for range 50 {
@@ -39,7 +39,28 @@ func TestPaceHeldByStock(t *testing.T) {
 	for range 10 {
 		step(4, false)
 	}
-	if math.Abs(r.pace-20) > 0.3 {
-		t.Fatalf("pace %.1f a second after a stretch held by the stock, want 20", r.pace)
+	if math.Abs(r.avg-20) > 0.3 {
+		t.Fatalf("pace %.1f a second after a stretch held by the stock, want 20", r.avg)
+	}
+}
+
+// TestPaceShown: the pace ETAs are computed at starts a little under the
+// set rate, follows the measured pace up at once (ETAs fall), holds
+// through a wavering dip (ETAs do not rise), and follows a real slowdown
+// down (ETAs rise, honestly).
+func TestPaceShown(t *testing.T) {
+	for _, c := range []struct {
+		name           string
+		cur, avg, want float64
+	}{
+		{"before any measure", 0, 0, 47.5},
+		{"the queue is faster", 47.5, 60, 57},
+		{"a dip of 5%", 57, 57, 57},
+		{"a dip under 10%", 57, 54.5, 57},
+		{"really slower", 57, 40, 38},
+	} {
+		if got := shown(c.cur, c.avg, 50); math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("%s: shown(%v, %v, 50) = %v, want %v", c.name, c.cur, c.avg, got, c.want)
+		}
 	}
 }

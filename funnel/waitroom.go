@@ -86,11 +86,12 @@ type roomState struct {
 	// draw is the sale's, once made (and recorded in the database).
 	draw *flashsale.Draw
 	// at and passed are the last sample of the places that have left the
-	// front (admitted or skipped); pace is the moving average of the
-	// rate they left at, per second, and 0 until measured.
-	at     time.Time
-	passed int
-	pace   float64
+	// front (admitted or skipped); avg is the moving average of the
+	// rate they left at, per second, and pace the one ETAs are computed at
+	// (shown); both 0 until measured.
+	at        time.Time
+	passed    int
+	avg, pace float64
 	// still: a step since the sample stood still by design.
 	still bool
 }
@@ -179,7 +180,7 @@ func (w *waiter) admitSale(ctx context.Context, sale *flashsale.Sale, now time.T
 	if err != nil {
 		return err
 	}
-	w.settle(sale.ID, a.Stats, now, !sale.Paused)
+	w.settle(sale.ID, a.Stats, now, !sale.Paused, rate(sale))
 	if w.records != nil && len(a.Admitted)+len(a.Skipped) > 0 {
 		// Not recorded, a restored queue has these guests waiting at
 		// the front again: admitted again, never lost.
@@ -401,7 +402,7 @@ func rate(sale *flashsale.Sale) float64 {
 // (the front moved, an admission lapsed or was used, the sold-out flag
 // turned), wakes the sale's streams. While the queue is meant to move
 // (open and not paused) it also measures the pace its front moves at.
-func (w *waiter) settle(saleID string, st flashsale.QueueStats, now time.Time, moving bool) {
+func (w *waiter) settle(saleID string, st flashsale.QueueStats, now time.Time, moving bool, set float64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	r := w.rooms[saleID]
@@ -413,7 +414,7 @@ func (w *waiter) settle(saleID string, st flashsale.QueueStats, now time.Time, m
 		r.stats, r.at, r.passed = st, now, passed(st)
 		return
 	}
-	r.measure(st, now, moving && !st.SoldOut && !r.stats.SoldOut)
+	r.measure(st, now, moving && !st.SoldOut && !r.stats.SoldOut, set)
 	if r.stats == st {
 		return
 	}
@@ -432,7 +433,7 @@ func passed(st flashsale.QueueStats) int { return st.Admitted + st.Used + st.Exp
 // measure takes a sample of the places passed, at most one a second, into
 // the pace's moving average; a sample while the queue stood still by
 // design (sold out, paused) only moves the sample on.
-func (r *roomState) measure(st flashsale.QueueStats, now time.Time, moving bool) {
+func (r *roomState) measure(st flashsale.QueueStats, now time.Time, moving bool, set float64) {
 	r.still = r.still || !moving
 	dt := now.Sub(r.at)
 	if dt < time.Second {
@@ -445,16 +446,40 @@ func (r *roomState) measure(st flashsale.QueueStats, now time.Time, moving bool)
 	// rooms are there to give.
 	if !r.still && st.Drawn && n-r.passed < r.stats.Waiting {
 		got := float64(max(n-r.passed, 0)) / dt.Seconds()
-		if r.pace == 0 {
-			r.pace = got
-		} else {
-			a := 1 - math.Exp(-dt.Seconds()/paceWindow.Seconds())
-			r.pace += a * (got - r.pace)
+		if r.avg == 0 {
+			r.avg = set // from the set rate: one short second is not the pace
 		}
+		r.avg += (1 - math.Exp(-dt.Seconds()/paceWindow.Seconds())) * (got - r.avg)
+		r.pace = shown(r.pace, r.avg, set)
 	}
 	r.at, r.passed, r.still = now, n, false
 }
 
+// Margins of the pace a guest's ETA is computed at (shown): a little under
+// what was measured, so a pace that wavers does not raise the ETAs of
+// everyone behind, but lowered at once when the queue is really slower.
+const (
+	paceMargin = 0.95 // the shown pace is this much of the measured
+	paceSlower = 0.9  // it drops once the measured is under this much of it
+)
+
+// shown is the pace ETAs are computed at, given the one shown so far (0:
+// none yet), the measured average and the set rate: it rises with the
+// measured pace at once (the ETAs fall), and falls only when that is
+// paceSlower of it or less (the ETAs rise only when the queue is really
+// slower than they said).
+func shown(cur, avg, set float64) float64 {
+	if cur == 0 {
+		cur = paceMargin * set
+	}
+	if avg == 0 { // not measured yet
+		return cur
+	}
+	if target := paceMargin * avg; target > cur || target < paceSlower*cur {
+		return target
+	}
+	return cur
+}
 // pace is the rate the sale's queue front moves at: measured, once this
 // instance has watched it move, or else the sale's admission rate.
 func (w *waiter) pace(sale *flashsale.Sale) float64 {
@@ -464,7 +489,7 @@ func (w *waiter) pace(sale *flashsale.Sale) float64 {
 	if r := w.rooms[sale.ID]; r != nil && r.pace > 0 {
 		return max(r.pace, set/100) // a stalled front: long, not endless
 	}
-	return set
+	return shown(0, 0, set)
 }
 
 // movedCh is closed when the sale's queue next moves.

@@ -419,8 +419,9 @@ func TestQueueReport(t *testing.T) {
 // start, a third of whom stop reading their place (so they are skipped at
 // their turn, and the front moves faster than the 20 a second admitted);
 // the rest read their place every second. Each reader's first ETA after
-// the pace is measured predicts their admission within 15% at the median,
-// and for at least 95% of them the ETA never rises between two reads.
+// the pace is measured (30 s in) predicts their admission within 20% at
+// the median (3-13% over runs; the pace shown is 95% of the measured), and
+// for at least 95% of them the ETA never rises between two reads.
 func TestQueueETA(t *testing.T) {
 	ctx := context.Background()
 	e := roomEnv(t)
@@ -459,7 +460,7 @@ func TestQueueETA(t *testing.T) {
 			readers[i] = &reader{last: -1}
 		}
 	}
-	measured := start.Add(20 * time.Second) // the pace has had time to settle
+	measured := start.Add(30 * time.Second) // the pace has had time to settle
 	for step := 0; step < 150; step++ {
 		e.clock.Advance(time.Second)
 		e.svc.AdmitStep(ctx)
@@ -515,8 +516,8 @@ func TestQueueETA(t *testing.T) {
 	median := errs[len(errs)/2]
 	t.Logf("ETA: %d readers, %d (%.1f%%) saw it rise; prediction error median %.1f%%, p90 %.1f%% (%d checked)",
 		len(readers), rose, 100*float64(rose)/float64(len(readers)), 100*median, 100*errs[len(errs)*9/10], len(errs))
-	if median > 0.15 {
-		t.Errorf("the ETA's median error is %.0f%%, want under 15%%", 100*median)
+	if median > 0.2 {
+		t.Errorf("the ETA's median error is %.0f%%, want under 20%%", 100*median)
 	}
 	if float64(rose) > 0.05*float64(len(readers)) {
 		t.Errorf("%d of %d readers saw their ETA rise, want at most 5%%", rose, len(readers))
@@ -712,5 +713,37 @@ func TestQueueTokenKeepsPromise(t *testing.T) {
 	e.svc.AdmitStep(ctx)
 	if r, _ := e.svc.QueueReport(ctx, sale.ID); r.Stats.Used != 1 || r.Stats.Admitted != 0 || !r.Stats.SoldOut {
 		t.Fatalf("after the purchase: %+v, want 1 used, none admitted, sold out", r.Stats)
+	}
+}
+
+// TestQueueIdleSetting: QueueIdle (FLASHSALE_QUEUE_IDLE) is how long a
+// guest may go without reading their place before their turn is skipped;
+// negative never skips.
+func TestQueueIdleSetting(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		idle    time.Duration
+		skipped bool
+	}{{30 * time.Second, true}, {-1, false}, {0, true}} { // 0: the default, 2 min
+		e := mustOpenWith(t, filepath.Join(t.TempDir(), "fs.db"), newClock(), func(cfg *funnel.Config) {
+			cfg.Queue, cfg.AdmitTick, cfg.QueueIdle = inmem.NewQueue(), time.Hour, c.idle
+		})
+		start := e.clock.Now().Add(5 * time.Minute)
+		sale := e.sale(t, func(s *flashsale.Sale) {
+			s.StartsAt, s.EndsAt = start, start.Add(time.Hour)
+			s.WaitingRoom = &flashsale.WaitingRoom{PrequeueMinutes: 10, AdmitPerSecond: 1, AdmissionSeconds: 30}
+		}, 5)
+		guest := flashsale.User{ID: "quiet"}
+		if _, _, err := e.svc.JoinQueue(ctx, guest, flashsale.JoinRequest{SaleID: sale.ID}); err != nil {
+			t.Fatal(err)
+		}
+		e.clock.Advance(5 * time.Minute) // not a read since the join
+		e.svc.AdmitStep(ctx)
+		e.clock.Advance(time.Second)
+		e.svc.AdmitStep(ctx)
+		r, _ := e.svc.QueueReport(ctx, sale.ID)
+		if skipped := r.Stats.Expired == 1; skipped != c.skipped {
+			t.Fatalf("QueueIdle %v, a guest quiet for 5 min: %+v, want skipped %v", c.idle, r.Stats, c.skipped)
+		}
 	}
 }

@@ -79,6 +79,9 @@ type Config struct {
 	OrderRate float64
 	// ReapInterval bounds how late an expired hold is released. FLASHSALE_REAP_INTERVAL.
 	ReapInterval time.Duration
+	// QueueIdle: a waiting-room guest who has not read their place for
+	// longer is skipped at their turn (0: never). FLASHSALE_QUEUE_IDLE.
+	QueueIdle time.Duration
 	// RequestTimeout is every HTTP request's deadline. FLASHSALE_REQUEST_TIMEOUT.
 	RequestTimeout time.Duration
 	// RedisTimeout bounds each Redis command. FLASHSALE_REDIS_TIMEOUT.
@@ -257,6 +260,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("FLASHSALE_USER_SERVICE_TIMEOUT and FLASHSALE_USER_SERVICE_STALE must be positive")
 	case c.StreamsPerClient < 0:
 		return fmt.Errorf("FLASHSALE_EVENTS_PER_CLIENT must be 0 (no cap) or positive")
+	case c.QueueIdle < 0:
+		return fmt.Errorf("FLASHSALE_QUEUE_IDLE must be 0 (never skip) or positive")
 	case c.ReapInterval <= 0:
 		return fmt.Errorf("FLASHSALE_REAP_INTERVAL must be positive")
 	case c.OutboxRetention < 0:
@@ -354,6 +359,7 @@ func (c Config) LogValue() slog.Value {
 			slog.Duration("retention", c.OutboxRetention)),
 		slog.Float64("order_rate", c.OrderRate),
 		slog.Duration("reap_interval", c.ReapInterval),
+		slog.Duration("queue_idle", c.QueueIdle),
 		slog.Duration("request_timeout", c.RequestTimeout),
 		slog.Duration("redis_timeout", c.RedisTimeout),
 		slog.Duration("start_timeout", c.StartTimeout),

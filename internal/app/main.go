@@ -11,6 +11,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -157,7 +158,7 @@ func (m *Main) open(ctx context.Context) error {
 	}
 	m.svc = funnel.New(funnel.Config{
 		Store: m.store, Engine: m.engine, Writer: m.writer, Sinks: sinks, OutboxRetention: cfg.OutboxRetention,
-		Secret: []byte(jwtSecret), TokenKeys: cfg.TokenKeys, ReapInterval: cfg.ReapInterval, Logger: m.log,
+		Secret: []byte(jwtSecret), TokenKeys: cfg.TokenKeys, ReapInterval: cfg.ReapInterval, QueueIdle: cmp.Or(cfg.QueueIdle, -1), Logger: m.log,
 		Fence: m.fence, Drainer: m.drainer, Republish: m.republish, AuditInterval: cfg.AuditInterval, PhantomInterval: cfg.PhantomInterval,
 		AuditGrace: cfg.AuditGrace,
 		SellLease:  cfg.SellLease, DirectLimit: cfg.DirectLimit,

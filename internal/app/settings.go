@@ -214,6 +214,7 @@ var settings = withFiles([]setting{
 		c.OrderRate = f
 		return nil
 	}},
+	{env: "FLASHSALE_QUEUE_IDLE", def: funnel.QueueIdleDefault.String(), help: "a waiting-room guest who has not read their place (stream or poll) for longer is skipped at their turn and may join again at the back; 0: never skip", set: dur(func(c *Config) *time.Duration { return &c.QueueIdle })},
 	{env: "FLASHSALE_REAP_INTERVAL", def: funnel.ReapIntervalDefault.String(), help: "how often expired holds are released: the bound on how late one is", set: dur(func(c *Config) *time.Duration { return &c.ReapInterval })},
 	{env: "FLASHSALE_REQUEST_TIMEOUT", def: fshttp.RequestTimeoutDefault.String(), help: "every HTTP request's deadline", set: dur(func(c *Config) *time.Duration { return &c.RequestTimeout })},
 	{env: "FLASHSALE_REDIS_TIMEOUT", def: redis.TimeoutDefault.String(), help: "deadline of each Redis command", set: dur(func(c *Config) *time.Duration { return &c.RedisTimeout })},
