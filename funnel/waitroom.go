@@ -480,6 +480,7 @@ func shown(cur, avg, set float64) float64 {
 	}
 	return cur
 }
+
 // pace is the rate the sale's queue front moves at: measured, once this
 // instance has watched it move, or else the sale's admission rate.
 func (w *waiter) pace(sale *flashsale.Sale) float64 {
