@@ -141,6 +141,12 @@ type AdmitRule struct {
 	// that leaves none for those waiting, the queue turns sold out, and
 	// open again at a step that finds rooms (a hold ended, rooms added).
 	Left int
+	// Used is the queue's count of admissions used, read before Left was:
+	// an admission used since may have taken its room after Left was
+	// read, so the step counts it as still promised (a purchase spends its
+	// admission just after it takes its room; without this a step between
+	// the two would promise that room again).
+	Used int
 }
 
 // Queue keeps the waiting rooms of sales: one order for every instance.

@@ -167,12 +167,18 @@ func (w *waiter) admitSale(ctx context.Context, sale *flashsale.Sale, now time.T
 	if _, err := w.drawOf(ctx, sale.ID); err != nil {
 		return err
 	}
+	// The used count before the rooms left (AdmitRule.Used): a purchase
+	// between the two reads is then counted as promised, not as free.
+	before, err := w.queue.Stats(ctx, sale.ID, now)
+	if err != nil {
+		return err
+	}
 	avail, err := w.engine.Available(ctx, sale.ID)
 	if err != nil {
 		return err
 	}
 	rule := flashsale.AdmitRule{For: time.Duration(sale.WaitingRoom.AdmissionSeconds) * time.Second,
-		IdleAfter: w.idle, Rate: rate(sale), Left: roomsLeft(avail)}
+		IdleAfter: w.idle, Rate: rate(sale), Left: roomsLeft(avail), Used: before.Used}
 	if sale.Paused {
 		rule.Rate = 0
 	}

@@ -159,7 +159,9 @@ func (q *Queue) Admit(_ context.Context, saleID string, at time.Time, rule flash
 	if !r.drawn {
 		return flashsale.Admission{Stats: r.stats()}, nil
 	}
-	room := rule.Left - len(r.live)
+	// An admission used since Left was read may have taken its room after
+	// that read: it still counts as promised.
+	room := rule.Left - len(r.live) - max(r.used-rule.Used, 0)
 	n := min(int(r.owe(at, rule.Rate)), room)
 	var a flashsale.Admission
 	for len(a.Admitted) < n && r.head < len(r.order) {

@@ -401,12 +401,18 @@ func testBound(t *testing.T, q flashsale.Queue) {
 	if err := q.Use(context.Background(), sale, first, at); err != nil {
 		t.Fatal(err)
 	}
-	if n, st := step(t, q, sale, at, flashsale.AdmitRule{For: time.Minute, Rate: 1000, Left: rooms - 1}); n != 0 || !st.SoldOut {
+	if n, st := step(t, q, sale, at, flashsale.AdmitRule{For: time.Minute, Rate: 1000, Left: rooms - 1, Used: 1}); n != 0 || !st.SoldOut {
 		t.Fatalf("after a purchase: admitted %d, stats %+v; want none, still sold out", n, st)
+	}
+	// A step that read the rooms left before that purchase took its room
+	// (Left still 100) but the used count before it too (0) counts the
+	// used admission as promised: nothing to give.
+	if n, st := step(t, q, sale, at, flashsale.AdmitRule{For: time.Minute, Rate: 1000, Left: rooms, Used: 0}); n != 0 || !st.SoldOut {
+		t.Fatalf("a step whose rooms left predate a purchase: admitted %d, stats %+v; want none, still sold out", n, st)
 	}
 	// The other 99 lapse unused: their rooms go to the next 99 in line.
 	at = t0.Add(2 * time.Minute)
-	if n, st := step(t, q, sale, at, flashsale.AdmitRule{For: time.Minute, Rate: 1000, Left: rooms - 1}); n != rooms-1 || !st.SoldOut || st.Expired != rooms-1 {
+	if n, st := step(t, q, sale, at, flashsale.AdmitRule{For: time.Minute, Rate: 1000, Left: rooms - 1, Used: 1}); n != rooms-1 || !st.SoldOut || st.Expired != rooms-1 {
 		t.Fatalf("after the admissions lapsed: admitted %d, stats %+v; want %d admitted, sold out again", n, st, rooms-1)
 	}
 }

@@ -340,7 +340,7 @@ func (q *Queue) drawn(ctx context.Context, saleID string) (flashsale.Draw, error
 // Admit implements flashsale.Queue.
 func (q *Queue) Admit(ctx context.Context, saleID string, at time.Time, rule flashsale.AdmitRule) (flashsale.Admission, error) {
 	r, err := queueAdmitScript.Run(ctx, q.client, q.keys(saleID), ms(at), rule.For.Milliseconds(), rule.IdleAfter.Milliseconds(),
-		strconv.FormatFloat(rule.Rate, 'g', -1, 64), rule.Left, q.ttl).Slice()
+		strconv.FormatFloat(rule.Rate, 'g', -1, 64), rule.Left, q.ttl, rule.Used).Slice()
 	if err != nil {
 		return flashsale.Admission{}, queueErr("queue admit", saleID, err)
 	}

@@ -6,7 +6,8 @@
 --
 -- KEYS: queue.lua's. ARGV: 1 at (unix ms), 2 how long an admission lasts
 -- (ms), 3 idle after (ms, 0 never), 4 rate (a second), 5 rooms left,
--- 6 the keys' time to live (ms).
+-- 6 the keys' time to live (ms), 7 the admissions used when the rooms left
+-- were read (AdmitRule.Used).
 --
 -- Reply: {stats(), the users admitted, the users skipped}, the users in
 -- queue order.
@@ -16,7 +17,7 @@ if redis.call('EXISTS', QUEUE) == 0 then
   return {stats(), {}, {}}
 end
 lapse(at)
-local q = redis.call('HMGET', QUEUE, 'drawn', 'owed', 'last', 'head')
+local q = redis.call('HMGET', QUEUE, 'drawn', 'owed', 'last', 'head', 'used')
 if not q[1] then
   return {stats(), {}, {}}
 end
@@ -31,7 +32,9 @@ elseif at > last then
   owed = math.min(owed + rate * (at - last) / 1000, math.max(rate, 1))
   last = at
 end
-local room = tonumber(ARGV[5]) - redis.call('ZCARD', LIVE)
+-- An admission used since the rooms left were read may have taken its
+-- room after that read: it is counted as promised still.
+local room = tonumber(ARGV[5]) - redis.call('ZCARD', LIVE) - math.max((tonumber(q[5]) or 0) - tonumber(ARGV[7]), 0)
 local n = math.min(math.floor(owed), room)
 local head, drawn = tonumber(q[4]) or 0, tonumber(q[1])
 local til, idle = at + tonumber(ARGV[2]), tonumber(ARGV[3])
