@@ -29,6 +29,11 @@ func testDeleteSale(t *testing.T, open OpenFunc) {
 			t.Fatal(err)
 		}
 	}
+	for _, sale := range []*flashsale.Sale{real, test} { // a waiting room's records
+		if err := s.Queues.RecordPlaces(ctx, sale.ID, []flashsale.PlaceRecord{{UserID: "alice", Ticket: "T1", JoinedAt: now}}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	ns, ok, err := s.ClaimNotices(ctx, "webhook", "owner", time.Now().Add(time.Minute), 100)
 	if err != nil || !ok {
 		t.Fatalf("ClaimNotices: %v %v", ok, err)
@@ -67,6 +72,12 @@ func testDeleteSale(t *testing.T, open OpenFunc) {
 		if gone := n.SaleID == test.ID; gone != (len(ds) == 0) {
 			t.Errorf("event %s of sale %s: %d deliveries left", n.ID, n.SaleID, len(ds))
 		}
+	}
+	if _, places, err := s.Queues.QueueRecord(ctx, test.ID); err != nil || len(places) != 0 {
+		t.Errorf("QueueRecord(deleted) = %d places, %v; want none", len(places), err)
+	}
+	if _, places, err := s.Queues.QueueRecord(ctx, real.ID); err != nil || len(places) != 1 {
+		t.Errorf("QueueRecord(the real sale) = %d places, %v; want its one", len(places), err)
 	}
 	// The real sale keeps everything: its orders, its events, its book.
 	for _, id := range []string{real.ID + "-o1", real.ID + "-o2"} {

@@ -10,6 +10,7 @@ import (
 // this order (children first), after its events' delivery log.
 var deleteTables = []struct{ table, column string }{
 	{"notices", "sale_id"}, {"orders", "sale_id"}, {"user_rooms", "sale_id"},
+	{"queue_places", "sale_id"}, {"queue_draws", "sale_id"},
 	{"sale_changes", "sale_id"}, {"nights", "sale_id"}, {"sales", "id"},
 }
 
