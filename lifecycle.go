@@ -142,7 +142,8 @@ func (p *SalePatch) Apply(s *Sale, now time.Time) (*Sale, []string, error) {
 		{"challenge", false, func() bool { return patch(&c.Challenge, p.Challenge) }},
 		// A live queue's pace may change (an operator slows admissions
 		// while the database lags, or hurries them when holds are paid
-		// fast); whether there is one, and when it opens, may not.
+		// fast), and its admissions may be paused and resumed; whether
+		// there is one, and when it opens, may not.
 		{"waiting_room", true, func() bool {
 			if p.WaitingRoom == nil || *p.WaitingRoom == nil || c.WaitingRoom == nil ||
 				(*p.WaitingRoom).PrequeueMinutes != c.WaitingRoom.PrequeueMinutes || waitingRoomEqual(*p.WaitingRoom, c.WaitingRoom) {

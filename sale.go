@@ -93,6 +93,10 @@ type WaitingRoom struct {
 	// stood for goes to the next in line instead of waiting for a guest
 	// who walked away.
 	AdmissionSeconds int `json:"admission_seconds"`
+	// Paused stops admissions while the sale goes on: those admitted may
+	// still buy, nobody new is let in (an operator holding the queue while
+	// the database catches up, say). Pausing the sale stops both.
+	Paused bool `json:"paused,omitempty"`
 }
 
 // Bounds of a waiting room.

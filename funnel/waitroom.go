@@ -156,7 +156,8 @@ func (w *waiter) step(ctx context.Context) {
 // is held, sold or promised to an admitted guest), the queue is sold out
 // and every waiting guest reads so; when rooms come back (a hold expires
 // or is cancelled, an admission lapses, the operator adds rooms), it
-// opens again, in order. A paused sale admits nobody.
+// opens again, in order. A paused sale, or a paused waiting room, admits
+// nobody.
 //
 // Held rooms are not counted as obtainable although a hold may expire:
 // counting them would admit guests to wait on other guests' holds, each
@@ -179,14 +180,15 @@ func (w *waiter) admitSale(ctx context.Context, sale *flashsale.Sale, now time.T
 	}
 	rule := flashsale.AdmitRule{For: time.Duration(sale.WaitingRoom.AdmissionSeconds) * time.Second,
 		IdleAfter: w.idle, Rate: rate(sale), Left: roomsLeft(avail), Used: before.Used}
-	if sale.Paused {
+	paused := sale.Paused || sale.WaitingRoom.Paused
+	if paused {
 		rule.Rate = 0
 	}
 	a, err := w.queue.Admit(ctx, sale.ID, now, rule)
 	if err != nil {
 		return err
 	}
-	w.settle(sale.ID, a.Stats, now, !sale.Paused, rate(sale))
+	w.settle(sale.ID, a.Stats, now, !paused, rate(sale))
 	if w.records != nil && len(a.Admitted)+len(a.Skipped) > 0 {
 		// Not recorded, a restored queue has these guests waiting at
 		// the front again: admitted again, never lost.

@@ -747,3 +747,66 @@ func TestQueueIdleSetting(t *testing.T) {
 		}
 	}
 }
+
+// TestQueuePauseAdmissions: an operator pauses a live waiting room's
+// admissions (waiting_room.paused, an edit allowed after the start):
+// nobody new is let in while an admitted guest may still buy; resumed, the
+// queue moves on at its rate, with no burst banked from the pause.
+func TestQueuePauseAdmissions(t *testing.T) {
+	ctx := context.Background()
+	e := roomEnv(t)
+	start := e.clock.Now().Add(time.Minute)
+	room := flashsale.WaitingRoom{PrequeueMinutes: 5, AdmitPerSecond: 2, AdmissionSeconds: 60}
+	sale := e.sale(t, func(s *flashsale.Sale) {
+		s.StartsAt, s.EndsAt = start, start.Add(time.Hour)
+		s.WaitingRoom = new(room)
+	}, 50)
+	user := func(i int) flashsale.User { return flashsale.User{ID: fmt.Sprintf("p%02d", i)} }
+	for i := range 20 {
+		if _, _, err := e.svc.JoinQueue(ctx, user(i), flashsale.JoinRequest{SaleID: sale.ID}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.clock.Advance(time.Minute)
+	e.svc.AdmitStep(ctx)
+	e.clock.Advance(time.Second)
+	e.svc.AdmitStep(ctx)
+	admitted := func() (in []flashsale.User) {
+		for i := range 20 {
+			if v, _ := e.svc.QueueStatus(ctx, user(i), sale.ID); v.State == flashsale.QueueAdmitted {
+				in = append(in, user(i))
+			}
+		}
+		return in
+	}
+	if n := len(admitted()); n != 2 {
+		t.Fatalf("%d admitted after a second at 2/s, want 2", n)
+	}
+	paused := room
+	paused.Paused = true
+	pp := &paused
+	if _, err := e.svc.UpdateSale(ctx, sale.ID, flashsale.SalePatch{WaitingRoom: &pp}); err != nil {
+		t.Fatalf("pausing admissions after the start: %v", err)
+	}
+	for range 5 {
+		e.clock.Advance(time.Second)
+		e.svc.AdmitStep(ctx)
+	}
+	in := admitted()
+	if len(in) != 2 {
+		t.Fatalf("%d admitted after 5 s paused, want still 2", len(in))
+	}
+	if _, err := e.buy(t, in[0], flashsale.PurchaseRequest{SaleID: sale.ID}); err != nil {
+		t.Fatalf("an admitted guest buying while admissions are paused: %v", err)
+	}
+	resumed := room
+	rp := &resumed
+	if _, err := e.svc.UpdateSale(ctx, sale.ID, flashsale.SalePatch{WaitingRoom: &rp}); err != nil {
+		t.Fatalf("resuming admissions: %v", err)
+	}
+	e.clock.Advance(time.Second)
+	e.svc.AdmitStep(ctx)
+	if r, _ := e.svc.QueueReport(ctx, sale.ID); r.Stats.Admitted+r.Stats.Used != 4 {
+		t.Fatalf("a second after resuming: %+v, want 4 let in (2 more, no burst from the pause)", r.Stats)
+	}
+}

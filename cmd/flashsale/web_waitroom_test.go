@@ -185,8 +185,9 @@ func TestBrowserWaitingRoom(t *testing.T) {
 // the draw's commitment (the one the public draw publishes) and no seed;
 // from the start the seed, as published. A pace the sale refuses is
 // caught in the form and nothing is sent; a faster one applies live: the
-// slow queue empties at once. Pausing the sale (the dashboard's own
-// action) says the queue is paused.
+// slow queue empties at once. Pausing admissions (the panel's button)
+// pauses the waiting room and resuming undoes it; pausing the sale (the
+// dashboard's own action) says the queue is paused.
 func TestBrowserQueueConsole(t *testing.T) {
 	ctx := mustBrowser(t)
 	m, c := MustRunMain(t, func(c *app.Config) { c.Demo = true })
@@ -233,6 +234,32 @@ func TestBrowserQueueConsole(t *testing.T) {
 	}
 	if r := c.saleDetail(t, id).Revision; r != rev {
 		t.Fatalf("revision %d after a refused pace, was %d", r, rev)
+	}
+
+	// Pausing admissions holds the queue while the sale goes on: the
+	// panel says so and the sale's waiting room is paused; resuming
+	// undoes it.
+	adminRoom := func() *flashsale.WaitingRoom {
+		var v struct {
+			WaitingRoom *flashsale.WaitingRoom `json:"waiting_room"`
+		}
+		if st, err := c.do(ctx, "GET", "/api/admin/sales/"+id, c.admin, nil, nil, &v); err != nil || st != 200 || v.WaitingRoom == nil {
+			t.Fatalf("the sale's waiting room: %d %v", st, err)
+		}
+		return v.WaitingRoom
+	}
+	runSteps(t, ctx, chromedp.Click(chromedp.CSS("#wq-pause")))
+	pollJS(t, ctx, `document.getElementById('d-queue').dataset.state === 'admissions_paused'`, 5*time.Second)
+	if w := adminRoom(); !w.Paused {
+		t.Fatalf("after Pause admissions the sale's waiting room is %+v, want paused", w)
+	}
+	if got := textOf(t, ctx, "#wq-pause"); got != "Resume admissions" {
+		t.Errorf("the button reads %q while paused", got)
+	}
+	runSteps(t, ctx, chromedp.Click(chromedp.CSS("#wq-pause")))
+	pollJS(t, ctx, `document.getElementById('d-queue').dataset.state === 'moving'`, 5*time.Second)
+	if w := adminRoom(); w.Paused {
+		t.Fatalf("after Resume admissions the sale's waiting room is %+v, want not paused", w)
 	}
 
 	// A faster pace applies live: everyone waiting is let in.

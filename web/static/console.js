@@ -513,9 +513,9 @@ function renderDetail() {
 // it): joined, waiting, let in and not yet buying, let in and bought,
 // lapsed or skipped, the pace, whether it is drawn, sold out or paused,
 // and the draw's commitment (and seed, from the start). Its form changes
-// the pace (admit_per_second, admission_seconds), the one waiting-room
-// change a started sale takes, through the sale's edit (PATCH); pausing
-// the sale stops admissions.
+// the pace (admit_per_second, admission_seconds) and its button pauses or
+// resumes admissions (paused), the waiting-room changes a started sale
+// takes, through the sale's edit (PATCH); pausing the sale stops both.
 function queuePanel() {
   const field = (id, key, props) => [
     el('label', { htmlFor: id, data: { i18n: key }, textContent: t(key) }),
@@ -534,6 +534,7 @@ function queuePanel() {
       ...field('wq-admission', 'console.q_admission_input', { min: '10', max: '3600', step: '1', inputMode: 'numeric' }),
       el('button', { type: 'submit', id: 'wq-save', data: { i18n: 'console.q_save' }, textContent: t('console.q_save') })),
     el('p', { id: 'wq-msg', className: 'result', role: 'status', 'aria-live': 'polite' }),
+    el('button', { type: 'button', id: 'wq-pause', onclick: togglePauseAdmissions }),
     el('p', { className: 'hint', data: { i18n: 'console.q_pause_hint' }, textContent: t('console.q_pause_hint') }));
 }
 
@@ -568,9 +569,13 @@ function renderQueue() {
   const q = d.queue;
   const st = statusOf(v);
   const state = !q ? (d.queueError || t('loading')) : st === 'ended' ? t('status.ended') : st === 'paused' ? t('console.q_paused')
-    : !q.drawn ? t('console.q_before') : q.sold_out ? t('console.q_sold_out') : t('console.q_moving');
+    : w.paused ? t('console.q_adm_paused') : !q.drawn ? t('console.q_before') : q.sold_out ? t('console.q_sold_out') : t('console.q_moving');
   $('wq-state').textContent = `${t('console.q_state')}: ${state}`;
-  box.dataset.state = !q ? '' : st === 'paused' ? 'paused' : !q.drawn ? 'before' : q.sold_out ? 'sold_out' : 'moving';
+  box.dataset.state = !q ? '' : st === 'paused' ? 'paused' : w.paused ? 'admissions_paused' : !q.drawn ? 'before' : q.sold_out ? 'sold_out' : 'moving';
+  const pause = $('wq-pause');
+  pause.textContent = t(w.paused ? 'console.q_resume_adm' : 'console.q_pause_adm');
+  pause.dataset.paused = String(!!w.paused);
+  pause.hidden = st === 'ended';
   if (!q) return;
   const rate = w.admit_per_second ? rateText(q.admit_per_second) : t('console.q_rate_derived', { n: rateText(q.admit_per_second) });
   const figures = [['joined', 'console.q_joined', q.joined], ['waiting', 'console.q_waiting', q.waiting],
@@ -619,7 +624,7 @@ async function submitPace(e) {
   }
   $('wq-save').disabled = true;
   const res = await call('PATCH', `/api/admin/sales/${enc(v.id)}`, { token: admin,
-    body: { waiting_room: { prequeue_minutes: w.prequeue_minutes, admit_per_second: rate, admission_seconds: adm } } });
+    body: { waiting_room: { prequeue_minutes: w.prequeue_minutes, admit_per_second: rate, admission_seconds: adm, paused: !!w.paused } } });
   $('wq-save').disabled = false;
   if (!detail || detail.id !== v.id) return;
   if (res.status === 200 && res.body && res.body.id === v.id) {
@@ -635,6 +640,30 @@ async function submitPace(e) {
   const code = errorCode(res);
   box.className = 'result bad';
   box.textContent = t('console.error', { what: t('console.q_pace'), msg: code === 'ended' ? t('console.err_ended') : errorMessage(res) });
+}
+
+// togglePauseAdmissions pauses or resumes the open sale's admissions
+// (waiting_room.paused, an edit a started sale takes): the admitted may
+// still buy while nobody new is let in.
+async function togglePauseAdmissions() {
+  const v = detail && detail.view;
+  if (!v || !v.waiting_room) return;
+  const w = v.waiting_room;
+  const box = $('wq-msg');
+  $('wq-pause').disabled = true;
+  const res = await call('PATCH', `/api/admin/sales/${enc(v.id)}`, { token: admin, body: { waiting_room: { ...w, paused: !w.paused } } });
+  $('wq-pause').disabled = false;
+  if (!detail || detail.id !== v.id) return;
+  if (res.status === 200 && res.body && res.body.id === v.id) {
+    setView(detail, res.body);
+    box.className = 'result ok';
+    box.textContent = t('console.q_adm_saved', { n: res.body.revision });
+    renderDetail();
+    loadQueue(detail);
+    return;
+  }
+  box.className = 'result bad';
+  box.textContent = t('console.error', { what: t(w.paused ? 'console.q_resume_adm' : 'console.q_pause_adm'), msg: errorMessage(res) });
 }
 
 // --- actions ----------------------------------------------------------------

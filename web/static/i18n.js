@@ -156,7 +156,9 @@ const dict = {
     'console.q_commitment': 'Commitment', 'console.q_seed': 'Seed', 'console.q_seed_later': 'revealed at the start',
     'console.q_pace': 'Change the pace', 'console.q_rate_input': 'Guests let in per second (0 = from the stock)',
     'console.q_admission_input': 'Seconds to start buying', 'console.q_save': 'Apply', 'console.q_saved': 'Pace applied: the sale is at revision {n}.',
-    'console.q_same': 'That is the pace already.', 'console.q_pause_hint': 'Pause the sale (above) to stop letting guests in; resume to go on.',
+    'console.q_same': 'That is the pace already.', 'console.q_pause_hint': 'Pausing admissions holds the queue while the admitted may still buy; pausing the sale (above) stops purchases too.',
+    'console.q_pause_adm': 'Pause admissions', 'console.q_resume_adm': 'Resume admissions', 'console.q_adm_paused': 'admissions paused: nobody new is let in',
+    'console.q_adm_saved': 'Saved (revision {n}).',
     'console.q_verify': 'Anyone can check the draw: flashsale queue verify --url {url}',
   },
   'zh-CN': {
@@ -313,7 +315,9 @@ const dict = {
     'console.q_commitment': '承诺值', 'console.q_seed': '种子', 'console.q_seed_later': '开售时公布',
     'console.q_pace': '调整放行速度', 'console.q_rate_input': '每秒放行人数（0 = 按库存）',
     'console.q_admission_input': '开始购买的时限（秒）', 'console.q_save': '应用', 'console.q_saved': '已应用：特卖现为第 {n} 版。',
-    'console.q_same': '速度没有变化。', 'console.q_pause_hint': '暂停特卖（上方）即停止放行；恢复后继续。',
+    'console.q_same': '速度没有变化。', 'console.q_pause_hint': '暂停放行时已放行的客人仍可购买；暂停特卖（上方）则连购买一并停止。',
+    'console.q_pause_adm': '暂停放行', 'console.q_resume_adm': '恢复放行', 'console.q_adm_paused': '放行已暂停：不再放入新客人',
+    'console.q_adm_saved': '已保存（版本 {n}）。',
     'console.q_verify': '任何人都可以验证抽签：flashsale queue verify --url {url}',
   },
 };
