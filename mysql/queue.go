@@ -1,7 +1,6 @@
 package mysql
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -40,12 +39,12 @@ func (s *Store) RecordPlaces(ctx context.Context, saleID string, places []flashs
 	if len(places) == 0 {
 		return nil
 	}
-	places = lastPlaces(places)
+	places = sqlrows.LastPlaces(places)
 	err := s.driver.InTx(ctx, "record_places", func(tx *sql.Tx) error {
 		for chunk := range slices.Chunk(places, maxPlacesPerStatement) {
 			args := make([]any, 0, 8*len(chunk))
 			for _, p := range chunk {
-				args = append(args, saleID, p.UserID, p.Ticket, p.Rank, ms(p.JoinedAt), nullMS(p.AdmittedUntil), p.Skipped, p.Used)
+				args = append(args, saleID, p.UserID, p.Ticket, p.Rank, ms(p.JoinedAt), sqlrows.NullMS(p.AdmittedUntil), p.Skipped, p.Used)
 			}
 			const other = `(ticket <> VALUES(ticket) OR place_rank <> VALUES(place_rank))`
 			if _, err := tx.ExecContext(ctx, `INSERT INTO queue_places
@@ -82,7 +81,7 @@ func (s *Store) RecordPassed(ctx context.Context, saleID string, admitted []stri
 			set   string
 			arg   any
 		}{
-			{admitted, "admitted_until_ms = ?", nullMS(until)},
+			{admitted, "admitted_until_ms = ?", sqlrows.NullMS(until)},
 			{skipped, "skipped = ?", true},
 		} {
 			for chunk := range slices.Chunk(step.users, maxPlacesPerStatement) {
@@ -118,9 +117,9 @@ func (s *Store) RecordUse(ctx context.Context, saleID, userID string) error {
 // RecordDraw implements flashsale.QueueRecords: the first draw recorded
 // for a sale stays (sale_id = sale_id changes nothing; unlike INSERT
 // IGNORE, it turns no other error into a warning). A draw that does not
-// verify (drawTickets) is refused.
+// verify (sqlrows.DrawTickets) is refused.
 func (s *Store) RecordDraw(ctx context.Context, d flashsale.Draw) error {
-	tickets, err := drawTickets(d)
+	tickets, err := sqlrows.DrawTickets(d)
 	if err != nil {
 		return fmt.Errorf("record draw: sale=%s: %w", d.SaleID, err)
 	}
@@ -156,7 +155,7 @@ func (s *Store) queueRecord(ctx context.Context, saleID string) (*flashsale.Draw
 	case err != nil:
 		return nil, nil, err
 	default:
-		if d, err = drawOf(saleID, seed, tickets); err != nil {
+		if d, err = sqlrows.DrawOf(saleID, seed, tickets); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -184,58 +183,4 @@ func (s *Store) queueRecord(ctx context.Context, saleID string) (*flashsale.Draw
 		return nil, nil, err
 	}
 	return d, places, tx.Commit()
-}
-
-// nullMS stores a time as unix milliseconds, the zero time as NULL.
-func nullMS(t time.Time) sql.NullInt64 {
-	return sql.NullInt64{Int64: sqlrows.MS(t), Valid: !t.IsZero()}
-}
-
-// lastPlaces is places with one record per user, the last given, sorted
-// by user: writers then lock rows in one order.
-func lastPlaces(places []flashsale.PlaceRecord) []flashsale.PlaceRecord {
-	last := make([]flashsale.PlaceRecord, len(places))
-	copy(last, places)
-	slices.Reverse(last)
-	slices.SortStableFunc(last, func(a, b flashsale.PlaceRecord) int { return cmp.Compare(a.UserID, b.UserID) })
-	return slices.CompactFunc(last, func(a, b flashsale.PlaceRecord) bool { return a.UserID == b.UserID })
-}
-
-// drawTickets checks that d is a draw (its seed draws its order from its
-// tickets, and is the one its commitment, if given, commits to) and
-// returns its tickets as queue_draws keeps them: sorted, newline-joined
-// (a ticket is printable ASCII, never a newline).
-func drawTickets(d flashsale.Draw) (string, error) {
-	commitment, err := flashsale.DrawCommitment(d.SaleID, d.Seed)
-	if err != nil {
-		return "", err
-	}
-	if d.Commitment != "" && d.Commitment != commitment {
-		return "", flashsale.ErrDrawCommitment
-	}
-	order, err := flashsale.DrawOrder(d.Seed, d.Tickets)
-	if err != nil {
-		return "", err
-	}
-	if d.Order != nil && !slices.Equal(d.Order, order) {
-		return "", flashsale.ErrDrawOrder
-	}
-	return strings.Join(slices.Sorted(slices.Values(d.Tickets)), "\n"), nil
-}
-
-// drawOf is the draw queue_draws keeps as seed and tickets, its
-// commitment and order recomputed.
-func drawOf(saleID, seed, tickets string) (*flashsale.Draw, error) {
-	d := &flashsale.Draw{SaleID: saleID, Seed: seed, Tickets: []string{}}
-	if tickets != "" {
-		d.Tickets = strings.Split(tickets, "\n")
-	}
-	var err error
-	if d.Commitment, err = flashsale.DrawCommitment(saleID, seed); err != nil {
-		return nil, fmt.Errorf("draw: %w", err)
-	}
-	if d.Order, err = flashsale.DrawOrder(seed, d.Tickets); err != nil {
-		return nil, fmt.Errorf("draw: %w", err)
-	}
-	return d, nil
 }

@@ -1,12 +1,9 @@
 package postgres
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -21,7 +18,7 @@ var _ flashsale.QueueRecords = (*Store)(nil)
 // queue_draws (migration 0012). A draw keeps only its seed and its sorted
 // tickets, its order and commitment recomputed when read. Each write is
 // one statement, whatever its size (the rows go as arrays, unnested);
-// the places' go in user order (lastPlaces), so two batches rarely
+// the places' go in user order (sqlrows.LastPlaces), so two batches rarely
 // deadlock, and the driver's InTx reruns the one PostgreSQL aborts.
 
 // sqlRecordPlaces upserts the places given as arrays: a row whose ticket
@@ -44,7 +41,7 @@ func (s *Store) RecordPlaces(ctx context.Context, saleID string, places []flashs
 	if len(places) == 0 {
 		return nil
 	}
-	places = lastPlaces(places)
+	places = sqlrows.LastPlaces(places)
 	var (
 		users, tickets = make([]string, len(places)), make([]string, len(places))
 		ranks          = make([]int32, len(places))
@@ -109,9 +106,9 @@ func (s *Store) RecordUse(ctx context.Context, saleID, userID string) error {
 }
 
 // RecordDraw implements flashsale.QueueRecords: the first draw recorded
-// for a sale stays. A draw that does not verify (drawTickets) is refused.
+// for a sale stays. A draw that does not verify (sqlrows.DrawTickets) is refused.
 func (s *Store) RecordDraw(ctx context.Context, d flashsale.Draw) error {
-	tickets, err := drawTickets(d)
+	tickets, err := sqlrows.DrawTickets(d)
 	if err != nil {
 		return fmt.Errorf("record draw: sale=%s: %w", d.SaleID, err)
 	}
@@ -135,7 +132,7 @@ func (s *Store) QueueRecord(ctx context.Context, saleID string) (d *flashsale.Dr
 		case err != nil:
 			return err
 		default:
-			if d, err = drawOf(saleID, seed, tickets); err != nil {
+			if d, err = sqlrows.DrawOf(saleID, seed, tickets); err != nil {
 				return err
 			}
 		}
@@ -164,54 +161,4 @@ func (s *Store) QueueRecord(ctx context.Context, saleID string) (d *flashsale.Dr
 		places = nil
 	}
 	return d, places, nil
-}
-
-// lastPlaces is places with one record per user, the last given, sorted
-// by user: a statement then never meets a row twice (which ON CONFLICT DO
-// UPDATE refuses), and writers lock rows in one order.
-func lastPlaces(places []flashsale.PlaceRecord) []flashsale.PlaceRecord {
-	last := make([]flashsale.PlaceRecord, len(places))
-	copy(last, places)
-	slices.Reverse(last)
-	slices.SortStableFunc(last, func(a, b flashsale.PlaceRecord) int { return cmp.Compare(a.UserID, b.UserID) })
-	return slices.CompactFunc(last, func(a, b flashsale.PlaceRecord) bool { return a.UserID == b.UserID })
-}
-
-// drawTickets checks that d is a draw (its seed draws its order from its
-// tickets, and is the one its commitment, if given, commits to) and
-// returns its tickets as queue_draws keeps them: sorted, newline-joined
-// (a ticket is printable ASCII, never a newline).
-func drawTickets(d flashsale.Draw) (string, error) {
-	commitment, err := flashsale.DrawCommitment(d.SaleID, d.Seed)
-	if err != nil {
-		return "", err
-	}
-	if d.Commitment != "" && d.Commitment != commitment {
-		return "", flashsale.ErrDrawCommitment
-	}
-	order, err := flashsale.DrawOrder(d.Seed, d.Tickets)
-	if err != nil {
-		return "", err
-	}
-	if d.Order != nil && !slices.Equal(d.Order, order) {
-		return "", flashsale.ErrDrawOrder
-	}
-	return strings.Join(slices.Sorted(slices.Values(d.Tickets)), "\n"), nil
-}
-
-// drawOf is the draw queue_draws keeps as seed and tickets, its
-// commitment and order recomputed.
-func drawOf(saleID, seed, tickets string) (*flashsale.Draw, error) {
-	d := &flashsale.Draw{SaleID: saleID, Seed: seed, Tickets: []string{}}
-	if tickets != "" {
-		d.Tickets = strings.Split(tickets, "\n")
-	}
-	var err error
-	if d.Commitment, err = flashsale.DrawCommitment(saleID, seed); err != nil {
-		return nil, fmt.Errorf("draw: %w", err)
-	}
-	if d.Order, err = flashsale.DrawOrder(seed, d.Tickets); err != nil {
-		return nil, fmt.Errorf("draw: %w", err)
-	}
-	return d, nil
 }
