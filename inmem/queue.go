@@ -159,10 +159,15 @@ func (q *Queue) Admit(_ context.Context, saleID string, at time.Time, rule flash
 	if !r.drawn {
 		return flashsale.Admission{Stats: r.stats()}, nil
 	}
-	// An admission used since Left was read may have taken its room after
-	// that read: it still counts as promised.
-	room := rule.Left - len(r.live) - max(r.used-rule.Used, 0)
-	n := min(int(r.owe(at, rule.Rate)), room)
+	// room is what Left allows; sure is room less the admissions used
+	// since Left was read, which may have taken their rooms after the read
+	// (or before it: then sure counts them twice). Admissions go by sure
+	// (never one too many); the flag turns sold out only when even room
+	// says so and opens only when sure says so, and otherwise stays as it
+	// was, so a purchase between the reads never flips it for one step.
+	room := rule.Left - len(r.live)
+	sure := room - max(r.used-rule.Used, 0)
+	n := min(int(r.owe(at, rule.Rate)), sure)
 	var a flashsale.Admission
 	for len(a.Admitted) < n && r.head < len(r.order) {
 		p := r.order[r.head]
@@ -181,7 +186,12 @@ func (q *Queue) Admit(_ context.Context, saleID string, at time.Time, rule flash
 		a.Admitted = append(a.Admitted, p.user)
 	}
 	r.owed -= float64(len(a.Admitted))
-	r.soldOut = room-len(a.Admitted) <= 0
+	switch {
+	case room-len(a.Admitted) <= 0:
+		r.soldOut = true
+	case sure-len(a.Admitted) > 0:
+		r.soldOut = false
+	}
 	a.Stats = r.stats()
 	return a, nil
 }

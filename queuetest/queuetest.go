@@ -29,6 +29,7 @@ func Run(t *testing.T, open func(tb testing.TB) flashsale.Queue) {
 	t.Run("SoldOut", func(t *testing.T) { testSoldOut(t, open(t)) })
 	t.Run("Bound", func(t *testing.T) { testBound(t, open(t)) })
 	t.Run("Clock", func(t *testing.T) { testClock(t, open(t)) })
+	t.Run("NoFalseSoldOut", func(t *testing.T) { testNoFalseSoldOut(t, open(t)) })
 	t.Run("Drop", func(t *testing.T) { testDrop(t, open(t)) })
 	t.Run("Restore", func(t *testing.T) { testRestore(t, open(t)) })
 	t.Run("RestoreStale", func(t *testing.T) { testRestoreStale(t, open(t)) })
@@ -801,4 +802,38 @@ func ticketsOf(r *recorder) map[string]bool {
 		m[p.Ticket] = true
 	}
 	return m
+}
+
+// testNoFalseSoldOut: a purchase that took its room before the step read
+// the rooms left but spent its admission after the step read the used
+// count is counted twice by the bound (admissions stay safe), but must not
+// tell the waiting guests sold_out while a room is left.
+func testNoFalseSoldOut(t *testing.T, q flashsale.Queue) {
+	ctx := context.Background()
+	sale := saleID()
+	users(t, q, sale, 10)
+	draw(t, q, sale, seed(t))
+	a, err := q.Admit(ctx, sale, t0, flashsale.AdmitRule{For: time.Minute, Rate: 2, Left: 5})
+	if err != nil || len(a.Admitted) != 2 || a.Stats.SoldOut {
+		t.Fatalf("the first step = %+v, %v; want 2 admitted, open", a, err)
+	}
+	// The first admitted buys: the engine has 4 rooms left, which this
+	// step reads, but it read the used count (0) before the purchase
+	// spent its admission.
+	if err := q.Use(ctx, sale, a.Admitted[0], t0); err != nil {
+		t.Fatal(err)
+	}
+	b, err := q.Admit(ctx, sale, t0.Add(time.Second), flashsale.AdmitRule{For: time.Minute, Rate: 1000, Left: 4, Used: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Rooms: 4 left, 1 admission live: 3 to give. The bound gives 2 (it
+	// counts the purchase twice); one room is left, so not sold out.
+	if len(b.Admitted) != 2 || b.Stats.SoldOut {
+		t.Fatalf("the step with a purchase between its reads = %+v; want 2 admitted and the queue still open (a room is left)", b)
+	}
+	c, err := q.Admit(ctx, sale, t0.Add(2*time.Second), flashsale.AdmitRule{For: time.Minute, Rate: 1000, Left: 4, Used: 1})
+	if err != nil || len(c.Admitted) != 1 || !c.Stats.SoldOut {
+		t.Fatalf("the next step = %+v, %v; want the last room's guest admitted, and sold out", c, err)
+	}
 }

@@ -17,7 +17,7 @@ if redis.call('EXISTS', QUEUE) == 0 then
   return {stats(), {}, {}}
 end
 lapse(at)
-local q = redis.call('HMGET', QUEUE, 'drawn', 'owed', 'last', 'head', 'used')
+local q = redis.call('HMGET', QUEUE, 'drawn', 'owed', 'last', 'head', 'used', 'soldout')
 if not q[1] then
   return {stats(), {}, {}}
 end
@@ -32,10 +32,15 @@ elseif at > last then
   owed = math.min(owed + rate * (at - last) / 1000, math.max(rate, 1))
   last = at
 end
--- An admission used since the rooms left were read may have taken its
--- room after that read: it is counted as promised still.
-local room = tonumber(ARGV[5]) - redis.call('ZCARD', LIVE) - math.max((tonumber(q[5]) or 0) - tonumber(ARGV[7]), 0)
-local n = math.min(math.floor(owed), room)
+-- room is what the rooms left allow; sure is room less the admissions
+-- used since those were read, which may have taken their rooms after the
+-- read (or before it: then sure counts them twice). Admissions go by sure
+-- (never one too many); the flag turns sold out only when even room says
+-- so and opens only when sure says so, and otherwise stays as it was, so
+-- a purchase between the reads never flips it either way for one step.
+local room = tonumber(ARGV[5]) - redis.call('ZCARD', LIVE)
+local sure = room - math.max((tonumber(q[5]) or 0) - tonumber(ARGV[7]), 0)
+local n = math.min(math.floor(owed), sure)
 local head, drawn = tonumber(q[4]) or 0, tonumber(q[1])
 local til, idle = at + tonumber(ARGV[2]), tonumber(ARGV[3])
 local admitted, users, skipped = 0, {}, {}
@@ -64,9 +69,11 @@ while admitted < n do
     redis.call('HSET', PLACES, u, format(p))
   end
 end
-local soldout = '0'
+local soldout = q[6] or '0'
 if room - admitted <= 0 then
   soldout = '1'
+elseif sure - admitted > 0 then
+  soldout = '0'
 end
 if #skipped > 0 then
   redis.call('HINCRBY', QUEUE, 'expired', #skipped)

@@ -61,9 +61,17 @@ func startWaitRoomFault(t *testing.T) *wrRun {
 	}
 	rdb := goredis.NewClient(&goredis.Options{Addr: u.Host})
 	t.Cleanup(func() { rdb.Close() })
-	c := startCluster(t, 2, testenv.MySQLDatabase(t), "FLASHSALE_REDIS_URL="+rs.URL(),
+	r := startWaitRoomOn(t, rs.URL())
+	r.rs, r.rdb = rs, rdb
+	return r
+}
+
+// startWaitRoomOn starts the two instances on the Redis at redisURL.
+func startWaitRoomOn(t *testing.T, redisURL string) *wrRun {
+	t.Helper()
+	c := startCluster(t, 2, testenv.MySQLDatabase(t), "FLASHSALE_REDIS_URL="+redisURL,
 		"FLASHSALE_LIMIT_PURCHASE_USER=off", "FLASHSALE_LOG_LEVEL=error")
-	return &wrRun{c: c, cls: c.clients, rs: rs, rdb: rdb, bought: map[string]string{}}
+	return &wrRun{c: c, cls: c.clients, bought: map[string]string{}}
 }
 
 // on is the instance guest i talks to.
@@ -324,6 +332,40 @@ func TestWaitRoomEmbeddedKilled(t *testing.T) {
 	proc.Wait()
 	startBinary(t, bin, env...)
 	waitReady(t, "http://"+addr)
+	r.after(t, before)
+	r.finish(t)
+}
+
+// TestWaitRoomClusterFailover: the queue on a Redis Cluster whose shard
+// fails over to a replica that is behind. The sale's replica is stopped
+// and cut off from its master, the queue moves on for 2 s (admissions,
+// purchases the replica never sees), then the master is killed and the
+// replica promoted: its queue is the one from before the cut, stamped by
+// another Redis process, so it is refused until the rebuild restores it
+// from the database; then every guest has the place they had.
+func TestWaitRoomClusterFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fault suite skipped in -short")
+	}
+	rc := testenv.StartRedisCluster(t, 3, 1, time.Second)
+	r := startWaitRoomOn(t, rc.URL())
+	start := r.open(t, 4*time.Second)
+	master, replicas := rc.Shard("{" + r.sale + "}")
+	if len(replicas) != 1 {
+		t.Fatalf("shard of %s: master %s, replicas %v", r.sale, master, replicas)
+	}
+	time.Sleep(time.Until(start))
+	r.follow(t, time.Second)
+	rc.Signal(replicas[0], syscall.SIGSTOP)
+	rc.CutReplicas(master)
+	before := r.follow(t, 2*time.Second) // the replica misses this
+	rc.Signal(master, syscall.SIGKILL)
+	rc.Signal(replicas[0], syscall.SIGCONT)
+	for killed := time.Now(); rc.Role(replicas[0]) != "master"; time.Sleep(100 * time.Millisecond) {
+		if time.Since(killed) > 30*time.Second {
+			t.Fatal("the replica was not promoted in 30 s")
+		}
+	}
 	r.after(t, before)
 	r.finish(t)
 }
