@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
+
 	"github.com/flashsale/flashsale"
 )
 
@@ -68,6 +70,10 @@ type waiter struct {
 	// pending are places this instance could not record, by sale and
 	// user, until the guest's next join records them.
 	pending map[string]flashsale.PlaceRecord
+	// lefts are the sales' rooms left as last read (left), leftReads the
+	// reads in flight, one a sale.
+	lefts     map[string]leftRead
+	leftReads singleflight.Group
 }
 
 func newWaiter(p *parts, queue flashsale.Queue, sales *catalog, secret []byte, tick time.Duration) *waiter {
@@ -75,7 +81,7 @@ func newWaiter(p *parts, queue flashsale.Queue, sales *catalog, secret []byte, t
 	m.Write([]byte("flashsale draw seed v1"))
 	return &waiter{parts: p, queue: queue, sales: sales, seedKey: m.Sum(nil),
 		records: p.store.Queues, places: &placeLog{records: p.store.Queues, in: make(chan placeWrite)},
-		tick: cmp.Or(tick, AdmitTickDefault), idle: QueueIdleDefault, rooms: map[string]*roomState{}, pending: map[string]flashsale.PlaceRecord{},
+		tick: cmp.Or(tick, AdmitTickDefault), idle: QueueIdleDefault, rooms: map[string]*roomState{}, pending: map[string]flashsale.PlaceRecord{}, lefts: map[string]leftRead{},
 		moved: map[string]chan struct{}{}}
 }
 
@@ -175,6 +181,7 @@ func (w *waiter) admitSale(ctx context.Context, sale *flashsale.Sale, now time.T
 		return err
 	}
 	avail, err := w.engine.Available(ctx, sale.ID)
+	w.remember(sale.ID, roomsLeft(avail), err)
 	if err != nil {
 		return err
 	}
@@ -251,10 +258,54 @@ func (w *waiter) restore(ctx context.Context, sale *flashsale.Sale) error {
 	return nil
 }
 
+// leftFor is how long the rooms left read for a sale's guests stand: a
+// step's worth, so what a guest reads is never staler than the queue.
+const leftFor = AdmitTickDefault
+
+// leftRead is a sale's rooms left as last read from the engine.
+type leftRead struct {
+	n   int
+	err error
+	at  time.Time
+}
+
+// left is the rooms the engine has left for the sale (over every night),
+// read at most once a leftFor however many guests ask: every place read
+// and every new join shows or checks it, and the 10 000 streams one step
+// wakes must not each ask the engine (on the distributed shape they did:
+// Redis timed out under them and the stock engine's breaker opened,
+// refusing every purchase of every sale).
+func (w *waiter) left(ctx context.Context, saleID string) (int, error) {
+	now := w.now()
+	w.mu.Lock()
+	r, ok := w.lefts[saleID]
+	w.mu.Unlock()
+	if ok && now.Sub(r.at) < leftFor && now.Sub(r.at) >= 0 {
+		return r.n, r.err
+	}
+	v, err, _ := w.leftReads.Do(saleID, func() (any, error) {
+		avail, err := w.engine.Available(ctx, saleID)
+		w.remember(saleID, roomsLeft(avail), err)
+		return roomsLeft(avail), err
+	})
+	return v.(int), err
+}
+
+// remember keeps a read of the sale's rooms left (left); a failure other
+// than the sale's loss is not kept, so the next guest asks again.
+func (w *waiter) remember(saleID string, n int, err error) {
+	if err != nil && !errors.Is(err, flashsale.ErrNotLoaded) {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.lefts[saleID] = leftRead{n: n, err: err, at: w.now()}
+}
+
 // loaded is ErrNotLoaded while the engine has lost the sale (its queue
 // with it, on one Redis) and the rebuild has not restored it.
 func (w *waiter) loaded(ctx context.Context, saleID string) error {
-	_, err := w.engine.Available(ctx, saleID)
+	_, err := w.left(ctx, saleID)
 	if errors.Is(err, flashsale.ErrNotLoaded) {
 		return flashsale.Errorf(flashsale.EUnavailable, "the waiting room is being restored; try again in a few seconds")
 	}
@@ -372,6 +423,11 @@ func (w *waiter) dropEnded(ctx context.Context, live []string) {
 			gone = append(gone, id)
 		}
 	}
+	for id := range w.lefts { // read for a sale that never started here
+		if _, stepped := w.rooms[id]; !stepped && !slices.Contains(live, id) {
+			delete(w.lefts, id)
+		}
+	}
 	w.mu.Unlock()
 	for _, id := range gone {
 		if err := w.queue.Drop(ctx, id); err != nil {
@@ -380,6 +436,7 @@ func (w *waiter) dropEnded(ctx context.Context, live []string) {
 		}
 		w.mu.Lock()
 		delete(w.rooms, id)
+		delete(w.lefts, id)
 		for key := range w.pending {
 			if strings.HasPrefix(key, id+"\x00") {
 				delete(w.pending, key)
@@ -652,11 +709,11 @@ func (s *Service) queueView(ctx context.Context, sale *flashsale.Sale, p flashsa
 		until := p.AdmittedUntil
 		v.AdmittedUntil = &until
 	}
-	avail, err := s.engine.Available(ctx, sale.ID)
+	left, err := s.wait.left(ctx, sale.ID)
 	if err != nil && !errors.Is(err, flashsale.ErrNotLoaded) {
 		return nil, err
 	}
-	v.RoomsLeft = roomsLeft(avail)
+	v.RoomsLeft = left
 	return v, nil
 }
 

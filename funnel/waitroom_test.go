@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -808,5 +809,64 @@ func TestQueuePauseAdmissions(t *testing.T) {
 	e.svc.AdmitStep(ctx)
 	if r, _ := e.svc.QueueReport(ctx, sale.ID); r.Stats.Admitted+r.Stats.Used != 4 {
 		t.Fatalf("a second after resuming: %+v, want 4 let in (2 more, no burst from the pause)", r.Stats)
+	}
+}
+
+// countingKeeper counts the engine's Available calls.
+type countingKeeper struct {
+	flashsale.StockKeeper
+	calls atomic.Int64
+}
+
+func (k *countingKeeper) Available(ctx context.Context, saleID string) ([]int, error) {
+	k.calls.Add(1)
+	return k.StockKeeper.Available(ctx, saleID)
+}
+
+// TestQueueReadsSpareTheEngine: a step that moves the queue wakes every
+// guest's stream, and each reads its place with the rooms left; 2 000
+// such reads (and joins) at once ask the engine once per step's time, not
+// once each. On the distributed shape 10 000 streams asking Redis each
+// timed out and opened the stock engine's breaker for every sale.
+func TestQueueReadsSpareTheEngine(t *testing.T) {
+	ctx := context.Background()
+	var keeper *countingKeeper
+	e := mustOpenWith(t, filepath.Join(t.TempDir(), "fs.db"), newClock(), func(cfg *funnel.Config) {
+		cfg.Queue, cfg.AdmitTick = inmem.NewQueue(), time.Hour
+		keeper = &countingKeeper{StockKeeper: cfg.Engine.StockKeeper}
+		cfg.Engine.StockKeeper = keeper
+	})
+	start := e.clock.Now().Add(time.Minute)
+	sale := e.sale(t, func(s *flashsale.Sale) {
+		s.StartsAt, s.EndsAt = start, start.Add(time.Hour)
+		s.WaitingRoom = &flashsale.WaitingRoom{PrequeueMinutes: 5, AdmitPerSecond: 10, AdmissionSeconds: 60}
+	}, 30)
+	const guests = 2000
+	var wg sync.WaitGroup
+	for i := range guests {
+		wg.Go(func() {
+			if _, _, err := e.svc.JoinQueue(ctx, flashsale.User{ID: fmt.Sprintf("s%04d", i)}, flashsale.JoinRequest{SaleID: sale.ID}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	before := keeper.calls.Load()
+	for i := range guests {
+		wg.Go(func() {
+			v, err := e.svc.QueueStatus(ctx, flashsale.User{ID: fmt.Sprintf("s%04d", i)}, sale.ID)
+			if err != nil || v.RoomsLeft != 30 {
+				t.Errorf("a read: %+v, %v; want 30 rooms left", v, err)
+			}
+		})
+	}
+	wg.Wait()
+	mid := keeper.calls.Load()
+	if n := mid - before; n > 1 {
+		t.Fatalf("%d reads of their places asked the engine %d times, want once at most (the joins' read stands)", guests, n)
+	}
+	e.clock.Advance(time.Second) // a step's time later, the next read asks again
+	if v, err := e.svc.QueueStatus(ctx, flashsale.User{ID: "s0000"}, sale.ID); err != nil || v.RoomsLeft != 30 || keeper.calls.Load() != mid+1 {
+		t.Fatalf("a read a second later: %+v, %v, %d engine reads; want the engine asked again", v, err, keeper.calls.Load()-mid)
 	}
 }
