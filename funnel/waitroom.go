@@ -271,7 +271,7 @@ type leftRead struct {
 
 // left is the rooms the engine has left for the sale (over every night),
 // read at most once a leftFor however many guests ask: every place read
-// and every new join shows or checks it, and the 10 000 streams one step
+// shows it (not loaded checks it: loaded), and the 10 000 streams one step
 // wakes must not each ask the engine (on the distributed shape they did:
 // Redis timed out under them and the stock engine's breaker opened,
 // refusing every purchase of every sale).
@@ -304,8 +304,13 @@ func (w *waiter) remember(saleID string, n int, err error) {
 
 // loaded is ErrNotLoaded while the engine has lost the sale (its queue
 // with it, on one Redis) and the rebuild has not restored it.
+//
+// It asks the engine every time, never the cached read (left): a read from
+// before a Redis restart would let a join make a new place in the empty
+// queue, or tell a guest who has one they never joined (CI caught the
+// second in TestWaitRoomRedisLost).
 func (w *waiter) loaded(ctx context.Context, saleID string) error {
-	_, err := w.left(ctx, saleID)
+	_, err := w.engine.Available(ctx, saleID)
 	if errors.Is(err, flashsale.ErrNotLoaded) {
 		return flashsale.Errorf(flashsale.EUnavailable, "the waiting room is being restored; try again in a few seconds")
 	}

@@ -870,3 +870,50 @@ func TestQueueReadsSpareTheEngine(t *testing.T) {
 		t.Fatalf("a read a second later: %+v, %v, %d engine reads; want the engine asked again", v, err, keeper.calls.Load()-mid)
 	}
 }
+
+// losingKeeper is an engine that can lose its sales (a Redis restarted
+// empty): Available then answers ErrNotLoaded.
+type losingKeeper struct {
+	flashsale.StockKeeper
+	lost atomic.Bool
+}
+
+func (k *losingKeeper) Available(ctx context.Context, saleID string) ([]int, error) {
+	if k.lost.Load() {
+		return nil, flashsale.ErrNotLoaded
+	}
+	return k.StockKeeper.Available(ctx, saleID)
+}
+
+// TestQueueEngineLost: the moment the engine has lost the sale (and its
+// queue with it, on one Redis), a join waits (503) rather than make a new
+// place in the lost queue, and a guest without a place is told to wait,
+// not that they never joined, though a read of the rooms left from just
+// before the loss is still fresh (the check asks the engine itself).
+func TestQueueEngineLost(t *testing.T) {
+	ctx := context.Background()
+	var keeper *losingKeeper
+	e := mustOpenWith(t, filepath.Join(t.TempDir(), "fs.db"), newClock(), func(cfg *funnel.Config) {
+		cfg.Queue, cfg.AdmitTick = inmem.NewQueue(), time.Hour
+		keeper = &losingKeeper{StockKeeper: cfg.Engine.StockKeeper}
+		cfg.Engine.StockKeeper = keeper
+	})
+	start := e.clock.Now().Add(time.Minute)
+	sale := e.sale(t, func(s *flashsale.Sale) {
+		s.StartsAt, s.EndsAt = start, start.Add(time.Hour)
+		s.WaitingRoom = &flashsale.WaitingRoom{PrequeueMinutes: 5, AdmitPerSecond: 10, AdmissionSeconds: 60}
+	}, 30)
+	if _, _, err := e.svc.JoinQueue(ctx, flashsale.User{ID: "early"}, flashsale.JoinRequest{SaleID: sale.ID}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.QueueStatus(ctx, flashsale.User{ID: "early"}, sale.ID); err != nil {
+		t.Fatal(err) // the rooms left are read, and fresh
+	}
+	keeper.lost.Store(true)
+	if _, err := e.svc.QueueStatus(ctx, flashsale.User{ID: "someone"}, sale.ID); flashsale.ErrorCode(err) != flashsale.EUnavailable {
+		t.Fatalf("a guest without a place while the engine lost the sale: %v, want unavailable (not not_found)", err)
+	}
+	if _, _, err := e.svc.JoinQueue(ctx, flashsale.User{ID: "newcomer"}, flashsale.JoinRequest{SaleID: sale.ID}); flashsale.ErrorCode(err) != flashsale.EUnavailable {
+		t.Fatalf("a join while the engine lost the sale: %v, want unavailable", err)
+	}
+}
