@@ -2,8 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -133,39 +131,5 @@ func (s *Store) queueRecord(ctx context.Context, saleID string) (*flashsale.Draw
 		return nil, nil, err
 	}
 	defer tx.Rollback()
-	var d *flashsale.Draw
-	var seed, tickets string
-	switch err := tx.QueryRowContext(ctx, `SELECT seed, tickets FROM queue_draws WHERE sale_id = ?`, saleID).Scan(&seed, &tickets); {
-	case errors.Is(err, sql.ErrNoRows):
-	case err != nil:
-		return nil, nil, err
-	default:
-		if d, err = sqlrows.DrawOf(saleID, seed, tickets); err != nil {
-			return nil, nil, err
-		}
-	}
-	rows, err := tx.QueryContext(ctx, `SELECT user_id, ticket, place_rank, joined_at_ms, admitted_until_ms, skipped, used
-		FROM queue_places WHERE sale_id = ?
-		ORDER BY place_rank, joined_at_ms, user_id`, saleID)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer rows.Close()
-	var places []flashsale.PlaceRecord
-	for rows.Next() {
-		var (
-			p        flashsale.PlaceRecord
-			joinedAt int64
-			until    sql.NullInt64
-		)
-		if err := rows.Scan(&p.UserID, &p.Ticket, &p.Rank, &joinedAt, &until, &p.Skipped, &p.Used); err != nil {
-			return nil, nil, err
-		}
-		p.JoinedAt, p.AdmittedUntil = sqlrows.FromMS(joinedAt), sqlrows.FromMS(until.Int64)
-		places = append(places, p)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, nil, err
-	}
-	return d, places, nil
+	return sqlrows.ReadQueue(ctx, tx, saleID)
 }

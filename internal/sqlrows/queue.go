@@ -2,7 +2,9 @@ package sqlrows
 
 import (
 	"cmp"
+	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -65,4 +67,42 @@ func DrawOf(saleID, seed, tickets string) (*flashsale.Draw, error) {
 		return nil, fmt.Errorf("draw: %w", err)
 	}
 	return d, nil
+}
+
+// ReadQueue is QueueRecord's reads in tx (SQLite and MySQL, whose
+// placeholders are '?'): the sale's draw, or nil, and its places in rank
+// order, the prequeue's (rank 0) first by join.
+func ReadQueue(ctx context.Context, tx *sql.Tx, saleID string) (*flashsale.Draw, []flashsale.PlaceRecord, error) {
+	var d *flashsale.Draw
+	var seed, tickets string
+	switch err := tx.QueryRowContext(ctx, `SELECT seed, tickets FROM queue_draws WHERE sale_id = ?`, saleID).Scan(&seed, &tickets); {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return nil, nil, err
+	default:
+		if d, err = DrawOf(saleID, seed, tickets); err != nil {
+			return nil, nil, err
+		}
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT user_id, ticket, place_rank, joined_at_ms, admitted_until_ms, skipped, used
+		FROM queue_places WHERE sale_id = ?
+		ORDER BY place_rank, joined_at_ms, user_id`, saleID)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	var places []flashsale.PlaceRecord
+	for rows.Next() {
+		var (
+			p        flashsale.PlaceRecord
+			joinedAt int64
+			until    sql.NullInt64
+		)
+		if err := rows.Scan(&p.UserID, &p.Ticket, &p.Rank, &joinedAt, &until, &p.Skipped, &p.Used); err != nil {
+			return nil, nil, err
+		}
+		p.JoinedAt, p.AdmittedUntil = FromMS(joinedAt), FromMS(until.Int64)
+		places = append(places, p)
+	}
+	return d, places, rows.Err()
 }
