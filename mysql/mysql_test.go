@@ -52,13 +52,13 @@ func TestMigrateInterrupted(t *testing.T) {
 	}
 }
 
-// previousSchema undoes the waiting room's migrations, 0012's queue
-// records and 0011's waiting_room: the schema of a release from before the
-// waiting room, which RunMigrateOverSales checks a sale of reads back
-// without one after Migrate.
+// previousSchema undoes the stay rules' migration (0013's stay_rules) and
+// the waiting room's, 0012's queue records and 0011's waiting_room: the
+// schema of a release from before both, which RunMigrateOverSales checks a
+// sale of reads back without either after Migrate.
 func previousSchema(ctx context.Context, s *mysql.Store) error {
 	for _, q := range []string{"DROP TABLE queue_places", "DROP TABLE queue_draws", "ALTER TABLE sales DROP COLUMN waiting_room",
-		"DELETE FROM schema_migrations WHERE version IN (11, 12)"} {
+		"ALTER TABLE sales DROP COLUMN stay_rules", "DELETE FROM schema_migrations WHERE version IN (11, 12, 13)"} {
 		if _, err := s.DB().ExecContext(ctx, q); err != nil {
 			return err
 		}

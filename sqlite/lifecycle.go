@@ -36,7 +36,7 @@ func (s *Store) listSales(ctx context.Context, q flashsale.SaleQuery) ([]*flashs
 		return nil, err
 	}
 	defer tx.Rollback()
-	sales, err := scanSales(ctx, tx, f.Where()+` ORDER BY id DESC LIMIT `+f.Arg(sqlrows.PageLimit(q.Limit)), f.Args...)
+	sales, rules, err := scanSales(ctx, tx, f.Where()+` ORDER BY id DESC LIMIT `+f.Arg(sqlrows.PageLimit(q.Limit)), f.Args...)
 	if err != nil || len(sales) == 0 {
 		return []*flashsale.Sale{}, err
 	}
@@ -44,7 +44,7 @@ func (s *Store) listSales(ctx context.Context, q flashsale.SaleQuery) ([]*flashs
 	for i, sale := range sales {
 		ids[i] = sale.ID
 	}
-	if err := addNights(ctx, tx, sales, `SELECT sale_id, date, stock FROM nights
+	if err := addNights(ctx, tx, sales, rules, `SELECT sale_id, date, stock FROM nights
 		WHERE sale_id IN (`+placeholders(len(ids), 1)+`) ORDER BY sale_id, idx`, ids...); err != nil {
 		return nil, fmt.Errorf("nights: %w", err)
 	}
@@ -77,7 +77,7 @@ func (s *Store) updateSale(ctx context.Context, sale *flashsale.Sale, rev int64,
 			return affected(tx.ExecContext(ctx, `UPDATE sales SET title = ?, hotel = ?, room_type = ?, price = ?,
 				original_price = ?, currency = ?, starts_at_ms = ?, ends_at_ms = ?, per_user_limit = ?,
 				hold_seconds = ?, purchase_token = ?, min_tier = ?, min_stays_30d = ?, channels = ?,
-				limit_per_sale = ?, limit_per_user = ?, limit_per_ip = ?, challenge_difficulty = ?, price_tiers = ?, test = ?, time_zone = ?, waiting_room = ?,
+				limit_per_sale = ?, limit_per_user = ?, limit_per_ip = ?, challenge_difficulty = ?, price_tiers = ?, test = ?, time_zone = ?, waiting_room = ?, stay_rules = ?,
 				description = ?, paused = ?, revision = revision + 1
 				WHERE id = ? AND revision = ?`,
 				append(append([]any{sale.Title, sale.Hotel, sale.RoomType, sale.Price, sale.OriginalPrice,

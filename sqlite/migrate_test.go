@@ -29,9 +29,9 @@ func TestMigrate(t *testing.T) {
 }
 
 // TestMigrateOverSales runs the waiting room's migrations (0011's column,
-// 0012's queue records) over a sale from before them
-// (storetest.RunMigrateOverSales): the database is taken back through a
-// connection of its own, as an older binary would have left it.
+// 0012's queue records) and the stay rules' (0013) over a sale from before
+// them (storetest.RunMigrateOverSales): the database is taken back through
+// a connection of its own, as an older binary would have left it.
 func TestMigrateOverSales(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "flashsale.db")
 	storetest.RunMigrateOverSales(t, mustOpenPath(t, path), func(ctx context.Context, _ *sqlite.Store) error {
@@ -41,7 +41,8 @@ func TestMigrateOverSales(t *testing.T) {
 		}
 		defer db.Close()
 		_, err = db.ExecContext(ctx, `DROP TABLE queue_places; DROP TABLE queue_draws; ALTER TABLE sales DROP COLUMN waiting_room;
-			DELETE FROM schema_migrations WHERE version IN ('0011_waiting_room', '0012_queue_records')`)
+			ALTER TABLE sales DROP COLUMN stay_rules;
+			DELETE FROM schema_migrations WHERE version IN ('0011_waiting_room', '0012_queue_records', '0013_stay_rules')`)
 		return err
 	})
 }

@@ -26,9 +26,9 @@ func (s *Store) CreateSale(ctx context.Context, sale *flashsale.Sale) error {
 	defer tx.Rollback()
 	_, err = tx.ExecContext(ctx, `INSERT INTO sales (id, title, hotel, room_type, price, original_price, currency,
 		starts_at_ms, ends_at_ms, per_user_limit, hold_seconds, purchase_token, min_tier, created_at_ms,
-		min_stays_30d, channels, limit_per_sale, limit_per_user, limit_per_ip, challenge_difficulty, price_tiers, test, time_zone, waiting_room,
+		min_stays_30d, channels, limit_per_sale, limit_per_user, limit_per_ip, challenge_difficulty, price_tiers, test, time_zone, waiting_room, stay_rules,
 		description, paused, revision)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		append(append([]any{sale.ID, sale.Title, sale.Hotel, sale.RoomType, sale.Price, sale.OriginalPrice, sale.Currency,
 			ms(sale.StartsAt), ms(sale.EndsAt), sale.PerUserLimit, sale.HoldSeconds, sale.PurchaseToken,
 			string(sale.Eligibility.MinTier), ms(sale.CreatedAt)}, rules.Args()...),
@@ -82,11 +82,11 @@ func (s *Store) Sales(ctx context.Context, now time.Time) ([]*flashsale.Sale, er
 		return nil, fmt.Errorf("sales: %w", err)
 	}
 	defer tx.Rollback()
-	sales, err := scanSales(ctx, tx, `WHERE ends_at_ms > ? ORDER BY starts_at_ms, id`, ms(now))
+	sales, rules, err := scanSales(ctx, tx, `WHERE ends_at_ms > ? ORDER BY starts_at_ms, id`, ms(now))
 	if err != nil {
 		return nil, fmt.Errorf("sales: %w", err)
 	}
-	if err := addNights(ctx, tx, sales, `SELECT n.sale_id, n.date, n.stock FROM nights n
+	if err := addNights(ctx, tx, sales, rules, `SELECT n.sale_id, n.date, n.stock FROM nights n
 		JOIN sales s ON s.id = n.sale_id WHERE s.ends_at_ms > ? ORDER BY n.sale_id, n.idx`, ms(now)); err != nil {
 		return nil, fmt.Errorf("sales: nights: %w", err)
 	}
@@ -95,7 +95,9 @@ func (s *Store) Sales(ctx context.Context, now time.Time) ([]*flashsale.Sale, er
 
 // addNights gives sales their nights from a query of (sale_id, date,
 // stock) rows in night order: one query for all of them, not one each.
-func addNights(ctx context.Context, q queryer, sales []*flashsale.Sale, query string, args ...any) error {
+// Then each sale's nights take their stay rules from the sale's rules
+// (scanSales's, indexed as sales).
+func addNights(ctx context.Context, q queryer, sales []*flashsale.Sale, rules []sqlrows.Rules, query string, args ...any) error {
 	byID := make(map[string]*flashsale.Sale, len(sales))
 	for _, sale := range sales {
 		byID[sale.ID] = sale
@@ -115,7 +117,15 @@ func addNights(ctx context.Context, q queryer, sales []*flashsale.Sale, query st
 			sale.Nights = append(sale.Nights, n)
 		}
 	}
-	return rows.Err()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for i, sale := range sales {
+		if err := rules[i].ApplyNights(sale); err != nil {
+			return fmt.Errorf("sale=%s: %w", sale.ID, err)
+		}
+	}
+	return nil
 }
 
 // NightStocks returns a sale's counters in night order, or ErrNotFound (a
@@ -139,41 +149,36 @@ func nightStocks(ctx context.Context, q queryer, saleID string) ([]flashsale.Nig
 
 // findSale reads one sale and its nights.
 func findSale(ctx context.Context, q queryer, id string) (*flashsale.Sale, error) {
-	sales, err := scanSales(ctx, q, `WHERE id = ?`, id)
+	sales, rules, err := scanSales(ctx, q, `WHERE id = ?`, id)
 	if err != nil {
 		return nil, err
 	}
 	if len(sales) == 0 {
 		return nil, flashsale.ErrNotFound
 	}
-	sale := sales[0]
-	rows, err := q.QueryContext(ctx, `SELECT date, stock FROM nights WHERE sale_id = ? ORDER BY idx`, id)
-	if err != nil {
+	if err := addNights(ctx, q, sales, rules, `SELECT sale_id, date, stock FROM nights WHERE sale_id = ? ORDER BY idx`, id); err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var n flashsale.Night
-		if err := rows.Scan(&n.Date, &n.Stock); err != nil {
-			return nil, err
-		}
-		sale.Nights = append(sale.Nights, n)
-	}
-	return sale, rows.Err()
+	return sales[0], nil
 }
 
-// scanSales runs a query over sales with the given WHERE/ORDER tail.
-func scanSales(ctx context.Context, q queryer, tail string, args ...any) ([]*flashsale.Sale, error) {
+// scanSales runs a query over sales with the given WHERE/ORDER tail. The
+// sales come without their nights, with the rules read (indexed as the
+// sales) for addNights to give the nights their stay rules.
+func scanSales(ctx context.Context, q queryer, tail string, args ...any) ([]*flashsale.Sale, []sqlrows.Rules, error) {
 	rows, err := q.QueryContext(ctx, `SELECT id, title, hotel, room_type, price, original_price, currency,
 		starts_at_ms, ends_at_ms, per_user_limit, hold_seconds, purchase_token, min_tier, created_at_ms,
-		min_stays_30d, channels, limit_per_sale, limit_per_user, limit_per_ip, challenge_difficulty, price_tiers, test, time_zone, waiting_room,
+		min_stays_30d, channels, limit_per_sale, limit_per_user, limit_per_ip, challenge_difficulty, price_tiers, test, time_zone, waiting_room, stay_rules,
 		description, paused, revision
 		FROM sales `+tail, args...)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer rows.Close()
-	var sales []*flashsale.Sale
+	var (
+		sales    []*flashsale.Sale
+		allRules []sqlrows.Rules
+	)
 	for rows.Next() {
 		var (
 			sale                        flashsale.Sale
@@ -185,18 +190,18 @@ func scanSales(ctx context.Context, q queryer, tail string, args ...any) ([]*fla
 		if err := rows.Scan(append([]any{&sale.ID, &sale.Title, &sale.Hotel, &sale.RoomType, &sale.Price, &sale.OriginalPrice,
 			&sale.Currency, &startsAt, &endsAt, &sale.PerUserLimit, &sale.HoldSeconds, &token, &tier, &createdAt},
 			append(rules.Dest(), &sale.Description, &paused, &sale.Revision)...)...); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		sale.Paused = paused != 0
 		sale.StartsAt, sale.EndsAt, sale.CreatedAt = sqlrows.FromMS(startsAt), sqlrows.FromMS(endsAt), sqlrows.FromMS(createdAt)
 		sale.PurchaseToken = token != 0
 		sale.Eligibility.MinTier = flashsale.Tier(tier)
 		if err := rules.Apply(&sale); err != nil {
-			return nil, fmt.Errorf("sale=%s: %w", sale.ID, err)
+			return nil, nil, fmt.Errorf("sale=%s: %w", sale.ID, err)
 		}
-		sales = append(sales, &sale)
+		sales, allRules = append(sales, &sale), append(allRules, rules)
 	}
-	return sales, rows.Err()
+	return sales, allRules, rows.Err()
 }
 
 // errNoRows maps sql.ErrNoRows to ErrNotFound.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // Migrator is a store whose schema it applies itself.
@@ -52,23 +54,39 @@ func RunMigrate(t *testing.T, open func(ctx context.Context) (Migrator, error), 
 	}
 }
 
-// RunMigrateOverSales checks the last migration on a database that holds
-// a sale from before it, as an upgrade finds one: the sale, created on s
-// (migrated), reads back as it was written once previous has taken the
-// database back to the schema before the last migration (its DDL undone,
-// its record gone) and Migrate has applied it again. A sale from before
-// the waiting room (0011) has none.
+// RunMigrateOverSales checks the latest migrations on a database that
+// holds a sale from before them, as an upgrade finds one: the sale, created
+// on s (migrated) with an order holding a room, reads back as it was
+// written once previous has taken the database back to the schema of the
+// release before them (their DDL undone, their records gone) and Migrate
+// has applied them again, and still sells. A sale from before the waiting
+// room (0011) has none; one from before the stay rules (0013) has none on
+// any night.
 func RunMigrateOverSales[S ServerStore](t *testing.T, s S, previous func(ctx context.Context, s S) error) {
 	ctx := t.Context()
 	sale := mustCreateSale(t, s.Roles(), newSale("s1", 1, 5, 6))
+	placeWant(t, s.Roles(), []error{nil}, res("o1", "s1", "u1", "k1", 0, 2, 1))
+	before := mustOrder(t, s.Roles(), "o1")
 	if err := previous(ctx, s); err != nil {
-		t.Fatalf("back to the schema before the last migration: %v", err)
+		t.Fatalf("back to the schema before the latest migrations: %v", err)
 	}
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatalf("Migrate over a sale: %v", err)
 	}
-	if got := mustSale(t, s.Roles(), sale.ID); got.WaitingRoom != nil {
+	got := mustSale(t, s.Roles(), sale.ID)
+	if got.WaitingRoom != nil {
 		t.Errorf("a sale from before the waiting room has one: %+v", got.WaitingRoom)
 	}
+	for _, n := range got.Nights {
+		if n.StayRules.Set() {
+			t.Errorf("a sale from before the stay rules has some on %s: %+v", n.Date, n.StayRules)
+		}
+	}
 	checkSale(t, s.Roles(), sale)
+	checkSnapshotSale(t, s.Roles(), sale)
+	if diff := cmp.Diff(before, mustOrder(t, s.Roles(), "o1"), msTime); diff != "" {
+		t.Errorf("Order(o1) after Migrate mismatch (-before +after):\n%s", diff)
+	}
+	placeWant(t, s.Roles(), []error{nil}, res("o2", "s1", "u2", "k2", 1, 1, 1))
+	checkNights(t, s.Roles(), sale, hs{held: 1}, hs{held: 2})
 }

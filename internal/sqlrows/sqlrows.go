@@ -33,6 +33,9 @@ type Rows interface {
 // ordered by sale, then night.
 func Sales(rows Rows) ([]*flashsale.Sale, error) {
 	sales := []*flashsale.Sale{}
+	// The rules of the last sale, whose nights are read until the next
+	// sale's row or the end.
+	var last Rules
 	for rows.Next() {
 		var (
 			sale                        flashsale.Sale
@@ -49,17 +52,39 @@ func Sales(rows Rows) ([]*flashsale.Sale, error) {
 			return nil, err
 		}
 		if len(sales) == 0 || sales[len(sales)-1].ID != sale.ID {
+			if err := applyLast(sales, &last); err != nil {
+				return nil, err
+			}
 			sale.StartsAt, sale.EndsAt, sale.CreatedAt = FromMS(startsAt), FromMS(endsAt), FromMS(createdAt)
 			sale.Eligibility.MinTier = flashsale.Tier(minTier)
 			if err := rules.Apply(&sale); err != nil {
 				return nil, fmt.Errorf("sale=%s: %w", sale.ID, err)
 			}
-			sales = append(sales, &sale)
+			sales, last = append(sales, &sale), rules
 		}
-		last := sales[len(sales)-1]
-		last.Nights = append(last.Nights, night)
+		s := sales[len(sales)-1]
+		s.Nights = append(s.Nights, night)
 	}
-	return sales, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if err := applyLast(sales, &last); err != nil {
+		return nil, err
+	}
+	return sales, nil
+}
+
+// applyLast gives the last of sales, whose nights are all read, the stay
+// rules of r.
+func applyLast(sales []*flashsale.Sale, r *Rules) error {
+	if len(sales) == 0 {
+		return nil
+	}
+	s := sales[len(sales)-1]
+	if err := r.ApplyNights(s); err != nil {
+		return fmt.Errorf("sale=%s: %w", s.ID, err)
+	}
+	return nil
 }
 
 // Rules are a sale's rule columns as every store keeps them, in this
@@ -67,7 +92,8 @@ func Sales(rows Rows) ([]*flashsale.Sale, error) {
 // limit_per_user, limit_per_ip (a rate as ParseRate reads it, ” for the
 // instance's default), challenge_difficulty, price_tiers
 // ("rooms:price,...", ” for none), test, time_zone (” for none),
-// waiting_room (the WaitingRoom's JSON, ” for none).
+// waiting_room (the WaitingRoom's JSON, ” for none), stay_rules (the
+// nights' StayRules, ” for none: see stayRules).
 type Rules struct {
 	MinStays30d             int
 	Channels                string
@@ -77,6 +103,7 @@ type Rules struct {
 	Test                    bool
 	TimeZone                string
 	WaitingRoom             string
+	StayRules               string
 }
 
 // RulesOf is what a store writes for sale's rules, or an error for rules
@@ -94,6 +121,10 @@ func RulesOf(sale *flashsale.Sale) (Rules, error) {
 	if err != nil {
 		return Rules{}, err
 	}
+	stay, err := stayRules(sale.Nights)
+	if err != nil {
+		return Rules{}, err
+	}
 	return Rules{
 		MinStays30d: sale.Eligibility.MinStays30d,
 		Channels:    strings.Join(sale.Eligibility.Channels, ","),
@@ -103,7 +134,56 @@ func RulesOf(sale *flashsale.Sale) (Rules, error) {
 		Test:        sale.Test,
 		TimeZone:    sale.TimeZone,
 		WaitingRoom: room,
+		StayRules:   stay,
 	}, nil
+}
+
+// stayRules are the nights' stay rules as the stores keep them: a JSON
+// object of the nights that have any, keyed by date, so the rules never
+// shift onto another night whatever becomes of the nights, and a rule
+// added later reads back as its zero from rules stored before it; ""
+// when no night has one, as every sale from before the rules has.
+func stayRules(nights []flashsale.Night) (string, error) {
+	var byDate map[string]flashsale.StayRules
+	for _, n := range nights {
+		if !n.StayRules.Set() {
+			continue
+		}
+		if byDate == nil {
+			byDate = make(map[string]flashsale.StayRules)
+		}
+		byDate[n.Date] = n.StayRules
+	}
+	if byDate == nil {
+		return "", nil
+	}
+	b, err := json.Marshal(byDate) // keys sorted: one sale, one text
+	if err != nil {
+		return "", fmt.Errorf("stay rules: %w", err)
+	}
+	return string(b), nil
+}
+
+// ApplyNights sets the stay rules of sale's nights from what was read; the
+// stores call it once a sale's nights are all read, which they read after
+// the sale's row (Apply). A night the column does not name has none. A date that is no
+// night of the sale is ignored, not an error: the stores write the column
+// from the nights in the transaction that writes them, so only a hand edit
+// leaves one, a rule there binds no stay (the engines know rules by
+// night), and an error would keep every sale (Sales, at start) from
+// loading for it. A column that does not parse is an error, not a sale
+// without rules: a stop_sell lost would sell a closed night.
+func (r *Rules) ApplyNights(sale *flashsale.Sale) error {
+	var byDate map[string]flashsale.StayRules
+	if r.StayRules != "" {
+		if err := json.Unmarshal([]byte(r.StayRules), &byDate); err != nil {
+			return fmt.Errorf("stored stay rules %q: %w", r.StayRules, err)
+		}
+	}
+	for i := range sale.Nights {
+		sale.Nights[i].StayRules = byDate[sale.Nights[i].Date]
+	}
+	return nil
 }
 
 // waitingRoom is a waiting room as the stores keep it: its JSON, which
@@ -158,15 +238,16 @@ func parsePriceTiers(v string) ([]flashsale.PriceTier, error) {
 
 // Args are the Rules as query arguments, in column order.
 func (r *Rules) Args() []any {
-	return []any{r.MinStays30d, r.Channels, r.PerSale, r.PerUser, r.PerIP, r.Difficulty, r.PriceTiers, r.Test, r.TimeZone, r.WaitingRoom}
+	return []any{r.MinStays30d, r.Channels, r.PerSale, r.PerUser, r.PerIP, r.Difficulty, r.PriceTiers, r.Test, r.TimeZone, r.WaitingRoom, r.StayRules}
 }
 
 // Dest are the scan destinations of the Rules columns, in column order.
 func (r *Rules) Dest() []any {
-	return []any{&r.MinStays30d, &r.Channels, &r.PerSale, &r.PerUser, &r.PerIP, &r.Difficulty, &r.PriceTiers, &r.Test, &r.TimeZone, &r.WaitingRoom}
+	return []any{&r.MinStays30d, &r.Channels, &r.PerSale, &r.PerUser, &r.PerIP, &r.Difficulty, &r.PriceTiers, &r.Test, &r.TimeZone, &r.WaitingRoom, &r.StayRules}
 }
 
-// Apply sets sale's rules from what was read.
+// Apply sets sale's rules from what was read, all but the nights' stay
+// rules (ApplyNights).
 func (r *Rules) Apply(sale *flashsale.Sale) error {
 	sale.Eligibility.MinStays30d = r.MinStays30d
 	sale.Eligibility.Channels = nil

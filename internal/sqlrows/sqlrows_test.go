@@ -2,6 +2,7 @@ package sqlrows
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -100,4 +101,64 @@ func TestRulesWaitingRoom(t *testing.T) {
 	if err := r.Apply(&flashsale.Sale{}); err == nil {
 		t.Error("Apply read a broken waiting room")
 	}
+}
+
+// TestRulesStayRules: the nights' stay rules are kept as one JSON object
+// of the nights with any, keyed by date, and read back onto the nights of
+// those dates; no rules at all are kept as "". A date that is no night of
+// the sale is ignored, and a column that does not parse is an error, not
+// nights without rules.
+func TestRulesStayRules(t *testing.T) {
+	nights := func(rules ...flashsale.StayRules) []flashsale.Night {
+		ns := make([]flashsale.Night, len(rules))
+		for i, r := range rules {
+			ns[i] = flashsale.Night{Date: fmt.Sprintf("2030-01-%02d", i+1), Stock: 5, StayRules: r}
+		}
+		return ns
+	}
+	for _, tc := range []struct {
+		name   string
+		nights []flashsale.Night
+		stored string
+	}{
+		{"None", nights(flashsale.StayRules{}, flashsale.StayRules{}), ""},
+		{"Some", nights(flashsale.StayRules{MinStay: 2, MaxStay: 3}, flashsale.StayRules{}, flashsale.StayRules{StopSell: true}),
+			`{"2030-01-01":{"min_stay":2,"max_stay":3},"2030-01-03":{"stop_sell":true}}`},
+		{"Every", nights(flashsale.StayRules{ClosedToArrival: true}, flashsale.StayRules{ClosedToDeparture: true}),
+			`{"2030-01-01":{"closed_to_arrival":true},"2030-01-02":{"closed_to_departure":true}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := RulesOf(&flashsale.Sale{Nights: tc.nights})
+			if err != nil {
+				t.Fatalf("RulesOf: %v", err)
+			}
+			if r.StayRules != tc.stored {
+				t.Errorf("kept as %q, want %q", r.StayRules, tc.stored)
+			}
+			got := flashsale.Sale{Nights: nights(make([]flashsale.StayRules, len(tc.nights))...)}
+			got.Nights[0].StopSell = true // what ApplyNights must overwrite
+			if err := r.ApplyNights(&got); err != nil {
+				t.Fatalf("ApplyNights(%q): %v", r.StayRules, err)
+			}
+			if diff := cmp.Diff(tc.nights, got.Nights); diff != "" {
+				t.Errorf("kept as %q read back (-want +got):\n%s", r.StayRules, diff)
+			}
+		})
+	}
+	t.Run("DateNotANight", func(t *testing.T) {
+		r := Rules{StayRules: `{"2030-01-02":{"stop_sell":true},"2031-01-01":{"min_stay":2}}`}
+		got := flashsale.Sale{Nights: nights(flashsale.StayRules{}, flashsale.StayRules{})}
+		if err := r.ApplyNights(&got); err != nil {
+			t.Fatalf("ApplyNights: %v", err)
+		}
+		if diff := cmp.Diff(nights(flashsale.StayRules{}, flashsale.StayRules{StopSell: true}), got.Nights); diff != "" {
+			t.Errorf("read back (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("Broken", func(t *testing.T) {
+		r := Rules{StayRules: `{"2030-01-01":{"stop_sell":`}
+		if err := r.ApplyNights(&flashsale.Sale{Nights: nights(flashsale.StayRules{})}); err == nil {
+			t.Error("ApplyNights read broken stay rules")
+		}
+	})
 }

@@ -53,7 +53,7 @@ func (db Store) UpdateSale(ctx context.Context, sale *flashsale.Sale, rev int64,
 				return affected(tx.Exec(ctx, `UPDATE sales SET title = ?, hotel = ?, room_type = ?, price = ?,
 					original_price = ?, currency = ?, starts_at_ms = ?, ends_at_ms = ?, per_user_limit = ?,
 					hold_seconds = ?, purchase_token = ?, min_tier = ?, min_stays_30d = ?, channels = ?,
-					limit_per_sale = ?, limit_per_user = ?, limit_per_ip = ?, challenge_difficulty = ?, price_tiers = ?, test = ?, time_zone = ?, waiting_room = ?,
+					limit_per_sale = ?, limit_per_user = ?, limit_per_ip = ?, challenge_difficulty = ?, price_tiers = ?, test = ?, time_zone = ?, waiting_room = ?, stay_rules = ?,
 					description = ?, paused = ?, revision = revision + 1
 					WHERE id = ? AND revision = ?`,
 					append(append([]any{sale.Title, sale.Hotel, sale.RoomType, sale.Price, sale.OriginalPrice,
