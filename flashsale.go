@@ -310,6 +310,15 @@ type StockKeeper interface {
 	// and nothing changes when fewer than -delta are available. Units it
 	// adds are buyable at once, by every instance. ErrNotLoaded.
 	AdjustStock(ctx context.Context, saleID string, night, delta int) error
+	// SetStayRules replaces a loaded sale's stay rules (StayRules; one per
+	// night, nil for none) in one atomic step: every Reserve that starts
+	// after it returns judges the stay by them (CheckStay). Retake does
+	// not: it completes a stay sold before the rule (a late payment, a
+	// paid order counted again), and refusing it would leave a paid
+	// order's rooms uncounted. Load takes the rules from the snapshot's
+	// sale; this is the operator's change mid-sale. ErrNotLoaded; ErrInvalid
+	// when rules is neither nil nor one per night.
+	SetStayRules(ctx context.Context, saleID string, rules []StayRules) error
 	// Available returns the units left per night, or ErrNotLoaded.
 	Available(ctx context.Context, saleID string) ([]int, error)
 	// Snapshot returns the engine's whole view of a sale, in the shape

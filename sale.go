@@ -199,6 +199,9 @@ func (s *Sale) validatePriceTiers() error {
 type Night struct {
 	Date  string `json:"date"`
 	Stock int    `json:"stock"`
+	// StayRules are the night's restrictions (stay.go), flattened into
+	// the night's JSON.
+	StayRules
 }
 
 // NightStock is a night's counters in the database. Available is what is
@@ -481,7 +484,7 @@ func (s *Sale) Validate() error {
 		}
 		prev = d
 	}
-	return nil
+	return s.validateStayRules()
 }
 
 // dateSlack is the time-zone slack of the date rules. A night's date is the

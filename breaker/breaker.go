@@ -344,6 +344,12 @@ func (e *Engine) AdjustStock(ctx context.Context, saleID string, night, delta in
 	return e.next.AdjustStock(ctx, saleID, night, delta)
 }
 
+// SetStayRules implements flashsale.StockKeeper, past the breaker, like
+// AdjustStock: the operator closing a night is told the engine's answer.
+func (e *Engine) SetStayRules(ctx context.Context, saleID string, rules []flashsale.StayRules) error {
+	return e.next.SetStayRules(ctx, saleID, rules)
+}
+
 // SoldOut implements flashsale.Reserver: no I/O, nothing to break.
 func (e *Engine) SoldOut(saleID string, firstNight, nights int) bool {
 	return e.next.SoldOut(saleID, firstNight, nights)

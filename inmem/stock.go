@@ -47,6 +47,7 @@ type sale struct {
 	startsAt time.Time
 	limit    int
 	avail    []int
+	rules    []flashsale.StayRules             // per night; nil: the sale has none
 	orders   map[string]*flashsale.Reservation // by order ID, active or not
 	users    map[string]int                    // active rooms per user
 	keys     map[userKey]string                // idempotency key -> order ID
@@ -67,6 +68,10 @@ func NewEngine() *Engine {
 func (e *Engine) Load(ctx context.Context, snap *flashsale.StockSnapshot, now time.Time) error {
 	if snap == nil || snap.Sale == nil || snap.Sale.ID == "" || len(snap.Nights) == 0 {
 		return fmt.Errorf("load: empty snapshot: %w", flashsale.ErrInvalid)
+	}
+	rules := snap.Sale.StayRules()
+	if rules != nil && len(rules) != len(snap.Nights) {
+		return fmt.Errorf("load: sale=%s has %d nights and %d counters: %w", snap.Sale.ID, len(rules), len(snap.Nights), flashsale.ErrInvalid)
 	}
 	avail := make([]int, len(snap.Nights))
 	for i, n := range snap.Nights {
@@ -104,7 +109,7 @@ func (e *Engine) Load(ctx context.Context, snap *flashsale.StockSnapshot, now ti
 		return flashsale.ErrAlreadyStarted
 	}
 	s.startsAt, s.limit = snap.Sale.StartsAt, snap.Sale.PerUserLimit
-	s.avail, s.orders, s.users, s.keys, s.pinned = avail, orders, users, keys, nil
+	s.avail, s.rules, s.orders, s.users, s.keys, s.pinned = avail, rules, orders, users, keys, nil
 	s.updateSoldOut()
 	return nil
 }
@@ -154,6 +159,9 @@ func (e *Engine) reserve(r *flashsale.Reservation, token string, expires time.Ti
 	}
 	if r.FirstNight < 0 || r.Nights < 1 || r.FirstNight > len(s.avail)-r.Nights || r.Rooms < 1 {
 		return "", flashsale.ErrInvalid
+	}
+	if err := flashsale.CheckStay(s.rules, r.FirstNight, r.Nights); err != nil {
+		return "", err
 	}
 	if err := s.take(r); err != nil {
 		return "", err
@@ -214,6 +222,28 @@ func (e *Engine) AdjustStock(ctx context.Context, saleID string, night, delta in
 	}
 	s.avail[night] += delta
 	s.updateSoldOut()
+	return nil
+}
+
+// SetStayRules replaces the sale's stay rules under its lock: a Reserve
+// that takes the lock after it judges by them.
+func (e *Engine) SetStayRules(ctx context.Context, saleID string, rules []flashsale.StayRules) error {
+	s := e.sale(saleID)
+	if s == nil {
+		return flashsale.ErrNotLoaded
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if rules != nil && len(rules) != len(s.avail) {
+		return flashsale.Errorf(flashsale.EInvalid, "%d stay rules for the %d nights of sale %s", len(rules), len(s.avail), saleID)
+	}
+	s.rules = nil
+	for _, r := range rules {
+		if r.Set() {
+			s.rules = append([]flashsale.StayRules(nil), rules...)
+			break
+		}
+	}
 	return nil
 }
 

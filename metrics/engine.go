@@ -15,7 +15,7 @@ func (m *Metrics) Engine(next flashsale.StockEngine) flashsale.StockEngine {
 	e := &engine{next: next,
 		load: op("load"), reserve: op("reserve"), reserveSpending: op("reserve_spending"),
 		release: op("release"), retake: op("retake"), lookup: op("lookup"),
-		reservation: op("reservation"), available: op("available"), adjustStock: op("adjust_stock"), snapshot: op("snapshot"),
+		reservation: op("reservation"), available: op("available"), adjustStock: op("adjust_stock"), stayRules: op("set_stay_rules"), snapshot: op("snapshot"),
 		ping: op("ping"), confirm: op("outbox_confirm"), unconfirmed: op("outbox_unconfirmed"),
 	}
 	w := flashsale.StockEngine{Reserver: e, StockKeeper: e, Breaker: next.Breaker}
@@ -30,6 +30,7 @@ type engine struct {
 
 	load, reserve, reserveSpending, release, retake, lookup *call
 	reservation, available, snapshot, ping, adjustStock     *call
+	stayRules                                               *call
 	confirm, unconfirmed                                    *call
 }
 
@@ -86,6 +87,13 @@ func (e *engine) AdjustStock(ctx context.Context, saleID string, night, delta in
 	start := time.Now()
 	err := e.next.AdjustStock(ctx, saleID, night, delta)
 	e.adjustStock.done(start, err)
+	return err
+}
+
+func (e *engine) SetStayRules(ctx context.Context, saleID string, rules []flashsale.StayRules) error {
+	start := time.Now()
+	err := e.next.SetStayRules(ctx, saleID, rules)
+	e.stayRules.done(start, err)
 	return err
 }
 

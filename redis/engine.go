@@ -113,6 +113,8 @@ var (
 	adjustLua string
 	//go:embed read.lua
 	readLua string
+	//go:embed stayrules.lua
+	stayRulesLua string
 
 	reserveScript = goredis.NewScript(scriptSource(reserveLua))
 	releaseScript = goredis.NewScript(scriptSource(releaseLua))
@@ -120,6 +122,7 @@ var (
 	loadScript    = goredis.NewScript(scriptSource(loadLua))
 	adjustScript  = goredis.NewScript(scriptSource(adjustLua))
 	readScript    = goredis.NewScript(scriptSource(readLua))
+	rulesScript   = goredis.NewScript(scriptSource(stayRulesLua))
 )
 
 // Engine is the Redis stock engine. It is safe for concurrent use.
@@ -417,8 +420,8 @@ func (e *Engine) Load(ctx context.Context, snap *flashsale.StockSnapshot, now ti
 	seen := e.flags.loaded(s.ID)
 	reply, err := loadScript.Run(ctx, e.client,
 		[]string{k.meta, k.stock, k.users, k.keys, k.res, k.unconfirmed, staged[0], staged[1], staged[2], staged[3]},
-		nowMs, s.StartsAt.UnixMilli(), s.EndsAt.UnixMilli(), s.PerUserLimit, s.HoldSeconds,
-		len(s.Nights), expire, e.channel, s.ID).Slice()
+		append([]any{nowMs, s.StartsAt.UnixMilli(), s.EndsAt.UnixMilli(), s.PerUserLimit, s.HoldSeconds,
+			len(s.Nights), expire, e.channel, s.ID}, ruleFields(s.StayRules())...)...).Slice()
 	if err != nil {
 		return unavailable("load: sale="+s.ID, err)
 	}
@@ -588,9 +591,36 @@ func (e *Engine) reserve(ctx context.Context, r *flashsale.Reservation, token st
 		return "", flashsale.Errorf(flashsale.EInvalid, "the stay is outside the sale's nights or rooms is not positive")
 	case replyTokenSpent:
 		return "", flashsale.ErrTokenInvalid
-	default:
-		return "", fmt.Errorf("reserve: sale=%s: unexpected script reply %v", r.SaleID, reply)
+	case replyRule:
+		if err := ruleError(reply); err != nil {
+			return "", err
+		}
 	}
+	return "", fmt.Errorf("reserve: sale=%s: unexpected script reply %v", r.SaleID, reply)
+}
+
+// SetStayRules runs stayrules.lua: the sale's rules change in one step.
+func (e *Engine) SetStayRules(ctx context.Context, saleID string, rules []flashsale.StayRules) error {
+	n := "" // no rules: whatever the sale's nights
+	if rules != nil {
+		n = strconv.Itoa(len(rules))
+	}
+	reply, err := rulesScript.Run(ctx, e.client, []string{e.saleKeys(saleID).meta},
+		append([]any{n}, ruleFields(rules)...)...).Slice()
+	if err != nil {
+		return unavailable("set stay rules: sale="+saleID, err)
+	}
+	switch code(reply) {
+	case replyOK:
+		return nil
+	case replyInvalidStay:
+		return flashsale.Errorf(flashsale.EInvalid, "%d stay rules for another number of nights than sale %s has", len(rules), saleID)
+	case replyNotLoaded:
+		return flashsale.ErrNotLoaded
+	case replyStale:
+		return e.stale(ctx, saleID)
+	}
+	return fmt.Errorf("set stay rules: sale=%s: unexpected script reply %v", saleID, reply)
 }
 
 // indexExpiry is when the order index of r expires (unix ms): with the

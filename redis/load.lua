@@ -9,7 +9,8 @@
 -- KEYS: 1 meta, 2 stock, 3 users, 4 keys, 5 res, 6 unconfirmed,
 --       7 staged stock, 8 staged users, 9 staged keys, 10 staged res
 -- ARGV: 1 now (unix ms), 2 starts_at ms, 3 ends_at ms, 4 per-user limit,
---       5 hold seconds, 6 nights, 7 expire_at ms, 8 sold-out channel, 9 sale id
+--       5 hold seconds, 6 nights, 7 expire_at ms, 8 sold-out channel, 9 sale id,
+--       then the stay rules' meta fields as pairs (stayrules.lua), if any
 --
 -- Reply (names from redis/reply.go): {OK} loaded, {STARTED} already
 -- started, {STAGING_LOST}.
@@ -36,6 +37,9 @@ for i = 2, 5 do
 end
 redis.call('HSET', KEYS[1], 'starts', ARGV[2], 'ends', ARGV[3], 'limit', ARGV[4],
   'hold', ARGV[5], 'nights', ARGV[6], 'expire', ARGV[7], 'node', node())
+if #ARGV > 9 then
+  redis.call('HSET', KEYS[1], 'rules', '1', unpack(ARGV, 10))
+end
 redis.call('PEXPIREAT', KEYS[1], ARGV[7])
 local zero = {}
 for i = 0, tonumber(ARGV[6]) - 1 do

@@ -25,6 +25,7 @@ const (
 	replyStarted      reply = 10 // load: the sale is loaded and has started
 	replyStagingLost  reply = 11 // load: the staged keys expired before the commit
 	replyStale        reply = 12 // the sale was loaded by another Redis process: unloaded now
+	replyRule         reply = 13 // reserve: a night's stay rule refuses the stay
 )
 
 // replyNames are the Lua names of the codes.
@@ -36,7 +37,7 @@ var replyNames = []struct {
 	{"LIMIT", replyLimit}, {"NOT_LOADED", replyNotLoaded}, {"INVALID_STAY", replyInvalidStay},
 	{"TOKEN_SPENT", replyTokenSpent}, {"UNKNOWN_ORDER", replyUnknownOrder},
 	{"INACTIVE", replyInactive}, {"STARTED", replyStarted}, {"STAGING_LOST", replyStagingLost},
-	{"STALE", replyStale},
+	{"STALE", replyStale}, {"RULE", replyRule},
 }
 
 // scriptSource declares every reply name as a Lua local ahead of body, and

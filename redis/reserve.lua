@@ -10,14 +10,16 @@
 -- Reply (the names are redis/reply.go's, declared ahead of this script):
 -- {OK, expire_ms}, {EXISTING, order_id} for the key or id, {SOLD_OUT},
 -- {LIMIT}, {NOT_LOADED}, {INVALID_STAY}, {TOKEN_SPENT}, {STALE} (the sale
--- came from another Redis process and is unloaded now: redis/reply.go).
+-- came from another Redis process and is unloaded now: redis/reply.go),
+-- {RULE, rule, night} a night's stay rule refuses the stay (flashsale.CheckStay;
+-- the rules' fields are stayrules.lua's).
 -- The token is spent after the idempotency check (a retry gets its order
 -- back although its first attempt spent the token) and before every other
 -- answer, which leave it spent, as a separate spend would.
 -- Nights that this reservation leaves at 0 are published on the channel
 -- from inside the script, so the broadcast is ordered with every other
 -- change to the sale's stock.
-local meta, refused = loaded(4, 'limit', 'expire')
+local meta, refused = loaded(4, 'limit', 'expire', 'rules')
 if not meta then
   return refused
 end
@@ -39,6 +41,42 @@ local nights = tonumber(ARGV[5])
 local rooms = tonumber(ARGV[6])
 if first < 0 or nights < 1 or rooms < 1 or first + nights > n then
   return {INVALID_STAY}
+end
+if meta[4] then
+  -- The stay rules, judged as flashsale.CheckStay judges them: a closed
+  -- night, then the arrival night's rules, then the departure.
+  local f = {}
+  for i = 0, nights do
+    f[i + 1] = 'r' .. (first + i)
+  end
+  local r = redis.call('HMGET', KEYS[1], unpack(f))
+  local function rule(j)
+    if not r[j] then
+      return 0, 0, 0
+    end
+    local lo, hi, flags = string.match(r[j], '(%d+) (%d+) (%d+)')
+    return tonumber(lo), tonumber(hi), tonumber(flags)
+  end
+  for j = 1, nights do
+    local _, _, flags = rule(j)
+    if flags >= 4 then
+      return {RULE, 'stop_sell', first + j - 1}
+    end
+  end
+  local lo, hi, flags = rule(1)
+  if flags % 2 == 1 then
+    return {RULE, 'closed_to_arrival', first}
+  elseif lo > 0 and nights < lo then
+    return {RULE, 'min_stay', first}
+  elseif hi > 0 and nights > hi then
+    return {RULE, 'max_stay', first}
+  end
+  if first + nights < n then
+    local _, _, dflags = rule(nights + 1)
+    if dflags % 4 >= 2 then
+      return {RULE, 'closed_to_departure', first + nights}
+    end
+  end
 end
 local held = tonumber(redis.call('HGET', KEYS[3], ARGV[2]) or '0')
 if held + rooms > tonumber(meta[2]) then

@@ -67,6 +67,12 @@ func (e *engine) AdjustStock(ctx context.Context, saleID string, night, delta in
 	}, saleKey.String(saleID))
 }
 
+func (e *engine) SetStayRules(ctx context.Context, saleID string, rules []flashsale.StayRules) error {
+	return run(&e.calls, ctx, "set_stay_rules", func(ctx context.Context) error {
+		return e.next.SetStayRules(ctx, saleID, rules)
+	}, saleKey.String(saleID))
+}
+
 func (e *engine) Retake(ctx context.Context, saleID, orderID string) error {
 	return run(&e.calls, ctx, "retake", func(ctx context.Context) error { return e.next.Retake(ctx, saleID, orderID) },
 		saleKey.String(saleID), orderKey.String(orderID))
