@@ -29,6 +29,7 @@ const (
 	ChangeResume = "resume"
 	ChangeClose  = "close"
 	ChangeStock  = "stock"
+	ChangeRules  = "rules"
 )
 
 // SaleChange is one entry of a sale's change log.

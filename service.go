@@ -63,6 +63,7 @@ type Service struct {
 	Shop
 	WaitingRooms
 	SaleDesk
+	Inventory
 	Payments
 	Records
 	Operations
@@ -74,11 +75,12 @@ func ServiceOf(s interface {
 	Shop
 	WaitingRooms
 	SaleDesk
+	Inventory
 	Payments
 	Records
 	Operations
 }) Service {
-	return Service{Shop: s, WaitingRooms: s, SaleDesk: s, Payments: s, Records: s, Operations: s}
+	return Service{Shop: s, WaitingRooms: s, SaleDesk: s, Inventory: s, Payments: s, Records: s, Operations: s}
 }
 
 // Shop is what guests do: read the sales, take a token, buy, read and
@@ -127,12 +129,21 @@ type SaleDesk interface {
 	PauseSale(ctx context.Context, id string, paused bool) (*SaleView, error)
 	// CloseSale ends a sale now. Idempotent.
 	CloseSale(ctx context.Context, id string) (*SaleView, error)
-	// AdjustStock adds rooms to a night, buyable at once, or takes back
-	// rooms neither held nor sold (ErrStockInUse otherwise).
-	AdjustStock(ctx context.Context, id string, d StockDelta) (*SaleView, error)
 	// DeleteSale removes a test sale and everything of it (ErrNotTestSale
 	// for a real one), on every instance within a second.
 	DeleteSale(ctx context.Context, id string) error
+}
+
+// Inventory is what operators change of a sale's nights while it sells:
+// its rooms and its stay rules.
+type Inventory interface {
+	// AdjustStock adds rooms to a night, buyable at once, or takes back
+	// rooms neither held nor sold (ErrStockInUse otherwise).
+	AdjustStock(ctx context.Context, id string, d StockDelta) (*SaleView, error)
+	// SetNightRules changes one night's stay rules (a partial patch) at
+	// any time before the end: every purchase judged after it returns
+	// obeys them; rooms already held or sold stay with their guests.
+	SetNightRules(ctx context.Context, id, date string, p StayRulesPatch) (*SaleView, error)
 }
 
 // Payments is the payment platform's side of an order.

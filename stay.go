@@ -1,7 +1,9 @@
 package flashsale
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -128,8 +130,8 @@ func (s *Sale) StayRules() []StayRules {
 // the rule and the night's date; any other error (nil included) is
 // returned as it is.
 func (s *Sale) StayRefusal(err error) error {
-	se, ok := err.(*StayError)
-	if !ok {
+	var se *StayError
+	if !errors.As(err, &se) {
 		return err
 	}
 	if se.Night < 0 || se.Night >= len(s.Nights) {
@@ -176,4 +178,49 @@ func (s *Sale) validateStayRules() error {
 func dayAfter(a, b string) bool {
 	d, err := time.Parse(DateLayout, a)
 	return err == nil && d.AddDate(0, 0, 1).Format(DateLayout) == b
+}
+
+// StayRulesPatch is an operator's change of one night's rules: nil fields
+// stay as they are, so {"stop_sell": true} closes the night and keeps its
+// other rules.
+type StayRulesPatch struct {
+	MinStay           *int  `json:"min_stay"`
+	MaxStay           *int  `json:"max_stay"`
+	ClosedToArrival   *bool `json:"closed_to_arrival"`
+	ClosedToDeparture *bool `json:"closed_to_departure"`
+	StopSell          *bool `json:"stop_sell"`
+}
+
+// Apply returns r with p's fields set.
+func (p StayRulesPatch) Apply(r StayRules) StayRules {
+	patch(&r.MinStay, p.MinStay)
+	patch(&r.MaxStay, p.MaxStay)
+	patch(&r.ClosedToArrival, p.ClosedToArrival)
+	patch(&r.ClosedToDeparture, p.ClosedToDeparture)
+	patch(&r.StopSell, p.StopSell)
+	return r
+}
+
+// String is the rules as the change log records them: "min_stay=2
+// stop_sell", or "none".
+func (r StayRules) String() string {
+	var parts []string
+	if r.MinStay > 0 {
+		parts = append(parts, fmt.Sprintf("min_stay=%d", r.MinStay))
+	}
+	if r.MaxStay > 0 {
+		parts = append(parts, fmt.Sprintf("max_stay=%d", r.MaxStay))
+	}
+	for _, f := range []struct {
+		on   bool
+		name string
+	}{{r.ClosedToArrival, EClosedToArrival}, {r.ClosedToDeparture, EClosedToDeparture}, {r.StopSell, EStopSell}} {
+		if f.on {
+			parts = append(parts, f.name)
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, " ")
 }

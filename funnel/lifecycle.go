@@ -165,6 +165,13 @@ func (s *Service) change(ctx context.Context, id, kind string,
 	then func(ctx context.Context, prev, next *flashsale.Sale) error) (*flashsale.SaleView, error) {
 	s.lifeMu.Lock()
 	defer s.lifeMu.Unlock()
+	return s.changeLocked(ctx, id, kind, edit, then)
+}
+
+// changeLocked is change with lifeMu held by the caller.
+func (s *Service) changeLocked(ctx context.Context, id, kind string,
+	edit func(sale *flashsale.Sale, now time.Time) (*flashsale.Sale, string, error),
+	then func(ctx context.Context, prev, next *flashsale.Sale) error) (*flashsale.SaleView, error) {
 	for range updateRetries {
 		sale, err := s.store.Sale(ctx, id)
 		if err != nil {
@@ -281,6 +288,53 @@ func (s *Service) AdjustStock(ctx context.Context, id string, d flashsale.StockD
 	s.sales.putNewer(fresh)
 	s.log.Info("sale stock changed", "sale_id", id, "night", d.Date, "delta", d.Delta, "revision", fresh.Revision)
 	return s.savedView(ctx, fresh)
+}
+
+// SetNightRules changes one night's stay rules at any time before the
+// sale ends (a stop-sell closes the night at once): the database first,
+// the truth and the change log, then the engine, which judges every
+// reserve that starts after it returns. Rooms already held or sold stay
+// with their guests. The engine is told the database's rules even when
+// they did not change, so repeating a change the engine missed (the
+// error below) puts it right.
+func (s *Service) SetNightRules(ctx context.Context, id, date string, p flashsale.StayRulesPatch) (*flashsale.SaleView, error) {
+	s.lifeMu.Lock()
+	defer s.lifeMu.Unlock()
+	s.engineWork.enter() // no rebuild in this process between the two steps (as AdjustStock)
+	defer s.engineWork.leave()
+	var saved *flashsale.Sale
+	view, err := s.changeLocked(ctx, id, flashsale.ChangeRules, func(sale *flashsale.Sale, now time.Time) (*flashsale.Sale, string, error) {
+		if !now.Before(sale.EndsAt) {
+			return nil, "", errEditEnded
+		}
+		i := slices.IndexFunc(sale.Nights, func(n flashsale.Night) bool { return n.Date == date })
+		if i < 0 {
+			return nil, "", flashsale.Errorf(flashsale.EInvalid, "%s is not a night of this sale", date)
+		}
+		saved = sale
+		rules := p.Apply(sale.Nights[i].StayRules)
+		if rules == sale.Nights[i].StayRules {
+			return nil, "", nil
+		}
+		next := *sale
+		next.Nights = slices.Clone(sale.Nights)
+		next.Nights[i].StayRules = rules
+		if err := next.Validate(); err != nil {
+			return nil, "", err
+		}
+		saved = &next
+		return &next, date + ": " + rules.String(), nil
+	}, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.engine.SetStayRules(ctx, id, saved.StayRules()); err != nil && !errors.Is(err, flashsale.ErrNotLoaded) {
+		// ErrNotLoaded: the load reads the rules from the database.
+		s.log.Error("stay rules saved in the database but not in the stock engine", "sale_id", id, "night", date, "err", err)
+		return nil, fmt.Errorf("%w: %w", flashsale.Errorf(flashsale.EUnavailable,
+			"the rules are saved, but the stock engine did not take them: repeat the change to apply them"), err)
+	}
+	return view, nil
 }
 
 // DeleteSale removes a test sale (the store refuses a real one). This

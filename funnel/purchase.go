@@ -75,6 +75,11 @@ func (s *Service) purchase(ctx context.Context, u flashsale.User, req flashsale.
 	// The breaker's db mode sells from the database (mode.go).
 	if sel := s.sells(); sel != flashsale.SellingEngine {
 		if sel == flashsale.SellingDB {
+			// No engine to judge the stay: the sale's rules as this
+			// instance last read them do.
+			if err := sale.CheckStayRules(first, req.Nights); err != nil {
+				return nil, err
+			}
 			return s.purchaseDirect(ctx, u, sale, req, first)
 		}
 		return nil, errSwitching
@@ -110,6 +115,13 @@ func (s *Service) purchase(ctx context.Context, u flashsale.User, req flashsale.
 	}
 	now = s.now() // after the replay's I/O
 	if err := sale.Open(now); err != nil {
+		return nil, err
+	}
+	// The stay rules as this instance last read the sale: a refusal that
+	// costs no I/O and names the night. The engine judges again inside
+	// the reserve, by the rules in force then (an operator's stop-sell
+	// reaches it before this instance's copy of the sale).
+	if err := sale.CheckStayRules(first, req.Nights); err != nil {
 		return nil, err
 	}
 	if err := s.eligible(ctx, u, sale); err != nil {
@@ -153,7 +165,7 @@ func (s *Service) purchase(ctx context.Context, u flashsale.User, req flashsale.
 		s.logSoldOut(ctx, sale.ID)
 		return nil, err
 	case err != nil:
-		return nil, err
+		return nil, sale.StayRefusal(err)
 	}
 	s.obs.Reserved(sale.ID)
 	s.spend(ctx, u, sale)

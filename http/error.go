@@ -36,12 +36,18 @@ var statuses = map[string]int{
 	flashsale.EAlreadyStarted:  http.StatusConflict,
 	flashsale.EPaused:          http.StatusConflict,
 	flashsale.EStockInUse:      http.StatusConflict,
-	flashsale.EConflict:        http.StatusConflict,
-	flashsale.ETooLarge:        http.StatusRequestEntityTooLarge,
-	flashsale.ERateLimited:     http.StatusTooManyRequests,
-	flashsale.ENotAdmitted:     http.StatusForbidden,
-	flashsale.EUnavailable:     http.StatusServiceUnavailable,
-	flashsale.EInternal:        http.StatusInternalServerError,
+	// The stay rules: the stay is not sold, another may be.
+	flashsale.EMinStay:           http.StatusConflict,
+	flashsale.EMaxStay:           http.StatusConflict,
+	flashsale.EClosedToArrival:   http.StatusConflict,
+	flashsale.EClosedToDeparture: http.StatusConflict,
+	flashsale.EStopSell:          http.StatusConflict,
+	flashsale.EConflict:          http.StatusConflict,
+	flashsale.ETooLarge:          http.StatusRequestEntityTooLarge,
+	flashsale.ERateLimited:       http.StatusTooManyRequests,
+	flashsale.ENotAdmitted:       http.StatusForbidden,
+	flashsale.EUnavailable:       http.StatusServiceUnavailable,
+	flashsale.EInternal:          http.StatusInternalServerError,
 }
 
 // ErrorStatus returns the HTTP status for an error code; unknown codes are 500.

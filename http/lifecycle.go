@@ -279,6 +279,49 @@ func (s *Server) handleAdjustStock(w http.ResponseWriter, r *http.Request) {
 	s.writeSale(w, r)(s.svc.AdjustStock(r.Context(), id, d))
 }
 
+// handleNightRules changes one night's stay rules: the body names the
+// rules to set ({"stop_sell": true} closes the night at once); the others
+// stay as they are.
+func (s *Server) handleNightRules(w http.ResponseWriter, r *http.Request) {
+	id, err := pathID(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	date := r.PathValue("date")
+	if _, err := time.Parse(flashsale.DateLayout, date); err != nil {
+		s.writeError(w, r, flashsale.Errorf(flashsale.EInvalid, "the night's date must be like 2026-12-24"))
+		return
+	}
+	p, err := decodeNightRules(r.Body)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeSale(w, r)(s.svc.SetNightRules(r.Context(), id, date, p))
+}
+
+// decodeNightRules reads a night's rules patch: at least one rule, each
+// in its range (Sale.Validate judges the night's rules as a whole).
+func decodeNightRules(r io.Reader) (flashsale.StayRulesPatch, error) {
+	var p flashsale.StayRulesPatch
+	if err := decodeBody(r, &p, false); err != nil {
+		return p, err
+	}
+	if p == (flashsale.StayRulesPatch{}) {
+		return p, flashsale.Errorf(flashsale.EInvalid, "name at least one rule to set: min_stay, max_stay, closed_to_arrival, closed_to_departure or stop_sell")
+	}
+	for _, n := range []struct {
+		name string
+		v    *int
+	}{{"min_stay", p.MinStay}, {"max_stay", p.MaxStay}} {
+		if n.v != nil && (*n.v < 0 || *n.v > flashsale.MaxNights) {
+			return p, flashsale.Errorf(flashsale.EInvalid, "%s must be between 0 (none) and %d", n.name, flashsale.MaxNights)
+		}
+	}
+	return p, nil
+}
+
 // writeSale answers with the admin view of a sale, or the error.
 func (s *Server) writeSale(w http.ResponseWriter, r *http.Request) func(*flashsale.SaleView, error) {
 	return func(v *flashsale.SaleView, err error) {

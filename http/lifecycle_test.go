@@ -22,6 +22,8 @@ type lifecycleCalls struct {
 	id      string
 	patch   flashsale.SalePatch
 	delta   flashsale.StockDelta
+	rules   flashsale.StayRulesPatch
+	date    string
 	sales   flashsale.SaleQuery
 	orders  flashsale.OrderQuery
 	action  string
@@ -70,6 +72,13 @@ func (s *stubService) PauseSale(ctx context.Context, id string, paused bool) (*f
 
 func (s *stubService) CloseSale(ctx context.Context, id string) (*flashsale.SaleView, error) {
 	if err := s.lifeRecord(id, func(l *lifecycleCalls) { l.action = "close" }); err != nil {
+		return nil, err
+	}
+	return s.view(), nil
+}
+
+func (s *stubService) SetNightRules(ctx context.Context, id, date string, p flashsale.StayRulesPatch) (*flashsale.SaleView, error) {
+	if err := s.lifeRecord(id, func(l *lifecycleCalls) { l.rules, l.date = p, date }); err != nil {
 		return nil, err
 	}
 	return s.view(), nil
@@ -189,6 +198,16 @@ func TestLifecycleRoutes(t *testing.T) {
 			t.Fatalf("status %d delta %+v: %s", w.Code, svc.life.delta, w.Body)
 		}
 	})
+	t.Run("NightRules", func(t *testing.T) {
+		w := admin("PATCH", "/api/admin/sales/s1/nights/"+testenv.Night(0), `{"stop_sell":true,"min_stay":2}`)
+		yes, two := true, 2
+		if w.Code != 200 || svc.life.date != testenv.Night(0) || !cmp.Equal(svc.life.rules, flashsale.StayRulesPatch{StopSell: &yes, MinStay: &two}) {
+			t.Fatalf("status %d date %s rules %+v: %s", w.Code, svc.life.date, svc.life.rules, w.Body)
+		}
+		if w := do(t, srv, "PATCH", "/api/admin/sales/s1/nights/"+testenv.Night(0), "alice", `{"stop_sell":true}`); w.Code != 403 && w.Code != 401 {
+			t.Errorf("a user's stop-sell = %d", w.Code)
+		}
+	})
 	t.Run("Changes", func(t *testing.T) {
 		w := admin("GET", "/api/admin/sales/s1/changes", "")
 		if w.Code != 200 || !strings.Contains(w.Body.String(), `"kind":"pause"`) {
@@ -259,6 +278,16 @@ func TestLifecycleBadInput(t *testing.T) {
 		{"StockFloat", "POST", "/api/admin/sales/s1/nights/" + testenv.Night(0) + "/stock", `{"delta":1.5}`, 400, "delta"},
 		{"StockBadDate", "POST", "/api/admin/sales/s1/nights/Dec24/stock", `{"delta":1}`, 400, "date"},
 		{"StockExtra", "POST", "/api/admin/sales/s1/nights/" + testenv.Night(0) + "/stock", `{"delta":1,"why":"x"}`, 400, "why"},
+		{"RulesEmpty", "PATCH", "/api/admin/sales/s1/nights/" + testenv.Night(0), `{}`, 400, "at least one rule"},
+		{"RulesNoBody", "PATCH", "/api/admin/sales/s1/nights/" + testenv.Night(0), "", 400, "empty"},
+		{"RulesUnknown", "PATCH", "/api/admin/sales/s1/nights/" + testenv.Night(0), `{"closed":true}`, 400, "closed"},
+		{"RulesNegative", "PATCH", "/api/admin/sales/s1/nights/" + testenv.Night(0), `{"min_stay":-1}`, 400, "min_stay must be between"},
+		{"RulesTooLong", "PATCH", "/api/admin/sales/s1/nights/" + testenv.Night(0), `{"max_stay":367}`, 400, "max_stay must be between"},
+		{"RulesWrongType", "PATCH", "/api/admin/sales/s1/nights/" + testenv.Night(0), `{"stop_sell":"yes"}`, 400, "stop_sell"},
+		{"RulesFloat", "PATCH", "/api/admin/sales/s1/nights/" + testenv.Night(0), `{"min_stay":1.5}`, 400, "min_stay"},
+		{"RulesDuplicate", "PATCH", "/api/admin/sales/s1/nights/" + testenv.Night(0), `{"stop_sell":true,"stop_sell":false}`, 400, "duplicate"},
+		{"RulesBadDate", "PATCH", "/api/admin/sales/s1/nights/Dec24", `{"stop_sell":true}`, 400, "date"},
+		{"RulesArray", "PATCH", "/api/admin/sales/s1/nights/" + testenv.Night(0), `[true]`, 400, "JSON object"},
 		{"PauseBody", "POST", "/api/admin/sales/s1/pause", `{"now":true}`, 400, "now"},
 		{"OrdersBadStatus", "GET", "/api/admin/sales/s1/orders?status=pending", "", 400, "status must be one of"},
 		{"OrdersBadLimit", "GET", "/api/admin/sales/s1/orders?limit=-1", "", 400, "limit"},
@@ -371,6 +400,32 @@ func FuzzDecodeStock(f *testing.F) {
 		}
 		if d.Delta == 0 || d.Delta > flashsale.MaxStock || d.Delta < -flashsale.MaxStock {
 			t.Fatalf("delta %d accepted from %q", d.Delta, body)
+		}
+	})
+}
+
+// FuzzDecodeNightRules: a decoded patch names at least one rule, and its
+// lengths of stay are in range.
+func FuzzDecodeNightRules(f *testing.F) {
+	for _, s := range []string{`{"stop_sell":true}`, `{"min_stay":2,"max_stay":3}`, `{"closed_to_arrival":false}`,
+		`{}`, `{"min_stay":-1}`, `{"max_stay":1e9}`, `{"closed_to_departure":null}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		p, err := decodeNightRules(strings.NewReader(body))
+		if err != nil {
+			if c := flashsale.ErrorCode(err); c != flashsale.EInvalid && c != flashsale.ETooLarge {
+				t.Fatalf("error %v has code %q", err, c)
+			}
+			return
+		}
+		if p == (flashsale.StayRulesPatch{}) {
+			t.Fatalf("an empty patch accepted from %q", body)
+		}
+		for _, v := range []*int{p.MinStay, p.MaxStay} {
+			if v != nil && (*v < 0 || *v > flashsale.MaxNights) {
+				t.Fatalf("length of stay %d accepted from %q", *v, body)
+			}
 		}
 	})
 }

@@ -159,14 +159,20 @@ type saleJSON struct {
 	CreatedAt     time.Time              `json:"created_at"`
 	Status        flashsale.SaleStatus   `json:"status"`
 	ServerTime    time.Time              `json:"server_time"`
-	Nights        []flashsale.NightStock `json:"nights"`
+	Nights        []adminNightJSON       `json:"nights"`
+}
+
+// adminNightJSON is a night's counters and its stay rules.
+type adminNightJSON struct {
+	flashsale.NightStock
+	flashsale.StayRules
 }
 
 func adminView(v *flashsale.SaleView) saleJSON {
 	s := v.Sale
-	nights := v.Nights
-	if nights == nil {
-		nights = []flashsale.NightStock{}
+	nights := make([]adminNightJSON, len(v.Nights))
+	for i, n := range v.Nights {
+		nights[i] = adminNightJSON{NightStock: n, StayRules: rulesOf(s, i, n.Date)}
 	}
 	return saleJSON{
 		ID: s.ID, Title: s.Title, Description: s.Description, Hotel: s.Hotel, RoomType: s.RoomType, TimeZone: s.TimeZone,
@@ -208,13 +214,24 @@ type publicSaleJSON struct {
 type publicNightJSON struct {
 	Date      string `json:"date"`
 	Available int    `json:"available"`
+	// The night's stay rules, so the page offers only allowed stays.
+	flashsale.StayRules
+}
+
+// rulesOf is the stay rules of the sale's night i, if it is date's (the
+// view's counters and the sale are read apart).
+func rulesOf(s *flashsale.Sale, i int, date string) flashsale.StayRules {
+	if i < len(s.Nights) && s.Nights[i].Date == date {
+		return s.Nights[i].StayRules
+	}
+	return flashsale.StayRules{}
 }
 
 func publicView(v *flashsale.SaleView) publicSaleJSON {
 	s := v.Sale
 	nights := make([]publicNightJSON, len(v.Nights))
 	for i, n := range v.Nights {
-		nights[i] = publicNightJSON{Date: n.Date, Available: n.Available}
+		nights[i] = publicNightJSON{Date: n.Date, Available: n.Available, StayRules: rulesOf(s, i, n.Date)}
 	}
 	return publicSaleJSON{
 		ID: s.ID, Title: s.Title, Description: s.Description, Hotel: s.Hotel, RoomType: s.RoomType, TimeZone: s.TimeZone,

@@ -210,6 +210,7 @@ func (s *Server) routes() []route {
 		{"POST /api/admin/sales/{id}/resume", s.requireAdmin(s.handleSaleAction(resumeSale))},
 		{"POST /api/admin/sales/{id}/close", s.requireAdmin(s.handleSaleAction(closeSale))},
 		{"POST /api/admin/sales/{id}/nights/{date}/stock", s.requireAdmin(s.handleAdjustStock)},
+		{"PATCH /api/admin/sales/{id}/nights/{date}", s.requireAdmin(s.handleNightRules)},
 		{"GET /api/admin/sales/{id}/changes", s.requireAdmin(s.handleSaleChanges)},
 		{"GET /api/admin/sales/{id}/orders", s.requireAdmin(s.handleSaleOrders)},
 		{"POST /api/admin/sales/{id}/preheat", s.requireAdmin(s.handlePreheat)},
