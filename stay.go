@@ -130,6 +130,9 @@ func (s *Sale) StayRules() []StayRules {
 // the rule and the night's date; any other error (nil included) is
 // returned as it is.
 func (s *Sale) StayRefusal(err error) error {
+	if err == nil {
+		return nil // the purchase path's common answer, without errors.As's allocation
+	}
 	var se *StayError
 	if !errors.As(err, &se) {
 		return err

@@ -5,7 +5,8 @@
 // sale's dashboard updated every second: its nights from the admin view,
 // its funnel, purchases, 429s, 503s and the purchase route's p99, its
 // audit, the breaker; with the actions the API has: pause, resume, close,
-// add and take back rooms, preheat, repair; an edit of the sale (the
+// add and take back rooms, close a night to sale and reopen it (each
+// night's row shows its stay rules), preheat, repair; an edit of the sale (the
 // create form, prefilled, locked to what a started sale may change), its
 // change log, its orders (filtered, paged, and every one as CSV), a
 // test sale's deletion, and for a sale with a waiting room its queue
@@ -469,16 +470,7 @@ function renderDetail() {
     el('span', { className: a && !a.balanced ? 'bad' : '', id: 'd-audit', textContent: `${t('console.audit')}: ${audit}` }),
     ` · ${t('console.breaker')}: `, el('span', { id: 'd-breaker', textContent: breakerText(inst.breaker) }));
 
-  const sum = { stock: 0, available: 0, held: 0, sold: 0 };
-  const rows = v.nights.map((n) => {
-    for (const k in sum) sum[k] += n[k];
-    return el('tr', {}, el('th', { scope: 'row', textContent: n.date }), ...['stock', 'available', 'held', 'sold'].map((k) => el('td', { className: 'num', textContent: String(n[k]) })));
-  });
-  rows.push(el('tr', { className: 'total' }, el('th', { scope: 'row', textContent: 'Σ' }), ...['stock', 'available', 'held', 'sold'].map((k) => el('td', { className: 'num', textContent: String(sum[k]) }))));
-  $('d-nights').replaceChildren(
-    el('caption', { textContent: t('console.nights_caption') }),
-    el('thead', {}, el('tr', {}, ...['console.date', 'console.stock', 'console.available', 'console.held', 'console.sold'].map((k, i) => el('th', { scope: 'col', className: i ? 'num' : '', textContent: t(k) })))),
-    el('tbody', {}, ...rows));
+  renderNights(d, v, ended);
 
   renderQueue();
 
@@ -505,6 +497,66 @@ function renderDetail() {
   $('c-funnel').replaceChildren(stackBars(STEPS.map((s) => ({ label: t('step.' + s), parts: [{ name: String(steps[s] || 0), cls: 'step', value: steps[s] || 0 }] })),
     { label: t('console.chart_funnel') }));
   $('c-funnel').dataset.steps = STEPS.map((s) => steps[s] || 0).join();
+}
+
+// --- the nights and their stay rules -----------------------------------------
+// Each night's row shows its counters, its stay rules in brief (issue 25)
+// and a Stop sell / Reopen button: PATCH .../nights/{date} {stop_sell},
+// which closes (or reopens) the night at once; the table is drawn again
+// from the answer. The table is redrawn only when what it shows changes,
+// so a keyboard user's focus stays on a night's button.
+const COUNTERS = ['stock', 'available', 'held', 'sold'];
+
+// ruleText is a night's stay rules in brief ("min 2 · CTA · closed"),
+// '–' for none: the form's summary of a night says them the same way.
+const ruleText = (n) => form.ruleSummary(n) || '–';
+
+function renderNights(d, v, ended) {
+  const box = $('d-nights');
+  const shown = JSON.stringify([v.nights, ended, d.nightBusy || '', document.documentElement.lang]);
+  if (box.dataset.shown === shown) return;
+  const focused = box.contains(document.activeElement) ? document.activeElement.dataset.night : '';
+  const sum = { stock: 0, available: 0, held: 0, sold: 0 };
+  const rows = v.nights.map((n) => {
+    for (const k in sum) sum[k] += n[k];
+    const closed = !!n.stop_sell;
+    const btn = el('button', { type: 'button', className: 'night-sell', textContent: t(closed ? 'console.reopen' : 'console.stop_sell'),
+      disabled: ended || d.nightBusy === n.date, data: { night: n.date, stopSell: String(closed) },
+      'aria-label': t(closed ? 'console.reopen_night' : 'console.stop_sell_night', { date: n.date }), onclick: () => stopSell(n.date, !closed) });
+    return el('tr', { data: { night: n.date, stopSell: String(closed) }, className: closed ? 'closed' : '' },
+      el('th', { scope: 'row', textContent: n.date }),
+      ...COUNTERS.map((k) => el('td', { className: 'num', textContent: String(n[k]) })),
+      el('td', { className: 'rules', data: { rules: '' }, textContent: ruleText(n) }),
+      el('td', {}, btn));
+  });
+  rows.push(el('tr', { className: 'total' }, el('th', { scope: 'row', textContent: 'Σ' }), ...COUNTERS.map((k) => el('td', { className: 'num', textContent: String(sum[k]) }))));
+  const heads = ['console.date', ...COUNTERS.map((k) => 'console.' + k), 'console.rules', 'console.actions'];
+  box.replaceChildren(
+    el('caption', { textContent: t('console.nights_caption') }),
+    el('thead', {}, el('tr', {}, ...heads.map((k, i) => el('th', { scope: 'col', className: i && i <= COUNTERS.length ? 'num' : '', textContent: t(k),
+      title: k === 'console.rules' ? t('console.rules_hint') : '' })))),
+    el('tbody', {}, ...rows));
+  box.dataset.shown = shown;
+  if (focused) { const b = box.querySelector(`button[data-night="${CSS.escape(focused)}"]`); if (b) b.focus(); }
+}
+
+// stopSell closes a night to sale (on) or reopens it, at once: no stay
+// including a closed night is sold; rooms already held or sold stay with
+// their guests.
+async function stopSell(date, on) {
+  const d = detail;
+  const v = d && d.view;
+  if (!v || d.nightBusy) return;
+  const what = t(on ? 'console.stop_sell_night' : 'console.reopen_night', { date });
+  d.nightBusy = date;
+  renderDetail();
+  const res = await call('PATCH', `/api/admin/sales/${enc(v.id)}/nights/${enc(date)}`, { token: admin, body: { stop_sell: on } });
+  d.nightBusy = null;
+  if (detail !== d) return;
+  if (res.status === 200 && res.body && res.body.id === v.id) setView(d, res.body);
+  result(what, res);
+  renderDetail();
+  loadChanges(d);
 }
 
 // --- the waiting room's panel -------------------------------------------------

@@ -136,18 +136,75 @@ function day(date) {
   return dayFmt.format(dayOf(date));
 }
 
+// --- the stay rules ---------------------------------------------------------
+// A night may carry the hotel's stay rules (issue 25): min_stay and
+// max_stay bind the stays arriving on it, closed_to_arrival and
+// closed_to_departure close it to arriving and to departing on its date,
+// stop_sell closes it. The menus offer only the stays they allow, judged
+// as the server judges a purchase (flashsale's checkStay, stay.go): a
+// purchase the page let through anyway (rules changed since it read
+// them) is refused 409 with the rule's code.
+const STAY_RULES = ['stop_sell', 'closed_to_arrival', 'min_stay', 'max_stay', 'closed_to_departure'];
+
+// stayRefusal is the rule a stay of n nights from night index first
+// breaks, in checkStay's order, or '' when every rule allows it.
+function stayRefusal(first, n) {
+  if (first < 0 || first >= rooms.length) return '';
+  for (let i = first; i < first + n && i < rooms.length; i++) if (rooms[i].stop_sell) return 'stop_sell';
+  const a = rooms[first];
+  if (a.closed_to_arrival) return 'closed_to_arrival';
+  if (a.min_stay > 0 && n < a.min_stay) return 'min_stay';
+  if (a.max_stay > 0 && n > a.max_stay) return 'max_stay';
+  const d = rooms[first + n];
+  if (d && d.closed_to_departure) return 'closed_to_departure';
+  return '';
+}
+
+// span is the most nights a stay from night index first can have: the
+// nights after it that follow on in date.
+function span(first) {
+  let max = 0;
+  while (first >= 0 && rooms[first + max] && dayOf(rooms[first + max].date) === dayOf(rooms[first].date) + max * DAY) max++;
+  return max;
+}
+
+// lengths are the numbers of nights the rules allow from night index first.
+function lengths(first) {
+  const out = [];
+  for (let n = 1; n <= span(first); n++) if (!stayRefusal(first, n)) out.push(n);
+  return out;
+}
+
+// anyRule reports whether some night carries a rule.
+const anyRule = () => rooms.some((r) => r.min_stay > 0 || r.max_stay > 0 || r.closed_to_arrival || r.closed_to_departure || r.stop_sell);
+
+// rulesShown is what the menus were last drawn from: the dates and rules.
+let rulesShown = '';
+const rulesKey = () => JSON.stringify(rooms.map((r) => [r.date, r.min_stay || 0, r.max_stay || 0, !!r.closed_to_arrival, !!r.closed_to_departure, !!r.stop_sell]));
+
+// fillStay draws the menus: the check-in nights from which the rules allow
+// some stay, and for the chosen one the lengths they allow. The guest's
+// choice stays while it is still offered.
 function fillStay() {
   const ci = $('checkin'), nn = $('nights');
+  rulesShown = rulesKey();
   const keep = ci.value;
-  ci.replaceChildren(...rooms.map((r) => new Option(day(r.date), r.date)));
-  if (keep && rooms.some((r) => r.date === keep)) ci.value = keep;
-  const start = rooms.findIndex((r) => r.date === ci.value);
-  let max = 0;
-  while (start >= 0 && rooms[start + max] && dayOf(rooms[start + max].date) === dayOf(ci.value) + max * DAY) max++;
+  const open = rooms.map((r, i) => [r, lengths(i)]).filter(([, ls]) => ls.length);
+  ci.replaceChildren(...open.map(([r]) => new Option(day(r.date), r.date)));
+  if (keep && open.some(([r]) => r.date === keep)) ci.value = keep;
+  const chosen = open.find(([r]) => r.date === ci.value);
+  const ls = chosen ? chosen[1] : [];
   const keepN = nn.value;
-  nn.replaceChildren(...Array.from({ length: Math.max(1, max) }, (_, i) => new Option(String(i + 1), String(i + 1))));
-  if (keepN && parseInt(keepN, 10) <= max) nn.value = keepN;
+  nn.replaceChildren(...ls.map((n) => new Option(String(n), String(n))));
+  if (keepN && ls.includes(parseInt(keepN, 10))) nn.value = keepN;
+  const note = !rooms.length ? '' : !open.length ? t('stay.none') : anyRule() ? t('stay.rules') : '';
+  const el = $('stay-note');
+  if (el.textContent !== note) el.textContent = note;
+  el.hidden = !note;
 }
+
+// noStay reports whether the rules allow no stay at all.
+const noStay = () => rooms.length > 0 && $('checkin').options.length === 0;
 
 // --- rooms left: pushed, or polled when the stream fails -------------------
 function applyRooms(v) {
@@ -155,7 +212,7 @@ function applyRooms(v) {
   saleStatus = v.status;
   const dates = rooms.map((r) => r.date).join();
   rooms = v.nights || [];
-  if (rooms.map((r) => r.date).join() !== dates) fillStay();
+  if (rooms.map((r) => r.date).join() !== dates || rulesKey() !== rulesShown) fillStay();
   const changed = JSON.stringify([saleStatus, rooms]) !== before;
   if (changed && phase === 'sold_out' && stayLeft() > 0) phase = ''; // a room came back
   render();
@@ -225,6 +282,16 @@ function solveInWorker(challenge, difficulty) {
 // fail turns an error answer into the state the guest sees.
 async function fail(res) {
   const code = errorCode(res);
+  if (STAY_RULES.includes(code)) {
+    // The rules changed since the page read them: say which (the
+    // server's message names the rule and the night) and redraw the
+    // menus from a fresh read.
+    setPhase('stay_rule', { reason: errorMessage(res) });
+    await reread();
+    fillStay();
+    render();
+    return;
+  }
   switch (code) {
     case 'sold_out': setPhase('sold_out'); break;
     case 'not_eligible': setPhase('not_eligible', { reason: errorMessage(res) }); break;
@@ -242,6 +309,14 @@ async function fail(res) {
       break;
     default: setPhase('retry', { reason: errorMessage(res) });
   }
+}
+
+// reread reads the sale view once and applies it (the rooms and the rules).
+async function reread() {
+  const res = await call('GET', `/api/sales/${eid}`);
+  if (res.status !== 200) return;
+  clk.sync(res.body.server_time, res.sentAt, res.receivedAt);
+  applyRooms(res.body);
 }
 
 async function buy() {
@@ -565,6 +640,7 @@ function baseState(now) {
     const q = roomBase(now);
     if (q) return q;
   }
+  if (noStay()) return 'no_stay'; // the rules close every stay: choosing cannot help
   if (now < Date.parse(sale.starts_at)) return 'waiting';
   if (saleStatus === 'sold_out' || stayLeft() <= 0) return 'sold_out';
   if (!token) return demo ? 'signing_in' : 'no_token';
@@ -592,6 +668,7 @@ function current(now) {
   }
   const base = baseState(now);
   if (phase === 'retry' && !['ready', 'queue_join', 'queue_expired'].includes(base)) phase = ''; // a failed join stays said
+  if (phase === 'stay_rule' && !['ready', 'no_stay'].includes(base)) phase = ''; // the sale's own word wins
   return phase ? [phase, vars] : [base, {}];
 }
 
@@ -629,13 +706,14 @@ function render() {
   $('per-night').replaceChildren(...rooms.map((r) => {
     const li = document.createElement('li');
     li.dataset.date = r.date;
-    li.textContent = t('night_left', { date: day(r.date), n: r.available });
+    if (r.stop_sell) li.dataset.closed = 'true';
+    li.textContent = r.stop_sell ? t('night_closed', { date: day(r.date) }) : t('night_left', { date: day(r.date), n: r.available });
     return li;
   }));
   // Nothing left to choose once the whole sale is sold out or over: the
   // menus and the total step back (a stay sold out while other nights
   // have rooms keeps them, to pick another night).
-  const closed = saleStatus === 'sold_out' || saleStatus === 'ended' || now >= Date.parse(sale.ends_at);
+  const closed = saleStatus === 'sold_out' || saleStatus === 'ended' || now >= Date.parse(sale.ends_at) || noStay();
   for (const k of ['checkin', 'nights', 'rooms']) $(k).disabled = closed;
   $('amount').classList.toggle('inactive', closed);
   const starts = Date.parse(sale.starts_at), ends = Date.parse(sale.ends_at);
@@ -695,8 +773,10 @@ async function load() {
 
 async function start() {
   setupSwitch(() => { fillStay(); render(); });
-  $('checkin').addEventListener('change', () => { fillStay(); render(); });
-  $('nights').addEventListener('change', render);
+  // Another stay chosen: a refusal of the last one is no longer the news.
+  const chose = () => { if (phase === 'stay_rule') phase = ''; };
+  $('checkin').addEventListener('change', () => { chose(); fillStay(); render(); });
+  $('nights').addEventListener('change', () => { chose(); render(); });
   $('rooms').addEventListener('change', render);
   $('buy').addEventListener('click', buy);
   $('cancel').addEventListener('click', cancelHold);

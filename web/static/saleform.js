@@ -23,7 +23,7 @@ const FIELDS = {
 
 // elementsOf returns a field's input and error line, nights rows included.
 function elementsOf(key) {
-  const m = /^nights\[(\d+)\]\.(date|stock)$/.exec(key);
+  const m = /^nights\[(\d+)\]\.(date|stock|min_stay|max_stay|closed_to_arrival|closed_to_departure|stop_sell)$/.exec(key);
   if (m) {
     const row = $('nights-rows').children[Number(m[1])];
     if (row) return [row.querySelector(`[data-part="${m[2]}"]`), row.querySelector('.err')];
@@ -45,7 +45,14 @@ const utf8 = new TextEncoder();
 // --- the nights' rows -------------------------------------------------------
 let rowSeq = 0;
 
-export function addNight(date = '', stock = '') {
+// RULES are a night's stay rules (flashsale.StayRules), as the form's
+// inputs name them: two numbers, then three switches.
+const RULE_NUMBERS = ['min_stay', 'max_stay'];
+const RULE_FLAGS = ['closed_to_arrival', 'closed_to_departure', 'stop_sell'];
+
+// addNight adds a night's row: its date, its rooms, and its stay rules in
+// a group of their own, open when the night has one.
+export function addNight(date = '', stock = '', rules = {}) {
   const i = rowSeq++;
   const row = document.createElement('div');
   row.className = 'night-row';
@@ -56,7 +63,9 @@ export function addNight(date = '', stock = '') {
     l.textContent = t(label);
     l.dataset.i18n = label;
     const inp = document.createElement('input');
-    Object.assign(inp, { id, type, value: String(value) });
+    Object.assign(inp, { id, type });
+    if (type === 'checkbox') inp.checked = !!value;
+    else inp.value = String(value);
     inp.dataset.part = part;
     inp.setAttribute('aria-describedby', `n${i}-err`);
     if (type === 'number') Object.assign(inp, { min: '0', max: '1000000', step: '1', inputMode: 'numeric' });
@@ -73,10 +82,70 @@ export function addNight(date = '', stock = '') {
   const err = document.createElement('p');
   err.className = 'err';
   err.id = `n${i}-err`;
-  row.append(...mk('date', 'date', 'f.night_date', date), ...mk('stock', 'number', 'f.night_stock', stock), rm, err);
+  const group = document.createElement('details');
+  group.className = 'night-rules';
+  const summary = document.createElement('summary');
+  const hint = document.createElement('p');
+  hint.className = 'hint';
+  hint.dataset.i18n = 'f.stay_rules_hint';
+  hint.textContent = t('f.stay_rules_hint');
+  const fields = document.createElement('div');
+  fields.className = 'rule-fields';
+  for (const k of RULE_NUMBERS) {
+    const [l, inp] = mk(k, 'number', 'f.' + k, rules[k] || '');
+    Object.assign(inp, { max: '366', placeholder: '0' });
+    const f = document.createElement('span');
+    f.append(l, inp);
+    fields.append(f);
+  }
+  for (const k of RULE_FLAGS) {
+    const [l, inp] = mk(k, 'checkbox', 'f.' + k, rules[k]);
+    const f = document.createElement('span');
+    f.className = 'check';
+    f.append(inp, l);
+    fields.append(f);
+  }
+  group.append(summary, hint, fields);
+  group.addEventListener('input', () => summarize(row));
+  group.addEventListener('change', () => summarize(row));
+  row.append(...mk('date', 'date', 'f.night_date', date), ...mk('stock', 'number', 'f.night_stock', stock), rm, group, err);
   $('nights-rows').append(row);
+  summarize(row);
+  group.open = RULE_NUMBERS.some((k) => rules[k] > 0) || RULE_FLAGS.some((k) => rules[k]);
   labelRemoveButtons();
   return row;
+}
+
+// rulesOf reads a row's stay rules: only those set, as the API omits the
+// others; a number that is not one stays NaN for read to name.
+function rulesOf(row) {
+  const out = {};
+  for (const k of RULE_NUMBERS) {
+    const v = row.querySelector(`[data-part="${k}"]`).value.trim();
+    const n = v === '' ? 0 : intOf(v);
+    if (n !== 0) out[k] = n;
+  }
+  for (const k of RULE_FLAGS) if (row.querySelector(`[data-part="${k}"]`).checked) out[k] = true;
+  return out;
+}
+
+// ruleSummary is a night's stay rules in brief ("min 2 · CTA"), as the
+// dashboard's nights table says them.
+export function ruleSummary(r) {
+  const parts = [];
+  if (r.min_stay > 0) parts.push(t('console.rule_min', { n: r.min_stay }));
+  if (r.max_stay > 0) parts.push(t('console.rule_max', { n: r.max_stay }));
+  if (r.closed_to_arrival) parts.push(t('console.rule_cta'));
+  if (r.closed_to_departure) parts.push(t('console.rule_ctd'));
+  if (r.stop_sell) parts.push(t('console.rule_closed'));
+  return parts.join(' · ');
+}
+
+// summarize names a row's rules in its group's summary, so a closed group
+// still says what it holds.
+function summarize(row) {
+  const s = ruleSummary(rulesOf(row));
+  row.querySelector('.night-rules summary').textContent = t('f.stay_rules') + (s ? ': ' + s : '');
 }
 
 // labelRemoveButtons names each row's remove button by its night, and
@@ -87,6 +156,7 @@ export function labelRemoveButtons() {
     const b = row.querySelector('.remove-night');
     b.setAttribute('aria-label', t('f.remove_night', { n: i + 1 }));
     b.disabled = rows.length === 1;
+    summarize(row);
   });
 }
 
@@ -141,13 +211,19 @@ export function read({ full = false } = {}) {
   if (description || full) body.description = description;
   if (utf8.encode(description).length > 2000) bad('description', 'v.description', { max: 2000 });
   const rows = [...$('nights-rows').children];
-  body.nights = rows.map((row) => ({ date: row.querySelector('[data-part="date"]').value, stock: intOf(row.querySelector('[data-part="stock"]').value) }));
+  body.nights = rows.map((row) => ({ date: row.querySelector('[data-part="date"]').value, stock: intOf(row.querySelector('[data-part="stock"]').value), ...rulesOf(row) }));
   if (body.nights.length < 1 || body.nights.length > 366) bad('nights', 'v.nights_count');
   let prev = '';
   body.nights.forEach((n, i) => {
     if (!DATE.test(n.date)) bad(`nights[${i}].date`, 'v.night_date');
     else if (prev && n.date <= prev) bad(`nights[${i}].date`, 'v.night_order');
     if (!Number.isInteger(n.stock) || n.stock < 0 || n.stock > 1e6) bad(`nights[${i}].stock`, 'v.night_stock');
+    // The stay rules, checked as Sale.validateStayRules checks them.
+    for (const k of RULE_NUMBERS) if (k in n && !(Number.isInteger(n[k]) && n[k] >= 0 && n[k] <= 366)) bad(`nights[${i}].${k}`, 'v.stay_len');
+    if (n.max_stay > 0 && n.min_stay > 0 && n.max_stay < n.min_stay) bad(`nights[${i}].max_stay`, 'v.max_below_min');
+    if (n.closed_to_departure && (i === 0 || !DATE.test(n.date) || Date.parse(n.date) - Date.parse(body.nights[i - 1].date) !== 86400e3)) {
+      bad(`nights[${i}].closed_to_departure`, 'v.ctd_never');
+    }
     if (DATE.test(n.date)) prev = n.date;
   });
   for (const k of ['price', 'original_price']) {
@@ -242,7 +318,7 @@ export function readTiers(text, price, perUser) {
 export function fieldOfMessage(msg) {
   if (/^starts_at and ends_at/.test(msg)) return 'ends_at';
   if (/^challenge needs/.test(msg)) return 'challenge.difficulty';
-  const m = /^((?:nights\[\d+\]\.(?:date|stock))|(?:eligibility\.[a-z_0-9]+)|(?:limits\.[a-z_]+)|(?:waiting_room\.[a-z_]+)|(?:challenge\.difficulty)|[a-z_]+)/.exec(msg || '');
+  const m = /^((?:nights\[\d+\]\.(?:date|stock|min_stay|max_stay|closed_to_arrival|closed_to_departure|stop_sell))|(?:eligibility\.[a-z_0-9]+)|(?:limits\.[a-z_]+)|(?:waiting_room\.[a-z_]+)|(?:challenge\.difficulty)|[a-z_]+)/.exec(msg || '');
   if (!m) return '';
   const key = m[1];
   return elementsOf(key)[1] ? key : '';
@@ -308,7 +384,7 @@ export function fill(v) {
   const set = (id, x) => { $(id).value = x == null ? '' : String(x); };
   for (const k of ['title', 'description', 'hotel', 'room_type', 'time_zone', 'price', 'original_price', 'currency', 'per_user_limit', 'hold_seconds']) set('f-' + k, v[k]);
   $('nights-rows').replaceChildren();
-  for (const n of v.nights || []) addNight(n.date, n.stock);
+  for (const n of v.nights || []) addNight(n.date, n.stock, n);
   set('f-price_tiers', (v.price_tiers || []).map((x) => `${x.rooms}:${x.price}`).join(', '));
   set('f-starts_at', localValue(new Date(v.starts_at)));
   set('f-ends_at', localValue(new Date(v.ends_at)));
