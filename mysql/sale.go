@@ -14,14 +14,14 @@ import (
 // insert: a sale has at most MaxNights nights.
 func insertNights(ctx context.Context, tx sqlstore.Querier, sale *flashsale.Sale) error {
 	var q strings.Builder
-	q.WriteString("INSERT INTO nights (sale_id, idx, date, stock) VALUES ")
-	args := make([]any, 0, 4*len(sale.Nights))
+	q.WriteString("INSERT INTO nights (sale_id, idx, date, stock, start_time, minutes) VALUES ")
+	args := make([]any, 0, 6*len(sale.Nights))
 	for i, n := range sale.Nights {
 		if i > 0 {
 			q.WriteString(", ")
 		}
-		q.WriteString("(?, ?, ?, ?)")
-		args = append(args, sale.ID, i, n.Date, n.Stock)
+		q.WriteString("(?, ?, ?, ?, ?, ?)")
+		args = append(args, sale.ID, i, n.Date, n.Stock, n.Time, n.Minutes)
 	}
 	_, err := tx.Exec(ctx, q.String(), args...)
 	return err

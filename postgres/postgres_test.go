@@ -31,13 +31,16 @@ var server = storetest.Server[*postgres.Store]{
 // TestStore runs the suite of the SQL servers' stores (storetest.Server).
 func TestStore(t *testing.T) { server.Run(t) }
 
-// previousSchema undoes the stay rules' migration (0013's stay_rules) and
-// the waiting room's, 0012's queue records and 0011's waiting_room: the
-// schema of a release from before both, which RunMigrateOverSales checks a
-// sale of reads back without either after Migrate.
+// previousSchema undoes the kinds' migration (0014's kind, start_time and
+// minutes), the stay rules' (0013's stay_rules) and the waiting room's,
+// 0012's queue records and 0011's waiting_room: the schema of a release
+// from before them, which RunMigrateOverSales checks a sale of reads back
+// as a stay without any of them after Migrate.
 func previousSchema(ctx context.Context, s *postgres.Store) error {
 	_, err := s.Pool().Exec(ctx, `DROP TABLE queue_places; DROP TABLE queue_draws; ALTER TABLE sales DROP COLUMN waiting_room;
-		ALTER TABLE sales DROP COLUMN stay_rules; DELETE FROM schema_migrations WHERE version IN (11, 12, 13)`)
+		ALTER TABLE sales DROP COLUMN stay_rules; ALTER TABLE sales DROP COLUMN kind;
+		ALTER TABLE nights DROP COLUMN start_time, DROP COLUMN minutes;
+		DELETE FROM schema_migrations WHERE version IN (11, 12, 13, 14)`)
 	return err
 }
 

@@ -24,12 +24,15 @@ func insertNights(ctx context.Context, tx sqlstore.Querier, sale *flashsale.Sale
 	idx := make([]int32, len(sale.Nights))
 	dates := make([]string, len(sale.Nights))
 	stocks := make([]int32, len(sale.Nights))
+	times := make([]string, len(sale.Nights))
+	minutes := make([]int32, len(sale.Nights))
 	for i, n := range sale.Nights {
 		idx[i], dates[i], stocks[i] = int32(i), n.Date, int32(n.Stock)
+		times[i], minutes[i] = n.Time, int32(n.Minutes)
 	}
-	_, err := tx.Exec(ctx, `INSERT INTO nights (sale_id, idx, date, stock)
-		SELECT ?, i, d::date, st FROM unnest(?::int[], ?::text[], ?::int[]) AS n(i, d, st)`,
-		sale.ID, idx, dates, stocks)
+	_, err := tx.Exec(ctx, `INSERT INTO nights (sale_id, idx, date, stock, start_time, minutes)
+		SELECT ?, i, d::date, st, t, m FROM unnest(?::int[], ?::text[], ?::int[], ?::text[], ?::int[]) AS n(i, d, st, t, m)`,
+		sale.ID, idx, dates, stocks, times, minutes)
 	return err
 }
 

@@ -44,7 +44,7 @@ func (s *Store) listSales(ctx context.Context, q flashsale.SaleQuery) ([]*flashs
 	for i, sale := range sales {
 		ids[i] = sale.ID
 	}
-	if err := addNights(ctx, tx, sales, rules, `SELECT sale_id, date, stock FROM nights
+	if err := addNights(ctx, tx, sales, rules, `SELECT sale_id, date, stock, start_time, minutes FROM nights
 		WHERE sale_id IN (`+placeholders(len(ids), 1)+`) ORDER BY sale_id, idx`, ids...); err != nil {
 		return nil, fmt.Errorf("nights: %w", err)
 	}
@@ -77,7 +77,7 @@ func (s *Store) updateSale(ctx context.Context, sale *flashsale.Sale, rev int64,
 			return affected(tx.ExecContext(ctx, `UPDATE sales SET title = ?, hotel = ?, room_type = ?, price = ?,
 				original_price = ?, currency = ?, starts_at_ms = ?, ends_at_ms = ?, per_user_limit = ?,
 				hold_seconds = ?, purchase_token = ?, min_tier = ?, min_stays_30d = ?, channels = ?,
-				limit_per_sale = ?, limit_per_user = ?, limit_per_ip = ?, challenge_difficulty = ?, price_tiers = ?, test = ?, time_zone = ?, waiting_room = ?, stay_rules = ?,
+				limit_per_sale = ?, limit_per_user = ?, limit_per_ip = ?, challenge_difficulty = ?, price_tiers = ?, test = ?, time_zone = ?, waiting_room = ?, stay_rules = ?, kind = ?,
 				description = ?, paused = ?, revision = revision + 1
 				WHERE id = ? AND revision = ?`,
 				append(append([]any{sale.Title, sale.Hotel, sale.RoomType, sale.Price, sale.OriginalPrice,
@@ -88,6 +88,7 @@ func (s *Store) updateSale(ctx context.Context, sale *flashsale.Sale, rev int64,
 		Exists: func() (bool, error) { return exists(ctx, tx, `SELECT count(*) FROM sales WHERE id = ?`, sale.ID) },
 		// The single writer holds the database: nothing moves a counter
 		// meanwhile, so the locked read is the plain one.
+		Units:  func() ([]flashsale.Night, error) { return units(ctx, tx, sale.ID) },
 		Nights: func(bool) ([]flashsale.NightStock, error) { return nightStocks(ctx, tx, sale.ID) },
 		Rewrite: func() error {
 			if _, err := tx.ExecContext(ctx, `DELETE FROM nights WHERE sale_id = ?`, sale.ID); err != nil {
@@ -143,8 +144,9 @@ func (s *Store) adjustStock(ctx context.Context, saleID string, d flashsale.Stoc
 				d.Delta, saleID, d.Date, d.Delta, d.Delta, flashsale.MaxStock).Scan(&n.Date, &n.Stock, &n.Held, &n.Sold)
 			return noRow(n, err)
 		},
-		NightExists: func() (bool, error) {
-			return exists(ctx, tx, `SELECT count(*) FROM nights WHERE sale_id = ? AND date = ?`, saleID, d.Date)
+		Units: func() (n int, err error) {
+			err = tx.QueryRowContext(ctx, `SELECT count(*) FROM nights WHERE sale_id = ? AND date = ?`, saleID, d.Date).Scan(&n)
+			return n, err
 		},
 		Log: func(c flashsale.SaleChange) error { return logChange(ctx, tx, saleID, c) },
 	}, c)

@@ -29,8 +29,8 @@ func TestMigrate(t *testing.T) {
 }
 
 // TestMigrateOverSales runs the waiting room's migrations (0011's column,
-// 0012's queue records) and the stay rules' (0013) over a sale from before
-// them (storetest.RunMigrateOverSales): the database is taken back through
+// 0012's queue records), the stay rules' (0013) and the kinds' (0014) over
+// a sale from before them (storetest.RunMigrateOverSales): the database is taken back through
 // a connection of its own, as an older binary would have left it.
 func TestMigrateOverSales(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "flashsale.db")
@@ -42,7 +42,8 @@ func TestMigrateOverSales(t *testing.T) {
 		defer db.Close()
 		_, err = db.ExecContext(ctx, `DROP TABLE queue_places; DROP TABLE queue_draws; ALTER TABLE sales DROP COLUMN waiting_room;
 			ALTER TABLE sales DROP COLUMN stay_rules;
-			DELETE FROM schema_migrations WHERE version IN ('0011_waiting_room', '0012_queue_records', '0013_stay_rules')`)
+			ALTER TABLE sales DROP COLUMN kind; ALTER TABLE nights DROP COLUMN start_time; ALTER TABLE nights DROP COLUMN minutes;
+			DELETE FROM schema_migrations WHERE version IN ('0011_waiting_room', '0012_queue_records', '0013_stay_rules', '0014_sale_kinds')`)
 		return err
 	})
 }

@@ -26,9 +26,9 @@ func (s *Store) CreateSale(ctx context.Context, sale *flashsale.Sale) error {
 	defer tx.Rollback()
 	_, err = tx.ExecContext(ctx, `INSERT INTO sales (id, title, hotel, room_type, price, original_price, currency,
 		starts_at_ms, ends_at_ms, per_user_limit, hold_seconds, purchase_token, min_tier, created_at_ms,
-		min_stays_30d, channels, limit_per_sale, limit_per_user, limit_per_ip, challenge_difficulty, price_tiers, test, time_zone, waiting_room, stay_rules,
+		min_stays_30d, channels, limit_per_sale, limit_per_user, limit_per_ip, challenge_difficulty, price_tiers, test, time_zone, waiting_room, stay_rules, kind,
 		description, paused, revision)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		append(append([]any{sale.ID, sale.Title, sale.Hotel, sale.RoomType, sale.Price, sale.OriginalPrice, sale.Currency,
 			ms(sale.StartsAt), ms(sale.EndsAt), sale.PerUserLimit, sale.HoldSeconds, sale.PurchaseToken,
 			string(sale.Eligibility.MinTier), ms(sale.CreatedAt)}, rules.Args()...),
@@ -50,8 +50,8 @@ func (s *Store) CreateSale(ctx context.Context, sale *flashsale.Sale) error {
 // insertNights writes a sale's nights, counters zero.
 func insertNights(ctx context.Context, tx *sql.Tx, sale *flashsale.Sale) error {
 	for i, n := range sale.Nights {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO nights (sale_id, idx, date, stock) VALUES (?, ?, ?, ?)`,
-			sale.ID, i, n.Date, n.Stock); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO nights (sale_id, idx, date, stock, start_time, minutes) VALUES (?, ?, ?, ?, ?, ?)`,
+			sale.ID, i, n.Date, n.Stock, n.Time, n.Minutes); err != nil {
 			return fmt.Errorf("night=%d: %w", i, err)
 		}
 	}
@@ -86,7 +86,7 @@ func (s *Store) Sales(ctx context.Context, now time.Time) ([]*flashsale.Sale, er
 	if err != nil {
 		return nil, fmt.Errorf("sales: %w", err)
 	}
-	if err := addNights(ctx, tx, sales, rules, `SELECT n.sale_id, n.date, n.stock FROM nights n
+	if err := addNights(ctx, tx, sales, rules, `SELECT n.sale_id, n.date, n.stock, n.start_time, n.minutes FROM nights n
 		JOIN sales s ON s.id = n.sale_id WHERE s.ends_at_ms > ? ORDER BY n.sale_id, n.idx`, ms(now)); err != nil {
 		return nil, fmt.Errorf("sales: nights: %w", err)
 	}
@@ -94,7 +94,8 @@ func (s *Store) Sales(ctx context.Context, now time.Time) ([]*flashsale.Sale, er
 }
 
 // addNights gives sales their nights from a query of (sale_id, date,
-// stock) rows in night order: one query for all of them, not one each.
+// stock, start_time, minutes) rows in night order: one query for all of
+// them, not one each.
 // Then each sale's nights take their stay rules from the sale's rules
 // (scanSales's, indexed as sales).
 func addNights(ctx context.Context, q queryer, sales []*flashsale.Sale, rules []sqlrows.Rules, query string, args ...any) error {
@@ -110,7 +111,7 @@ func addNights(ctx context.Context, q queryer, sales []*flashsale.Sale, rules []
 	for rows.Next() {
 		var id string
 		var n flashsale.Night
-		if err := rows.Scan(&id, &n.Date, &n.Stock); err != nil {
+		if err := rows.Scan(&id, &n.Date, &n.Stock, &n.Time, &n.Minutes); err != nil {
 			return err
 		}
 		if sale := byID[id]; sale != nil {
@@ -147,6 +148,16 @@ func nightStocks(ctx context.Context, q queryer, saleID string) ([]flashsale.Nig
 	return sqlrows.NightStocks(rows)
 }
 
+// units reads a sale's units as stored (sqlrows.Units).
+func units(ctx context.Context, q queryer, saleID string) ([]flashsale.Night, error) {
+	rows, err := q.QueryContext(ctx, `SELECT date, stock, start_time, minutes FROM nights WHERE sale_id = ? ORDER BY idx`, saleID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	return sqlrows.Units(rows)
+}
+
 // findSale reads one sale and its nights.
 func findSale(ctx context.Context, q queryer, id string) (*flashsale.Sale, error) {
 	sales, rules, err := scanSales(ctx, q, `WHERE id = ?`, id)
@@ -156,7 +167,7 @@ func findSale(ctx context.Context, q queryer, id string) (*flashsale.Sale, error
 	if len(sales) == 0 {
 		return nil, flashsale.ErrNotFound
 	}
-	if err := addNights(ctx, q, sales, rules, `SELECT sale_id, date, stock FROM nights WHERE sale_id = ? ORDER BY idx`, id); err != nil {
+	if err := addNights(ctx, q, sales, rules, `SELECT sale_id, date, stock, start_time, minutes FROM nights WHERE sale_id = ? ORDER BY idx`, id); err != nil {
 		return nil, err
 	}
 	return sales[0], nil
@@ -168,7 +179,7 @@ func findSale(ctx context.Context, q queryer, id string) (*flashsale.Sale, error
 func scanSales(ctx context.Context, q queryer, tail string, args ...any) ([]*flashsale.Sale, []sqlrows.Rules, error) {
 	rows, err := q.QueryContext(ctx, `SELECT id, title, hotel, room_type, price, original_price, currency,
 		starts_at_ms, ends_at_ms, per_user_limit, hold_seconds, purchase_token, min_tier, created_at_ms,
-		min_stays_30d, channels, limit_per_sale, limit_per_user, limit_per_ip, challenge_difficulty, price_tiers, test, time_zone, waiting_room, stay_rules,
+		min_stays_30d, channels, limit_per_sale, limit_per_user, limit_per_ip, challenge_difficulty, price_tiers, test, time_zone, waiting_room, stay_rules, kind,
 		description, paused, revision
 		FROM sales `+tail, args...)
 	if err != nil {

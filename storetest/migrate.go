@@ -61,7 +61,8 @@ func RunMigrate(t *testing.T, open func(ctx context.Context) (Migrator, error), 
 // release before them (their DDL undone, their records gone) and Migrate
 // has applied them again, and still sells. A sale from before the waiting
 // room (0011) has none; one from before the stay rules (0013) has none on
-// any night.
+// any night; one from before kinds (0014) is a stay (kind "") whose nights
+// have no time and no minutes.
 func RunMigrateOverSales[S ServerStore](t *testing.T, s S, previous func(ctx context.Context, s S) error) {
 	ctx := t.Context()
 	sale := mustCreateSale(t, s.Roles(), newSale("s1", 1, 5, 6))
@@ -77,9 +78,15 @@ func RunMigrateOverSales[S ServerStore](t *testing.T, s S, previous func(ctx con
 	if got.WaitingRoom != nil {
 		t.Errorf("a sale from before the waiting room has one: %+v", got.WaitingRoom)
 	}
+	if got.Kind != "" {
+		t.Errorf("a sale from before kinds reads back of kind %q, want \"\" (a stay)", got.Kind)
+	}
 	for _, n := range got.Nights {
 		if n.StayRules.Set() {
 			t.Errorf("a sale from before the stay rules has some on %s: %+v", n.Date, n.StayRules)
+		}
+		if n.Time != "" || n.Minutes != 0 {
+			t.Errorf("a night from before kinds, %s, has time %q, minutes %d", n.Date, n.Time, n.Minutes)
 		}
 	}
 	checkSale(t, s.Roles(), sale)

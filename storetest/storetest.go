@@ -66,6 +66,7 @@ func Run(t *testing.T, open OpenFunc) {
 	t.Run("Storm", func(t *testing.T) { testStorm(t, open) })
 	t.Run("UpdateSale", func(t *testing.T) { testUpdateSale(t, open) })
 	t.Run("StayRules", func(t *testing.T) { testStayRules(t, open) })
+	t.Run("Kinds", func(t *testing.T) { testKinds(t, open) })
 	t.Run("AdjustStock", func(t *testing.T) { testAdjustStock(t, open) })
 	t.Run("AdjustStorm", func(t *testing.T) { testAdjustStorm(t, open) })
 	t.Run("ListSales", func(t *testing.T) { testListSales(t, open) })

@@ -130,6 +130,10 @@ type SaleEdit struct {
 	Update func() (bool, error)
 	// Exists reports whether the sale exists.
 	Exists func() (bool, error)
+	// Units reads the stored units (date, time, minutes, stock) in unit
+	// order: what decides a rewrite, a slot's time being as much the unit
+	// as its date.
+	Units func() ([]flashsale.Night, error)
 	// Nights reads the stored nights with their counters, in night order;
 	// with lock, locking them against payments and reapers.
 	Nights func(lock bool) ([]flashsale.NightStock, error)
@@ -142,7 +146,7 @@ type SaleEdit struct {
 // UpdateSale is flashsale.Store.UpdateSale around a store's statements,
 // the same steps in every engine: the conditional update (no row: ErrStale,
 // or ErrNotFound when there is no sale), the nights rewritten only when
-// their dates or stocks differ and none of their rooms is held or sold
+// their dates, times, minutes or stocks differ and none of their rooms is held or sold
 // (ErrStockInUse), and the change logged with the new revision. The caller
 // holds the sale row after Update, so nothing else changes a date or a
 // stock meanwhile: a plain read decides whether to rewrite, and only then
@@ -162,7 +166,7 @@ func UpdateSale(e SaleEdit, wanted []flashsale.Night, rev int64, c flashsale.Sal
 		}
 		return flashsale.ErrStale
 	}
-	stored, err := e.Nights(false)
+	stored, err := e.Units()
 	if err != nil {
 		return err
 	}
@@ -184,14 +188,17 @@ func UpdateSale(e SaleEdit, wanted []flashsale.Night, rev int64, c flashsale.Sal
 	return e.Log(c)
 }
 
-// nightsChanged reports whether want differs from the stored nights in
-// date or stock.
-func nightsChanged(stored []flashsale.NightStock, want []flashsale.Night) bool {
+// nightsChanged reports whether want differs from the stored units in
+// date, time, minutes or stock: a slot moved to 19:30, or lengthened, is
+// another unit for whoever booked it, as a night moved to another date is.
+// Stay rules are the sale row's and no change of units.
+func nightsChanged(stored, want []flashsale.Night) bool {
 	if len(stored) != len(want) {
 		return true
 	}
 	for i, n := range stored {
-		if n.Date != want[i].Date || n.Stock != want[i].Stock {
+		w := want[i]
+		if n.Date != w.Date || n.Time != w.Time || n.Minutes != w.Minutes || n.Stock != w.Stock {
 			return true
 		}
 	}
@@ -208,16 +215,21 @@ type StockChange struct {
 	// its counters after it; changed is false when the guard or the night
 	// refused it.
 	Adjust func() (night flashsale.NightStock, changed bool, err error)
-	// NightExists reports whether the sale has the night.
-	NightExists func() (bool, error)
+	// Units counts the sale's units on the delta's date: one for a
+	// stay's night; a slot sale has several on a date.
+	Units func() (int, error)
 	// Log appends a change.
 	Log func(c flashsale.SaleChange) error
 }
 
 // AdjustStock is flashsale.Store.AdjustStock around a store's statements:
-// ErrNotFound for an unknown sale or night, ErrStockInUse when the guard
-// refused, else the night's counters, the change logged with the sale's new
-// revision.
+// ErrNotFound for an unknown sale or night, ErrInvalid for a date that
+// names several units (a slot sale's: a StockDelta names a unit by date
+// alone, and the update would change every slot of the day while the
+// engine changes one), ErrStockInUse when the guard refused, else the
+// night's counters, the change logged with the sale's new revision. The
+// units are counted under the sale row Bump holds, so no rewrite of them
+// runs in between.
 func AdjustStock(st StockChange, c flashsale.SaleChange) (*flashsale.NightStock, error) {
 	rev, found, err := st.Bump()
 	if err != nil {
@@ -226,18 +238,19 @@ func AdjustStock(st StockChange, c flashsale.SaleChange) (*flashsale.NightStock,
 	if !found {
 		return nil, flashsale.ErrNotFound
 	}
+	switch units, err := st.Units(); {
+	case err != nil:
+		return nil, err
+	case units == 0:
+		return nil, flashsale.ErrNotFound
+	case units > 1:
+		return nil, flashsale.Errorf(flashsale.EInvalid, "the date names %d slots of the sale, not one night", units)
+	}
 	night, changed, err := st.Adjust()
 	if err != nil {
 		return nil, err
 	}
 	if !changed {
-		exists, err := st.NightExists()
-		switch {
-		case err != nil:
-			return nil, err
-		case !exists:
-			return nil, flashsale.ErrNotFound
-		}
 		return nil, flashsale.ErrStockInUse
 	}
 	night.Available = night.Stock - night.Held - night.Sold

@@ -76,3 +76,29 @@ func TestFilter(t *testing.T) {
 		}
 	})
 }
+
+// TestNightsChanged: a unit's time or minutes is as much the unit as its
+// date and stock; stay rules are no change of the units.
+func TestNightsChanged(t *testing.T) {
+	base := []flashsale.Night{{Date: "2030-01-01", Time: "19:00", Stock: 40}, {Date: "2030-01-01", Time: "21:30", Minutes: 60, Stock: 40}}
+	edit := func(f func(ns []flashsale.Night) []flashsale.Night) []flashsale.Night {
+		return f(append([]flashsale.Night(nil), base...))
+	}
+	for _, tc := range []struct {
+		name string
+		want []flashsale.Night
+		diff bool
+	}{
+		{"Same", edit(func(ns []flashsale.Night) []flashsale.Night { return ns }), false},
+		{"StayRules", edit(func(ns []flashsale.Night) []flashsale.Night { ns[0].StopSell = true; return ns }), false},
+		{"Time", edit(func(ns []flashsale.Night) []flashsale.Night { ns[0].Time = "19:30"; return ns }), true},
+		{"Minutes", edit(func(ns []flashsale.Night) []flashsale.Night { ns[1].Minutes = 90; return ns }), true},
+		{"Stock", edit(func(ns []flashsale.Night) []flashsale.Night { ns[1].Stock = 39; return ns }), true},
+		{"Date", edit(func(ns []flashsale.Night) []flashsale.Night { ns[1].Date = "2030-01-02"; return ns }), true},
+		{"Fewer", base[:1], true},
+	} {
+		if got := nightsChanged(base, tc.want); got != tc.diff {
+			t.Errorf("%s: nightsChanged = %v, want %v", tc.name, got, tc.diff)
+		}
+	}
+}

@@ -29,8 +29,8 @@ type Rows interface {
 // (id, title, hotel, room_type, price, original_price, currency,
 // starts_at_ms, ends_at_ms, per_user_limit, hold_seconds, purchase_token,
 // min_tier, created_at_ms, then the Rules columns, then description,
-// paused, revision) followed by one night's (date as YYYY-MM-DD, stock),
-// ordered by sale, then night.
+// paused, revision) followed by one unit's (date as YYYY-MM-DD, stock,
+// start_time, minutes), ordered by sale, then unit (idx).
 func Sales(rows Rows) ([]*flashsale.Sale, error) {
 	sales := []*flashsale.Sale{}
 	// The rules of the last sale, whose nights are read until the next
@@ -48,7 +48,7 @@ func Sales(rows Rows) ([]*flashsale.Sale, error) {
 			&sale.OriginalPrice, &sale.Currency, &startsAt, &endsAt, &sale.PerUserLimit,
 			&sale.HoldSeconds, &sale.PurchaseToken, &minTier, &createdAt}, rules.Dest()...)
 		dest = append(dest, &sale.Description, &sale.Paused, &sale.Revision)
-		if err := rows.Scan(append(dest, &night.Date, &night.Stock)...); err != nil {
+		if err := rows.Scan(append(dest, &night.Date, &night.Stock, &night.Time, &night.Minutes)...); err != nil {
 			return nil, err
 		}
 		if len(sales) == 0 || sales[len(sales)-1].ID != sale.ID {
@@ -93,7 +93,8 @@ func applyLast(sales []*flashsale.Sale, r *Rules) error {
 // instance's default), challenge_difficulty, price_tiers
 // ("rooms:price,...", ” for none), test, time_zone (” for none),
 // waiting_room (the WaitingRoom's JSON, ” for none), stay_rules (the
-// nights' StayRules, ” for none: see stayRules).
+// nights' StayRules, ” for none: see stayRules), kind (the Kind as given,
+// ” for a sale from before kinds, which is a stay).
 type Rules struct {
 	MinStays30d             int
 	Channels                string
@@ -104,6 +105,7 @@ type Rules struct {
 	TimeZone                string
 	WaitingRoom             string
 	StayRules               string
+	Kind                    string
 }
 
 // RulesOf is what a store writes for sale's rules, or an error for rules
@@ -135,6 +137,7 @@ func RulesOf(sale *flashsale.Sale) (Rules, error) {
 		TimeZone:    sale.TimeZone,
 		WaitingRoom: room,
 		StayRules:   stay,
+		Kind:        string(sale.Kind),
 	}, nil
 }
 
@@ -238,12 +241,12 @@ func parsePriceTiers(v string) ([]flashsale.PriceTier, error) {
 
 // Args are the Rules as query arguments, in column order.
 func (r *Rules) Args() []any {
-	return []any{r.MinStays30d, r.Channels, r.PerSale, r.PerUser, r.PerIP, r.Difficulty, r.PriceTiers, r.Test, r.TimeZone, r.WaitingRoom, r.StayRules}
+	return []any{r.MinStays30d, r.Channels, r.PerSale, r.PerUser, r.PerIP, r.Difficulty, r.PriceTiers, r.Test, r.TimeZone, r.WaitingRoom, r.StayRules, r.Kind}
 }
 
 // Dest are the scan destinations of the Rules columns, in column order.
 func (r *Rules) Dest() []any {
-	return []any{&r.MinStays30d, &r.Channels, &r.PerSale, &r.PerUser, &r.PerIP, &r.Difficulty, &r.PriceTiers, &r.Test, &r.TimeZone, &r.WaitingRoom, &r.StayRules}
+	return []any{&r.MinStays30d, &r.Channels, &r.PerSale, &r.PerUser, &r.PerIP, &r.Difficulty, &r.PriceTiers, &r.Test, &r.TimeZone, &r.WaitingRoom, &r.StayRules, &r.Kind}
 }
 
 // Apply sets sale's rules from what was read, all but the nights' stay
@@ -262,6 +265,7 @@ func (r *Rules) Apply(sale *flashsale.Sale) error {
 	sale.PriceTiers = tiers
 	sale.Test = r.Test
 	sale.TimeZone = r.TimeZone
+	sale.Kind = flashsale.Kind(r.Kind)
 	if sale.WaitingRoom, err = parseWaitingRoom(r.WaitingRoom); err != nil {
 		return err
 	}
@@ -280,6 +284,21 @@ func (r *Rules) Apply(sale *flashsale.Sale) error {
 		*l.to = &rate
 	}
 	return nil
+}
+
+// Units reads a sale's (date as YYYY-MM-DD, stock, start_time, minutes)
+// rows in unit order: its units as stored, without their stay rules (the
+// sale's column), for UpdateSale to tell whether they changed.
+func Units(rows Rows) ([]flashsale.Night, error) {
+	var units []flashsale.Night
+	for rows.Next() {
+		var n flashsale.Night
+		if err := rows.Scan(&n.Date, &n.Stock, &n.Time, &n.Minutes); err != nil {
+			return nil, err
+		}
+		units = append(units, n)
+	}
+	return units, rows.Err()
 }
 
 // NightStocks reads (date, stock, held, sold) rows in night order, or

@@ -162,3 +162,21 @@ func TestRulesStayRules(t *testing.T) {
 		}
 	})
 }
+
+// TestRulesKind: the kind is kept as given, "" for a sale that names
+// none (a stay, as every sale from before kinds), and read back so.
+func TestRulesKind(t *testing.T) {
+	for _, k := range []flashsale.Kind{"", flashsale.KindStay, flashsale.KindSlot} {
+		r, err := RulesOf(&flashsale.Sale{Kind: k})
+		if err != nil {
+			t.Fatalf("RulesOf(kind %q): %v", k, err)
+		}
+		if r.Kind != string(k) {
+			t.Errorf("kind %q kept as %q", k, r.Kind)
+		}
+		got := flashsale.Sale{Kind: "bogus"}
+		if err := r.Apply(&got); err != nil || got.Kind != k {
+			t.Errorf("kind %q read back as %q (%v)", k, got.Kind, err)
+		}
+	}
+}

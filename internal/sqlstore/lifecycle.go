@@ -53,7 +53,7 @@ func (db Store) UpdateSale(ctx context.Context, sale *flashsale.Sale, rev int64,
 				return affected(tx.Exec(ctx, `UPDATE sales SET title = ?, hotel = ?, room_type = ?, price = ?,
 					original_price = ?, currency = ?, starts_at_ms = ?, ends_at_ms = ?, per_user_limit = ?,
 					hold_seconds = ?, purchase_token = ?, min_tier = ?, min_stays_30d = ?, channels = ?,
-					limit_per_sale = ?, limit_per_user = ?, limit_per_ip = ?, challenge_difficulty = ?, price_tiers = ?, test = ?, time_zone = ?, waiting_room = ?, stay_rules = ?,
+					limit_per_sale = ?, limit_per_user = ?, limit_per_ip = ?, challenge_difficulty = ?, price_tiers = ?, test = ?, time_zone = ?, waiting_room = ?, stay_rules = ?, kind = ?,
 					description = ?, paused = ?, revision = revision + 1
 					WHERE id = ? AND revision = ?`,
 					append(append([]any{sale.Title, sale.Hotel, sale.RoomType, sale.Price, sale.OriginalPrice,
@@ -64,6 +64,7 @@ func (db Store) UpdateSale(ctx context.Context, sale *flashsale.Sale, rev int64,
 			Exists: func() (bool, error) {
 				return exists(ctx, tx, "SELECT EXISTS(SELECT 1 FROM sales WHERE id = ?)", sale.ID)
 			},
+			Units: func() ([]flashsale.Night, error) { return db.dialect.units(ctx, tx, sale.ID) },
 			Nights: func(lock bool) ([]flashsale.NightStock, error) {
 				return db.dialect.nightStocks(ctx, tx, sale.ID, lock)
 			},
@@ -127,9 +128,10 @@ func (db Store) AdjustStock(ctx context.Context, saleID string, d flashsale.Stoc
 				return n, true, tx.QueryRow(ctx, `SELECT `+counters+` FROM nights WHERE sale_id = ? AND date = `+db.dialect.DateArg,
 					saleID, d.Date).Scan(&n.Date, &n.Stock, &n.Held, &n.Sold)
 			},
-			NightExists: func() (bool, error) {
-				return exists(ctx, tx, "SELECT EXISTS(SELECT 1 FROM nights WHERE sale_id = ? AND date = "+db.dialect.DateArg+")",
-					saleID, d.Date)
+			Units: func() (n int, err error) {
+				err = tx.QueryRow(ctx, "SELECT COUNT(*) FROM nights WHERE sale_id = ? AND date = "+db.dialect.DateArg,
+					saleID, d.Date).Scan(&n)
+				return n, err
 			},
 			Log: func(c flashsale.SaleChange) error { return logChange(ctx, tx, saleID, c) },
 		}, c)

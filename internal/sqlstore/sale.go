@@ -27,9 +27,9 @@ func (db Store) CreateSale(ctx context.Context, sale *flashsale.Sale) error {
 	err = db.inTx(ctx, "create_sale", func(tx Querier) error {
 		_, err := tx.Exec(ctx, `INSERT INTO sales (id, title, hotel, room_type, price, original_price,
 			currency, starts_at_ms, ends_at_ms, per_user_limit, hold_seconds, purchase_token, min_tier, created_at_ms,
-			min_stays_30d, channels, limit_per_sale, limit_per_user, limit_per_ip, challenge_difficulty, price_tiers, test, time_zone, waiting_room, stay_rules,
+			min_stays_30d, channels, limit_per_sale, limit_per_user, limit_per_ip, challenge_difficulty, price_tiers, test, time_zone, waiting_room, stay_rules, kind,
 			description, paused, revision)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			append(append([]any{sale.ID, sale.Title, sale.Hotel, sale.RoomType, sale.Price, sale.OriginalPrice,
 				sale.Currency, sqlrows.MS(sale.StartsAt), sqlrows.MS(sale.EndsAt), sale.PerUserLimit, sale.HoldSeconds,
 				sale.PurchaseToken, string(sale.Eligibility.MinTier), sqlrows.MS(sale.CreatedAt)}, rules.Args()...),
@@ -48,13 +48,14 @@ func (db Store) CreateSale(ctx context.Context, sale *flashsale.Sale) error {
 	return nil
 }
 
-// saleColumns joins a sale (s) with its nights (n): one row per night, in
+// saleColumns joins a sale (s) with its units (n): one row per unit, in
 // sqlrows.Sales's column order.
 func (d Dialect) saleColumns() string {
 	return `s.id, s.title, s.hotel, s.room_type, s.price, s.original_price, s.currency,
 	s.starts_at_ms, s.ends_at_ms, s.per_user_limit, s.hold_seconds, s.purchase_token, s.min_tier,
 	s.created_at_ms, s.min_stays_30d, s.channels, s.limit_per_sale, s.limit_per_user, s.limit_per_ip,
-	s.challenge_difficulty, s.price_tiers, s.test, s.time_zone, s.waiting_room, s.stay_rules, s.description, s.paused, s.revision, ` + d.Date("n.date") + `, n.stock`
+	s.challenge_difficulty, s.price_tiers, s.test, s.time_zone, s.waiting_room, s.stay_rules, s.kind, s.description, s.paused, s.revision, ` + d.Date("n.date") + `, n.stock,
+	n.start_time, n.minutes`
 }
 
 // Sale is flashsale.Store.Sale: one sale with its nights, or ErrNotFound.
@@ -99,6 +100,12 @@ func (db Store) NightStocks(ctx context.Context, saleID string) ([]flashsale.Nig
 		return nil, fmt.Errorf("night stocks: sale=%s: %w", saleID, err)
 	}
 	return nights, nil
+}
+
+// units reads a sale's units as stored (sqlrows.Units) through q.
+func (d Dialect) units(ctx context.Context, q Querier, saleID string) ([]flashsale.Night, error) {
+	return queryRows(ctx, q, sqlrows.Units, `SELECT `+d.Date("date")+`, stock, start_time, minutes
+		FROM nights WHERE sale_id = ? ORDER BY idx`, saleID)
 }
 
 // nightStocks reads a sale's nights with their counters through q, in
