@@ -62,12 +62,15 @@ type Order struct {
 	Status         OrderStatus `json:"status"`
 	FirstNight     int         `json:"-"`
 	CheckIn        string      `json:"check_in"`
-	Nights         int         `json:"nights"`
-	Rooms          int         `json:"rooms"`
-	Amount         int64       `json:"amount"`
-	Currency       string      `json:"currency"`
-	HoldExpiresAt  time.Time   `json:"hold_expires_at"`
-	PaymentRef     string      `json:"payment_ref,omitempty"`
+	// Slot is a slot sale's order's slot, "2026-12-24T19:00" in the
+	// venue's zone (its date is CheckIn); "" for a stay.
+	Slot          string    `json:"slot,omitempty"`
+	Nights        int       `json:"nights"`
+	Rooms         int       `json:"rooms"`
+	Amount        int64     `json:"amount"`
+	Currency      string    `json:"currency"`
+	HoldExpiresAt time.Time `json:"hold_expires_at"`
+	PaymentRef    string    `json:"payment_ref,omitempty"`
 	// FailureReason says why a failed order failed, for its owner and the
 	// audit ("sold_out", or what the order path gave up on).
 	FailureReason string    `json:"failure_reason,omitempty"`

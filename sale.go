@@ -36,6 +36,9 @@ type Sale struct {
 	Description string `json:"description,omitempty"`
 	Hotel       string `json:"hotel"`
 	RoomType    string `json:"room_type"`
+	// Kind is what the sale's units are (kind.go): a stay's nights (the
+	// default, ""), or a venue's time slots.
+	Kind Kind `json:"kind,omitempty"`
 	// TimeZone is the hotel's, an IANA name (Asia/Shanghai): a night's date
 	// is a civil date there, so the date rules (CheckNights) judge it
 	// there. Empty: unknown, and they allow a day's slack instead.
@@ -199,6 +202,12 @@ func (s *Sale) validatePriceTiers() error {
 type Night struct {
 	Date  string `json:"date"`
 	Stock int    `json:"stock"`
+	// Time is a slot's start on Date, "19:00" in the venue's time zone,
+	// for a sale of kind slot; "" for a stay's night.
+	Time string `json:"time,omitempty"`
+	// Minutes is a slot's length (a spa appointment's), 0 when the slot
+	// names none (a restaurant's service).
+	Minutes int `json:"minutes,omitempty"`
 	// StayRules are the night's restrictions (stay.go), flattened into
 	// the night's JSON.
 	StayRules
@@ -207,7 +216,10 @@ type Night struct {
 // NightStock is a night's counters in the database. Available is what is
 // neither held nor sold.
 type NightStock struct {
-	Date      string `json:"date"`
+	Date string `json:"date"`
+	// Time is a slot's start (Night.Time) where a view shows it; the
+	// stores' counters leave it empty.
+	Time      string `json:"time,omitempty"`
 	Stock     int    `json:"stock"`
 	Available int    `json:"available"`
 	Held      int    `json:"held"`
@@ -467,8 +479,18 @@ func (s *Sale) Validate() error {
 			return err
 		}
 	}
+	switch s.KindOf() {
+	case KindStay:
+	case KindSlot:
+		return s.validateSlots()
+	default:
+		return Errorf(EInvalid, "kind must be %s or %s", KindStay, KindSlot)
+	}
 	var prev time.Time
 	for i, n := range s.Nights {
+		if n.Time != "" || n.Minutes != 0 {
+			return Errorf(EInvalid, "nights[%d]: time and minutes are a slot's (kind %s); a stay's night has neither", i, KindSlot)
+		}
 		d, err := time.Parse(DateLayout, n.Date)
 		if err != nil {
 			return Errorf(EInvalid, "nights[%d].date must be a date like 2026-12-24", i)
@@ -501,10 +523,14 @@ func EarliestNight(t time.Time) string { return t.UTC().Add(-dateSlack).Format(D
 // at now, or one before the sale opens at StartsAt (a console default or a
 // wrong year does that). Validate cannot, since it knows no clock; the
 // funnel checks this on create, and on an edit of the nights, starts_at or
-// time_zone. Both are judged as NightPassed judges.
+// time_zone. Both are judged as NightPassed judges; a slot sale's, as
+// SlotStarted judges.
 func (s *Sale) CheckNights(now time.Time) error {
 	if _, err := s.Location(); err != nil {
 		return err
+	}
+	if s.KindOf() == KindSlot {
+		return s.checkSlots(now)
 	}
 	for i, n := range s.Nights {
 		switch {

@@ -22,7 +22,10 @@ type PurchaseRequest struct {
 	Token          string // required when the sale has PurchaseToken
 	CheckIn        string // defaults to the sale's first night
 	Nights         int    // defaults to 1
-	Rooms          int    // defaults to 1
+	Rooms          int    // defaults to 1; a slot sale's quantity (covers, places)
+	// Slot names a slot sale's unit, "2026-12-24T19:00" (SlotLayout);
+	// required there, and only there, in place of CheckIn and Nights.
+	Slot string
 	// ClientIP is the guest's address, for the per-address purchase limit.
 	ClientIP string
 }

@@ -483,11 +483,16 @@ func (s *Service) publicView(ctx context.Context, sale *flashsale.Sale) (*flashs
 	// nights.
 	now := s.now()
 	nights := make([]flashsale.NightStock, 0, len(sale.Nights))
+	slots := sale.KindOf() == flashsale.KindSlot
 	for i, n := range sale.Nights {
-		if sale.NightPassed(n.Date, now) {
+		if slots {
+			if start, err := sale.SlotStart(i); err != nil || !now.Before(start) {
+				continue // a slot that has started is not offered
+			}
+		} else if sale.NightPassed(n.Date, now) {
 			continue
 		}
-		ns := flashsale.NightStock{Date: n.Date, Stock: n.Stock}
+		ns := flashsale.NightStock{Date: n.Date, Time: n.Time, Stock: n.Stock}
 		if i < len(avail) {
 			ns.Available = avail[i]
 		}

@@ -48,23 +48,14 @@ func (s *Service) purchase(ctx context.Context, u flashsale.User, req flashsale.
 		return nil, err
 	}
 	now := s.now()
-	if req.CheckIn == "" {
-		req.CheckIn = firstNight(sale, now)
-	}
-	if req.Nights == 0 {
-		req.Nights = 1
-	}
 	if req.Rooms == 0 {
 		req.Rooms = 1
 	}
 	if req.Rooms < 0 || req.Rooms > MaxRooms {
 		return nil, flashsale.Errorf(flashsale.EInvalid, "rooms must be between 1 and %d", MaxRooms)
 	}
-	first, err := sale.Stay(req.CheckIn, req.Nights)
+	first, err := resolve(sale, &req, now)
 	if err != nil {
-		return nil, err
-	}
-	if err := sale.CheckCheckIn(req.CheckIn, now); err != nil {
 		return nil, err
 	}
 	if !sale.PurchaseToken { // with tokens, the token's issue was the gate
@@ -170,6 +161,37 @@ func (s *Service) purchase(ctx context.Context, u flashsale.User, req flashsale.
 	s.obs.Reserved(sale.ID)
 	s.spend(ctx, u, sale)
 	return s.write(ctx, sale, r)
+}
+
+// resolve finds the units a purchase asks for, by the sale's kind, and
+// fills the request's defaults: a stay's check-in (the first night not
+// passed) and nights (1); a slot sale's one unit. It returns the first
+// unit's index.
+func resolve(sale *flashsale.Sale, req *flashsale.PurchaseRequest, now time.Time) (int, error) {
+	if sale.KindOf() == flashsale.KindSlot {
+		switch {
+		case req.Slot == "":
+			return 0, flashsale.Errorf(flashsale.EInvalid, "slot is required: this sale sells time slots (like %s)", sale.SlotName(0))
+		case req.CheckIn != "" || req.Nights > 1:
+			return 0, flashsale.Errorf(flashsale.EInvalid, "a slot is bought by its slot, without check_in or nights")
+		}
+		req.Nights = 1
+		return sale.Slot(req.Slot, now)
+	}
+	if req.Slot != "" {
+		return 0, flashsale.Errorf(flashsale.EInvalid, "slot is for slot sales; this sale sells stays (check_in and nights)")
+	}
+	if req.CheckIn == "" {
+		req.CheckIn = firstNight(sale, now)
+	}
+	if req.Nights == 0 {
+		req.Nights = 1
+	}
+	first, err := sale.Stay(req.CheckIn, req.Nights)
+	if err != nil {
+		return 0, err
+	}
+	return first, sale.CheckCheckIn(req.CheckIn, now)
 }
 
 // newReservation is the order a purchase asks for, at the sale's price per
@@ -406,12 +428,16 @@ func (s *Service) storeOrder(ctx context.Context, id string) (*flashsale.Order, 
 }
 
 func orderOf(sale *flashsale.Sale, r *flashsale.Reservation, status flashsale.OrderStatus) *flashsale.Order {
-	return &flashsale.Order{
+	o := &flashsale.Order{
 		ID: r.OrderID, SaleID: r.SaleID, UserID: r.UserID, IdempotencyKey: r.IdempotencyKey,
 		Status: status, FirstNight: r.FirstNight, CheckIn: sale.Nights[r.FirstNight].Date,
 		Nights: r.Nights, Rooms: r.Rooms, Amount: r.Amount, Currency: sale.Currency,
 		HoldExpiresAt: r.HoldExpiresAt,
 	}
+	if sale.Nights[r.FirstNight].Time != "" {
+		o.Slot = sale.SlotName(r.FirstNight)
+	}
+	return o
 }
 
 // Cancel ends a held order and gives its units back. Cancelling a cancelled

@@ -34,21 +34,25 @@ var engines = []struct {
 	open func(testing.TB) flashsale.StockEngine
 }{
 	{"InMemory", func(testing.TB) flashsale.StockEngine { return inmem.NewEngine().Roles() }},
-	{"Redis", func(tb testing.TB) flashsale.StockEngine {
-		url := testenv.URL(tb, testenv.Redis)
-		prefix := testenv.Name("fs-tok-") + ":"
-		e, err := redis.Open(context.Background(), url, redis.Options{Prefix: prefix}, slog.New(slog.DiscardHandler))
-		if err != nil {
-			tb.Fatal(err)
+	{"Redis", func(tb testing.TB) flashsale.StockEngine { return openRedis(tb, "fs-tok-").Roles() }},
+}
+
+// openRedis opens the Redis engine on a prefix of the test's own (name
+// and a random part), deleting its keys when the test ends.
+func openRedis(tb testing.TB, name string) *redis.Engine {
+	url := testenv.URL(tb, testenv.Redis)
+	prefix := testenv.Name(name) + ":"
+	e, err := redis.Open(context.Background(), url, redis.Options{Prefix: prefix, Timeout: 5 * time.Second}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		e.Close()
+		if err := testenv.DeleteKeys(url, prefix); err != nil {
+			tb.Error(err)
 		}
-		tb.Cleanup(func() {
-			e.Close()
-			if err := testenv.DeleteKeys(url, prefix); err != nil {
-				tb.Error(err)
-			}
-		})
-		return e.Roles()
-	}},
+	})
+	return e
 }
 
 func mustDeploy(tb testing.TB, engine flashsale.StockEngine) *deployment {

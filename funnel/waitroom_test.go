@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math"
 	"path/filepath"
 	"slices"
@@ -16,8 +15,6 @@ import (
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/funnel"
 	"github.com/flashsale/flashsale/inmem"
-	"github.com/flashsale/flashsale/internal/testenv"
-	"github.com/flashsale/flashsale/redis"
 )
 
 // roomEnv is a Service with a waiting room's queue, whose admission loop
@@ -59,21 +56,7 @@ func TestWaitingRoom(t *testing.T) {
 func queues() map[string]func(testing.TB) flashsale.Queue {
 	return map[string]func(testing.TB) flashsale.Queue{
 		"InMemory": func(testing.TB) flashsale.Queue { return inmem.NewQueue() },
-		"Redis": func(tb testing.TB) flashsale.Queue {
-			url := testenv.URL(tb, testenv.Redis)
-			prefix := testenv.Name("fs-room-") + ":"
-			e, err := redis.Open(context.Background(), url, redis.Options{Prefix: prefix, Timeout: 5 * time.Second}, slog.New(slog.DiscardHandler))
-			if err != nil {
-				tb.Fatal(err)
-			}
-			tb.Cleanup(func() {
-				e.Close()
-				if err := testenv.DeleteKeys(url, prefix); err != nil {
-					tb.Error(err)
-				}
-			})
-			return e.Queue()
-		},
+		"Redis":    func(tb testing.TB) flashsale.Queue { return openRedis(tb, "fs-room-").Queue() },
 	}
 }
 

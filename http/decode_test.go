@@ -172,6 +172,7 @@ func TestDecodePurchase(t *testing.T) {
 		{"All", `{"token":"abc","check_in":"` + testenv.Night(0) + `","nights":2,"rooms":3}`, purchaseBody{Token: "abc", CheckIn: testenv.Night(0), Nights: 2, Rooms: 3}},
 		{"Max", `{"nights":366,"rooms":1000}`, purchaseBody{Nights: 366, Rooms: 1000}},
 		{"TrailingWhitespace", "{\"rooms\":1}\n\n", purchaseBody{Rooms: 1}},
+		{"Slot", `{"slot":"2031-06-11T19:00","quantity":4}`, purchaseBody{Slot: "2031-06-11T19:00", Rooms: 4}},
 	}
 	for _, tt := range ok {
 		t.Run(tt.name, func(t *testing.T) {
@@ -189,6 +190,12 @@ func TestDecodePurchase(t *testing.T) {
 		name, body, code, msg string
 	}{
 		{"Null", `null`, flashsale.EInvalid, "JSON object"},
+		{"SlotBad", `{"slot":"2031-06-11 19:00"}`, flashsale.EInvalid, "slot must be"},
+		{"SlotNoTime", `{"slot":"2031-06-11"}`, flashsale.EInvalid, "slot must be"},
+		{"SlotNumber", `{"slot":1900}`, flashsale.EInvalid, "slot"},
+		{"QuantityAndRooms", `{"quantity":2,"rooms":2}`, flashsale.EInvalid, "not both"},
+		{"QuantityZero", `{"quantity":0}`, flashsale.EInvalid, "quantity must be between"},
+		{"QuantityHuge", `{"quantity":1001}`, flashsale.EInvalid, "quantity must be between"},
 		{"Array", `[{"rooms":1}]`, flashsale.EInvalid, "JSON object"},
 		{"Number", `1`, flashsale.EInvalid, "JSON object"},
 		{"Malformed", `{"rooms":1,}`, flashsale.EInvalid, "malformed JSON"},
@@ -276,6 +283,7 @@ func FuzzDecodePurchase(f *testing.F) {
 		`{"token":"abc","check_in":"` + testenv.Night(0) + `","nights":2,"rooms":3}`, `{"rooms":"1"}`, `{"rooms":1e3}`,
 		`{"check_in":"2026-02-30"}`, `{"room":1}`, `{"rooms":1}{}`, `{"rooms":`, "\xff", `{"token":"\u0000"}`,
 		`{"ROOMS":5}`, `{"rooms":5,"rooms":1}`, `{"rooms":1,"r\u006foms":2}`, `{"token":"\xff"}`,
+		`{"slot":"2031-06-11T19:00","quantity":4}`, `{"slot":"2031-06-11T25:00"}`, `{"quantity":3,"rooms":3}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -293,6 +301,11 @@ func FuzzDecodePurchase(f *testing.F) {
 		}
 		if len(b.Token) > MaxPurchaseToken {
 			t.Fatalf("token of %d bytes", len(b.Token))
+		}
+		if b.Slot != "" {
+			if _, err := time.Parse(flashsale.SlotLayout, b.Slot); err != nil {
+				t.Fatalf("slot %q is not a slot", b.Slot)
+			}
 		}
 		if b.CheckIn != "" {
 			if _, err := time.Parse(flashsale.DateLayout, b.CheckIn); err != nil {

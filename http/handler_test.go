@@ -379,7 +379,7 @@ func TestPublicSaleJSON(t *testing.T) {
 	if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"currency", "eligibility", "ends_at", "hotel", "id", "nights", "original_price", "per_user_limit",
+	want := []string{"currency", "eligibility", "ends_at", "hotel", "id", "kind", "nights", "original_price", "per_user_limit",
 		"price", "purchase_token", "room_type", "server_time", "starts_at", "status", "title"}
 	if diff := cmp.Diff(want, slices.Sorted(mapsKeys(got))); diff != "" {
 		t.Fatalf("public sale fields (-want +got):\n%s", diff)

@@ -30,6 +30,11 @@ type purchaseWire struct {
 	CheckIn string `json:"check_in"`
 	Nights  *int   `json:"nights"`
 	Rooms   *int   `json:"rooms"`
+	// Slot and Quantity are a slot sale's: which slot, and how many of
+	// its places (a table for 4 is 4 covers); quantity is rooms by
+	// another name, so a request gives one or the other.
+	Slot     string `json:"slot"`
+	Quantity *int   `json:"quantity"`
 }
 
 // purchaseBody is a decoded purchase. Zero values mean "absent": the
@@ -39,6 +44,7 @@ type purchaseBody struct {
 	CheckIn string
 	Nights  int
 	Rooms   int
+	Slot    string
 }
 
 // decodePurchase decodes a purchase body from untrusted input. Every field
@@ -67,19 +73,30 @@ func decodePurchaseJSON(b []byte) (purchaseFields, error) {
 	if err := decodeJSON(b, &w, true); err != nil {
 		return purchaseFields{}, err
 	}
-	f := purchaseFields{Token: w.Token, CheckIn: w.CheckIn, HasNights: w.Nights != nil, HasRooms: w.Rooms != nil}
+	f := purchaseFields{Token: w.Token, CheckIn: w.CheckIn, HasNights: w.Nights != nil, HasRooms: w.Rooms != nil, Slot: w.Slot}
 	if w.Nights != nil {
 		f.Nights = *w.Nights
 	}
 	if w.Rooms != nil {
 		f.Rooms = *w.Rooms
 	}
+	if w.Quantity != nil {
+		if w.Rooms != nil {
+			return purchaseFields{}, flashsale.Errorf(flashsale.EInvalid, "give rooms or quantity, not both: they are one number")
+		}
+		f.Rooms, f.HasRooms, f.quantity = *w.Quantity, true, true
+	}
 	return f, nil
 }
 
 // check applies a purchase's bounds.
 func (f purchaseFields) check() (purchaseBody, error) {
-	b := purchaseBody{Token: f.Token, CheckIn: f.CheckIn}
+	b := purchaseBody{Token: f.Token, CheckIn: f.CheckIn, Slot: f.Slot}
+	if f.Slot != "" {
+		if _, err := time.Parse(flashsale.SlotLayout, f.Slot); err != nil {
+			return purchaseBody{}, flashsale.Errorf(flashsale.EInvalid, "slot must be a date and a start like 2026-12-24T19:00")
+		}
+	}
 	if len(f.Token) > MaxPurchaseToken {
 		return purchaseBody{}, flashsale.Errorf(flashsale.EInvalid, "token is longer than %d bytes", MaxPurchaseToken)
 	}
@@ -96,7 +113,11 @@ func (f purchaseFields) check() (purchaseBody, error) {
 	}
 	if f.HasRooms {
 		if f.Rooms < 1 || f.Rooms > MaxRooms {
-			return purchaseBody{}, flashsale.Errorf(flashsale.EInvalid, "rooms must be between 1 and %d", MaxRooms)
+			name := "rooms"
+			if f.quantity {
+				name = "quantity"
+			}
+			return purchaseBody{}, flashsale.Errorf(flashsale.EInvalid, "%s must be between 1 and %d", name, MaxRooms)
 		}
 		b.Rooms = f.Rooms
 	}
@@ -154,24 +175,26 @@ func validText(s string, max int) bool {
 
 // orderJSON is an order as its owner (and the payment platform) sees it.
 type orderJSON struct {
-	ID            string                `json:"order_id"`
-	SaleID        string                `json:"sale_id"`
-	UserID        string                `json:"user_id"`
-	Status        flashsale.OrderStatus `json:"status"`
-	CheckIn       string                `json:"check_in"`
-	Nights        int                   `json:"nights"`
-	Rooms         int                   `json:"rooms"`
-	Amount        int64                 `json:"amount"`
-	Currency      string                `json:"currency"`
-	HoldExpiresAt time.Time             `json:"hold_expires_at"`
-	PaymentRef    string                `json:"payment_ref,omitempty"`
-	FailureReason string                `json:"failure_reason,omitempty"`
-	CreatedAt     time.Time             `json:"created_at,omitzero"`
+	ID      string                `json:"order_id"`
+	SaleID  string                `json:"sale_id"`
+	UserID  string                `json:"user_id"`
+	Status  flashsale.OrderStatus `json:"status"`
+	CheckIn string                `json:"check_in"`
+	// Slot is a slot sale's order's slot (its date is check_in).
+	Slot          string    `json:"slot,omitempty"`
+	Nights        int       `json:"nights"`
+	Rooms         int       `json:"rooms"`
+	Amount        int64     `json:"amount"`
+	Currency      string    `json:"currency"`
+	HoldExpiresAt time.Time `json:"hold_expires_at"`
+	PaymentRef    string    `json:"payment_ref,omitempty"`
+	FailureReason string    `json:"failure_reason,omitempty"`
+	CreatedAt     time.Time `json:"created_at,omitzero"`
 }
 
 func orderView(o *flashsale.Order) orderJSON {
 	return orderJSON{
-		ID: o.ID, SaleID: o.SaleID, UserID: o.UserID, Status: o.Status, CheckIn: o.CheckIn,
+		ID: o.ID, SaleID: o.SaleID, UserID: o.UserID, Status: o.Status, CheckIn: o.CheckIn, Slot: o.Slot,
 		Nights: o.Nights, Rooms: o.Rooms, Amount: o.Amount, Currency: o.Currency,
 		HoldExpiresAt: o.HoldExpiresAt, PaymentRef: o.PaymentRef, FailureReason: o.FailureReason,
 		CreatedAt: o.CreatedAt,
@@ -298,7 +321,7 @@ func (s *Server) purchase(w http.ResponseWriter, r *http.Request, rawID string) 
 	}
 	o, err := s.svc.Purchase(r.Context(), u, flashsale.PurchaseRequest{
 		SaleID: id, IdempotencyKey: key, Token: b.Token,
-		CheckIn: b.CheckIn, Nights: b.Nights, Rooms: b.Rooms, ClientIP: s.clientIP(r),
+		CheckIn: b.CheckIn, Nights: b.Nights, Rooms: b.Rooms, Slot: b.Slot, ClientIP: s.clientIP(r),
 	})
 	if err != nil {
 		s.writeError(w, r, err)

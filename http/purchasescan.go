@@ -70,6 +70,10 @@ type purchaseFields struct {
 	Token, CheckIn      string
 	Nights, Rooms       int
 	HasNights, HasRooms bool
+	// Slot and quantity (rooms named quantity) are read by the strict
+	// decoder alone: a slot sale's purchases take the slower path.
+	Slot     string
+	quantity bool
 }
 
 type purchaseScanner struct {

@@ -16,6 +16,7 @@ type saleBody struct {
 	Description   string                `json:"description"`
 	Hotel         string                `json:"hotel"`
 	RoomType      string                `json:"room_type"`
+	Kind          flashsale.Kind        `json:"kind"`
 	TimeZone      string                `json:"time_zone"`
 	Nights        []flashsale.Night     `json:"nights"`
 	Price         int64                 `json:"price"`
@@ -70,6 +71,7 @@ func decodeSale(r io.Reader) (*flashsale.Sale, error) {
 		Description:   b.Description,
 		Hotel:         b.Hotel,
 		RoomType:      b.RoomType,
+		Kind:          b.Kind,
 		TimeZone:      b.TimeZone,
 		Nights:        b.Nights,
 		Price:         b.Price,
@@ -139,6 +141,7 @@ type saleJSON struct {
 	Description   string                 `json:"description,omitempty"`
 	Hotel         string                 `json:"hotel"`
 	RoomType      string                 `json:"room_type"`
+	Kind          flashsale.Kind         `json:"kind"`
 	TimeZone      string                 `json:"time_zone,omitempty"`
 	Price         int64                  `json:"price"`
 	OriginalPrice int64                  `json:"original_price"`
@@ -162,9 +165,11 @@ type saleJSON struct {
 	Nights        []adminNightJSON       `json:"nights"`
 }
 
-// adminNightJSON is a night's counters and its stay rules.
+// adminNightJSON is a night's counters and its stay rules (a slot's
+// counters, time and minutes).
 type adminNightJSON struct {
 	flashsale.NightStock
+	Minutes int `json:"minutes,omitempty"`
 	flashsale.StayRules
 }
 
@@ -172,10 +177,13 @@ func adminView(v *flashsale.SaleView) saleJSON {
 	s := v.Sale
 	nights := make([]adminNightJSON, len(v.Nights))
 	for i, n := range v.Nights {
-		nights[i] = adminNightJSON{NightStock: n, StayRules: rulesOf(s, i, n.Date)}
+		nights[i] = adminNightJSON{NightStock: n}
+		if u := unitOf(s, i, n); u != nil {
+			nights[i].Time, nights[i].Minutes, nights[i].StayRules = u.Time, u.Minutes, u.StayRules
+		}
 	}
 	return saleJSON{
-		ID: s.ID, Title: s.Title, Description: s.Description, Hotel: s.Hotel, RoomType: s.RoomType, TimeZone: s.TimeZone,
+		ID: s.ID, Title: s.Title, Description: s.Description, Hotel: s.Hotel, RoomType: s.RoomType, Kind: s.KindOf(), TimeZone: s.TimeZone,
 		Price: s.Price, OriginalPrice: s.OriginalPrice, PriceTiers: s.PriceTiers, Currency: s.Currency,
 		StartsAt: s.StartsAt, EndsAt: s.EndsAt, PerUserLimit: s.PerUserLimit, Paused: s.Paused, Test: s.Test, Revision: s.Revision,
 		HoldSeconds: s.HoldSeconds, PurchaseToken: s.PurchaseToken, Eligibility: s.Eligibility,
@@ -192,6 +200,7 @@ type publicSaleJSON struct {
 	Description   string                `json:"description,omitempty"`
 	Hotel         string                `json:"hotel"`
 	RoomType      string                `json:"room_type"`
+	Kind          flashsale.Kind        `json:"kind"`
 	TimeZone      string                `json:"time_zone,omitempty"`
 	Price         int64                 `json:"price"`
 	OriginalPrice int64                 `json:"original_price"`
@@ -212,29 +221,43 @@ type publicSaleJSON struct {
 }
 
 type publicNightJSON struct {
-	Date      string `json:"date"`
+	Date string `json:"date"`
+	// Time and Minutes are a slot's start (in the sale's time_zone) and
+	// length.
+	Time      string `json:"time,omitempty"`
+	Minutes   int    `json:"minutes,omitempty"`
 	Available int    `json:"available"`
 	// The night's stay rules, so the page offers only allowed stays.
 	flashsale.StayRules
 }
 
-// rulesOf is the stay rules of the sale's night i, if it is date's (the
-// view's counters and the sale are read apart).
-func rulesOf(s *flashsale.Sale, i int, date string) flashsale.StayRules {
-	if i < len(s.Nights) && s.Nights[i].Date == date {
-		return s.Nights[i].StayRules
+// unitOf is the sale's unit a view's counters n are of: the i-th, or
+// (when the view leaves some out, as the public one does passed nights)
+// the one of n's date and time; nil when the sale has none (the view's
+// counters and the sale are read apart).
+func unitOf(s *flashsale.Sale, i int, n flashsale.NightStock) *flashsale.Night {
+	if i < len(s.Nights) && s.Nights[i].Date == n.Date && (n.Time == "" || s.Nights[i].Time == n.Time) {
+		return &s.Nights[i]
 	}
-	return flashsale.StayRules{}
+	for j := range s.Nights {
+		if u := &s.Nights[j]; u.Date == n.Date && u.Time == n.Time {
+			return u
+		}
+	}
+	return nil
 }
 
 func publicView(v *flashsale.SaleView) publicSaleJSON {
 	s := v.Sale
 	nights := make([]publicNightJSON, len(v.Nights))
 	for i, n := range v.Nights {
-		nights[i] = publicNightJSON{Date: n.Date, Available: n.Available, StayRules: rulesOf(s, i, n.Date)}
+		nights[i] = publicNightJSON{Date: n.Date, Time: n.Time, Available: n.Available}
+		if u := unitOf(s, i, n); u != nil {
+			nights[i].Minutes, nights[i].StayRules = u.Minutes, u.StayRules
+		}
 	}
 	return publicSaleJSON{
-		ID: s.ID, Title: s.Title, Description: s.Description, Hotel: s.Hotel, RoomType: s.RoomType, TimeZone: s.TimeZone,
+		ID: s.ID, Title: s.Title, Description: s.Description, Hotel: s.Hotel, RoomType: s.RoomType, Kind: s.KindOf(), TimeZone: s.TimeZone,
 		Price: s.Price, OriginalPrice: s.OriginalPrice, PriceTiers: s.PriceTiers, Currency: s.Currency,
 		StartsAt: s.StartsAt, EndsAt: s.EndsAt, PerUserLimit: s.PerUserLimit,
 		PurchaseToken: s.PurchaseToken, Eligibility: s.Eligibility, Challenge: s.Challenge, WaitingRoom: s.WaitingRoom,
@@ -249,6 +272,7 @@ type createdSaleJSON struct {
 	Description   string                `json:"description,omitempty"`
 	Hotel         string                `json:"hotel"`
 	RoomType      string                `json:"room_type"`
+	Kind          flashsale.Kind        `json:"kind"`
 	TimeZone      string                `json:"time_zone,omitempty"`
 	Nights        []flashsale.Night     `json:"nights"`
 	Price         int64                 `json:"price"`
@@ -284,7 +308,7 @@ func (s *Server) handleCreateSale(w http.ResponseWriter, r *http.Request) {
 	// wire struct keeps a future field on flashsale.Sale from leaking out
 	// unreviewed.
 	writeJSON(w, http.StatusCreated, createdSaleJSON{
-		ID: created.ID, Title: created.Title, Description: created.Description, Hotel: created.Hotel, RoomType: created.RoomType,
+		ID: created.ID, Title: created.Title, Description: created.Description, Hotel: created.Hotel, RoomType: created.RoomType, Kind: created.KindOf(),
 		TimeZone: created.TimeZone,
 		Nights:   created.Nights, Price: created.Price, OriginalPrice: created.OriginalPrice, PriceTiers: created.PriceTiers,
 		Currency: created.Currency, StartsAt: created.StartsAt, EndsAt: created.EndsAt,
