@@ -211,7 +211,10 @@ func (l SaleLimits) equal(o SaleLimits) bool {
 // StockDelta is a change of one night's rooms: positive adds rooms,
 // negative takes unsold, unheld ones away.
 type StockDelta struct {
-	Date  string
+	Date string
+	// Time names a slot sale's unit on Date (its start, "19:00"); "" for
+	// a stay's night.
+	Time  string
 	Delta int
 }
 
@@ -221,6 +224,11 @@ func (d StockDelta) Validate() error {
 	if _, err := time.Parse(DateLayout, d.Date); err != nil {
 		return Errorf(EInvalid, "the night must be a date like 2026-12-24")
 	}
+	if d.Time != "" {
+		if _, err := time.Parse("15:04", d.Time); err != nil {
+			return Errorf(EInvalid, "time must be a slot's start like 19:00")
+		}
+	}
 	if d.Delta == 0 || d.Delta < -MaxStock || d.Delta > MaxStock {
 		return Errorf(EInvalid, "delta must be a non-zero number of rooms between -%d and %d", MaxStock, MaxStock)
 	}
@@ -228,7 +236,12 @@ func (d StockDelta) Validate() error {
 }
 
 // String is the change log's detail of a delta.
-func (d StockDelta) String() string { return fmt.Sprintf("%s %+d", d.Date, d.Delta) }
+func (d StockDelta) String() string {
+	if d.Time != "" {
+		return fmt.Sprintf("%sT%s %+d", d.Date, d.Time, d.Delta)
+	}
+	return fmt.Sprintf("%s %+d", d.Date, d.Delta)
+}
 
 // SaleQuery selects sales for the operators' list, newest first: IDs are
 // time-ordered, so Before (the previous page's last ID) is the cursor.

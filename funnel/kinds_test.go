@@ -174,4 +174,17 @@ func TestSlotPurchase(t *testing.T) {
 	if err != nil || len(v.Nights) != 2 || v.Nights[1].Time != "20:00" || v.Nights[1].Available != 0 {
 		t.Fatalf("public view %+v, %v", v, err)
 	}
+	// The operator adds places to one slot, named by its date and time.
+	if _, err := e.svc.AdjustStock(ctx, s.ID, flashsale.StockDelta{Date: testenv.Night(0), Delta: 2}); err == nil {
+		t.Error("a slot sale's stock change without a time was accepted")
+	}
+	if _, err := e.svc.AdjustStock(ctx, s.ID, flashsale.StockDelta{Date: testenv.Night(0), Time: "20:00", Delta: 2}); err != nil {
+		t.Fatalf("adding 2 places to the 20:00 slot: %v", err)
+	}
+	if n := e.nights(t, s.ID); n[0].Stock != 4 || n[1].Stock != 6 || n[1].Available != 2 {
+		t.Fatalf("after adding to 20:00: %+v", n)
+	}
+	if _, err := e.svc.Purchase(ctx, bob, flashsale.PurchaseRequest{SaleID: s.ID, Slot: testenv.Night(0) + "T20:00", Rooms: 2}); err != nil {
+		t.Fatalf("buying the added places: %v", err)
+	}
 }

@@ -227,8 +227,13 @@ func (s *Service) AdjustStock(ctx context.Context, id string, d flashsale.StockD
 	if err != nil {
 		return nil, err
 	}
-	night := slices.IndexFunc(sale.Nights, func(n flashsale.Night) bool { return n.Date == d.Date })
-	if night < 0 {
+	night := slices.IndexFunc(sale.Nights, func(n flashsale.Night) bool { return n.Date == d.Date && n.Time == d.Time })
+	switch {
+	case night < 0 && d.Time != "":
+		return nil, flashsale.Errorf(flashsale.EInvalid, "%sT%s is not a slot of this sale", d.Date, d.Time)
+	case night < 0 && sale.KindOf() == flashsale.KindSlot:
+		return nil, flashsale.Errorf(flashsale.EInvalid, "name the slot: time is required for a %s sale's stock", flashsale.KindSlot)
+	case night < 0:
 		return nil, flashsale.Errorf(flashsale.EInvalid, "%s is not a night of this sale", d.Date)
 	}
 	now := s.now()

@@ -135,6 +135,8 @@ func decodeSalePatch(r io.Reader) (flashsale.SalePatch, error) {
 // stockBody is a stock change of one night.
 type stockBody struct {
 	Delta *int `json:"delta"`
+	// Time names a slot sale's slot on the date ("19:00").
+	Time string `json:"time"`
 }
 
 // decodeStock decodes a stock change from untrusted input.
@@ -146,7 +148,7 @@ func decodeStock(r io.Reader, date string) (flashsale.StockDelta, error) {
 	if b.Delta == nil {
 		return flashsale.StockDelta{}, flashsale.Errorf(flashsale.EInvalid, "delta is required: the rooms to add, or (negative) to take back")
 	}
-	d := flashsale.StockDelta{Date: date, Delta: *b.Delta}
+	d := flashsale.StockDelta{Date: date, Time: b.Time, Delta: *b.Delta}
 	return d, d.Validate()
 }
 

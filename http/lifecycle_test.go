@@ -277,6 +277,7 @@ func TestLifecycleBadInput(t *testing.T) {
 		{"StockHuge", "POST", "/api/admin/sales/s1/nights/" + testenv.Night(0) + "/stock", `{"delta":1000001}`, 400, "between"},
 		{"StockFloat", "POST", "/api/admin/sales/s1/nights/" + testenv.Night(0) + "/stock", `{"delta":1.5}`, 400, "delta"},
 		{"StockBadDate", "POST", "/api/admin/sales/s1/nights/Dec24/stock", `{"delta":1}`, 400, "date"},
+		{"StockBadTime", "POST", "/api/admin/sales/s1/nights/" + testenv.Night(0) + "/stock", `{"delta":1,"time":"7pm"}`, 400, "time must be"},
 		{"StockExtra", "POST", "/api/admin/sales/s1/nights/" + testenv.Night(0) + "/stock", `{"delta":1,"why":"x"}`, 400, "why"},
 		{"RulesEmpty", "PATCH", "/api/admin/sales/s1/nights/" + testenv.Night(0), `{}`, 400, "at least one rule"},
 		{"RulesNoBody", "PATCH", "/api/admin/sales/s1/nights/" + testenv.Night(0), "", 400, "empty"},

@@ -139,13 +139,13 @@ func (s *Store) adjustStock(ctx context.Context, saleID string, d flashsale.Stoc
 		},
 		Adjust: func() (n flashsale.NightStock, changed bool, err error) {
 			err = tx.QueryRowContext(ctx, `UPDATE nights SET stock = stock + ?
-				WHERE sale_id = ? AND date = ? AND stock + ? >= held + sold AND stock + ? <= ?
+				WHERE sale_id = ? AND date = ? AND start_time = ? AND stock + ? >= held + sold AND stock + ? <= ?
 				RETURNING date, stock, held, sold`,
-				d.Delta, saleID, d.Date, d.Delta, d.Delta, flashsale.MaxStock).Scan(&n.Date, &n.Stock, &n.Held, &n.Sold)
+				d.Delta, saleID, d.Date, d.Time, d.Delta, d.Delta, flashsale.MaxStock).Scan(&n.Date, &n.Stock, &n.Held, &n.Sold)
 			return noRow(n, err)
 		},
 		Units: func() (n int, err error) {
-			err = tx.QueryRowContext(ctx, `SELECT count(*) FROM nights WHERE sale_id = ? AND date = ?`, saleID, d.Date).Scan(&n)
+			err = tx.QueryRowContext(ctx, `SELECT count(*) FROM nights WHERE sale_id = ? AND date = ? AND start_time = ?`, saleID, d.Date, d.Time).Scan(&n)
 			return n, err
 		},
 		Log: func(c flashsale.SaleChange) error { return logChange(ctx, tx, saleID, c) },

@@ -43,7 +43,7 @@ const (
 	// selectOrderSQL reads the columns sqlrows.Order reads, in its order.
 	selectOrderSQL = `SELECT o.id, o.sale_id, o.user_id, o.idempotency_key, o.status, o.first_night, o.nights,
 		o.rooms, o.amount, o.currency, o.hold_expires_at_ms, o.payment_ref, o.failure_reason, o.created_at_ms,
-		o.updated_at_ms, coalesce(n.date, '')
+		o.updated_at_ms, coalesce(n.date, ''), coalesce(n.start_time, '')
 		FROM orders o LEFT JOIN nights n ON n.sale_id = o.sale_id AND n.idx = o.first_night `
 )
 

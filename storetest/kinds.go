@@ -72,8 +72,8 @@ func testKinds(t *testing.T, open OpenFunc) {
 		checkNights(t, s, sale, hs{held: 3}, hs{}, hs{}, hs{}, hs{held: 2}, hs{})
 		mustTransition(t, s, "o2", flashsale.OrderHeld, flashsale.OrderPaid, "pay-2")
 		checkNights(t, s, sale, hs{held: 3}, hs{}, hs{}, hs{}, hs{sold: 2}, hs{})
-		if o := mustOrder(t, s, "o2"); o.FirstNight != 4 || o.CheckIn != sale.Nights[4].Date {
-			t.Errorf("Order(o2) = first night %d, check-in %q, want 4, %q", o.FirstNight, o.CheckIn, sale.Nights[4].Date)
+		if o := mustOrder(t, s, "o2"); o.FirstNight != 4 || o.CheckIn != sale.Nights[4].Date || o.Slot != sale.SlotName(4) {
+			t.Errorf("Order(o2) = first night %d, check-in %q, slot %q, want 4, %q, %q", o.FirstNight, o.CheckIn, o.Slot, sale.Nights[4].Date, sale.SlotName(4))
 		}
 		checkSnapshotSale(t, s, sale)
 	})
@@ -112,17 +112,35 @@ func testKinds(t *testing.T, open OpenFunc) {
 		checkNights(t, s, &moved, make([]hs, 6)...)
 	})
 	t.Run("AdjustStock", func(t *testing.T) {
-		// A StockDelta names a unit by its date alone: on a slot sale's
-		// date it names three, and no store changes one of them, or all,
-		// on a guess.
+		// A slot is named by its date and time: the delta changes that
+		// unit alone; a date without a time names no unit of a slot sale
+		// (a stay's nights have no time), and nothing changes.
 		s := open(t)
 		sale := mustCreateSale(t, s, slotSale("s1"))
 		_, err := s.AdjustStock(t.Context(), "s1", flashsale.StockDelta{Date: sale.Nights[0].Date, Delta: 5},
 			change(flashsale.ChangeStock, "+5", time.Minute))
-		if code := flashsale.ErrorCode(err); code != flashsale.EInvalid {
-			t.Errorf("AdjustStock on a date of three slots = %v (%s), want an %s error", err, code, flashsale.EInvalid)
+		if !errors.Is(err, flashsale.ErrNotFound) {
+			t.Errorf("AdjustStock on a slot sale's date without a time = %v, want ErrNotFound", err)
 		}
 		checkNights(t, s, sale, make([]hs, 6)...)
 		checkSale(t, s, sale)
+		n, err := s.AdjustStock(t.Context(), "s1", flashsale.StockDelta{Date: sale.Nights[1].Date, Time: sale.Nights[1].Time, Delta: 5},
+			change(flashsale.ChangeStock, "+5", 2*time.Minute))
+		if err != nil || n.Stock != sale.Nights[1].Stock+5 {
+			t.Fatalf("AdjustStock of slot 1 = %+v, %v, want its stock +5", n, err)
+		}
+		ns, err := s.NightStocks(t.Context(), "s1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, got := range ns {
+			want := sale.Nights[i].Stock
+			if i == 1 {
+				want += 5
+			}
+			if got.Stock != want {
+				t.Errorf("unit %d stock %d after adjusting unit 1, want %d", i, got.Stock, want)
+			}
+		}
 	})
 }

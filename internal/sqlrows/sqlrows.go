@@ -347,17 +347,21 @@ type Scanner interface {
 // Order reads an order row: id, sale_id, user_id, idempotency_key (NULL
 // or empty for none), status, first_night, nights, rooms, amount, currency,
 // hold_expires_at_ms, payment_ref, failure_reason, created_at_ms,
-// updated_at_ms, then the check-in date as YYYY-MM-DD.
+// updated_at_ms, then the check-in date as YYYY-MM-DD and the first
+// unit's start_time (” for a stay's night).
 func Order(row Scanner) (*flashsale.Order, error) {
 	var (
 		o                             flashsale.Order
 		key                           *string
-		status                        string
+		status, start                 string
 		holdExpires, created, updated int64
 	)
 	if err := row.Scan(&o.ID, &o.SaleID, &o.UserID, &key, &status, &o.FirstNight, &o.Nights, &o.Rooms,
-		&o.Amount, &o.Currency, &holdExpires, &o.PaymentRef, &o.FailureReason, &created, &updated, &o.CheckIn); err != nil {
+		&o.Amount, &o.Currency, &holdExpires, &o.PaymentRef, &o.FailureReason, &created, &updated, &o.CheckIn, &start); err != nil {
 		return nil, err
+	}
+	if start != "" {
+		o.Slot = o.CheckIn + "T" + start
 	}
 	if key != nil {
 		o.IdempotencyKey = *key

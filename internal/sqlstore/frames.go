@@ -184,7 +184,7 @@ func ExpireHolds[T any](ctx context.Context, d Driver[T], now time.Time, limit i
 		// chain of dead versions once per order; expire reads each date
 		// once. The (status, hold_expires_at_ms) index yields the rows in
 		// this order without a sort.
-		orders, err = queryRows(ctx, d.Querier(tx), sqlrows.Orders, `SELECT `+orderFields+`, '' FROM orders o
+		orders, err = queryRows(ctx, d.Querier(tx), sqlrows.Orders, `SELECT `+orderFields+`, '', '' FROM orders o
 			WHERE o.status = 'held' AND o.hold_expires_at_ms <= ?
 			ORDER BY o.hold_expires_at_ms, o.id LIMIT ? FOR UPDATE SKIP LOCKED`, nowMS, limit)
 		if err != nil || len(orders) == 0 {

@@ -116,8 +116,8 @@ func (db Store) AdjustStock(ctx context.Context, saleID string, d flashsale.Stoc
 			},
 			Adjust: func() (n flashsale.NightStock, changed bool, err error) {
 				update := `UPDATE nights SET stock = stock + ?
-					WHERE sale_id = ? AND date = ` + db.dialect.DateArg + ` AND stock + ? >= held + sold AND stock + ? <= ?`
-				args := []any{d.Delta, saleID, d.Date, d.Delta, d.Delta, flashsale.MaxStock}
+					WHERE sale_id = ? AND date = ` + db.dialect.DateArg + ` AND start_time = ? AND stock + ? >= held + sold AND stock + ? <= ?`
+				args := []any{d.Delta, saleID, d.Date, d.Time, d.Delta, d.Delta, flashsale.MaxStock}
 				counters := db.dialect.Date("date") + `, stock, held, sold`
 				if db.dialect.Returning {
 					return noRow(n, tx.QueryRow(ctx, update+` RETURNING `+counters, args...).Scan(&n.Date, &n.Stock, &n.Held, &n.Sold))
@@ -125,12 +125,12 @@ func (db Store) AdjustStock(ctx context.Context, saleID string, d flashsale.Stoc
 				if changed, err = affected(tx.Exec(ctx, update, args...)); err != nil || !changed {
 					return n, changed, err
 				}
-				return n, true, tx.QueryRow(ctx, `SELECT `+counters+` FROM nights WHERE sale_id = ? AND date = `+db.dialect.DateArg,
-					saleID, d.Date).Scan(&n.Date, &n.Stock, &n.Held, &n.Sold)
+				return n, true, tx.QueryRow(ctx, `SELECT `+counters+` FROM nights WHERE sale_id = ? AND date = `+db.dialect.DateArg+` AND start_time = ?`,
+					saleID, d.Date, d.Time).Scan(&n.Date, &n.Stock, &n.Held, &n.Sold)
 			},
 			Units: func() (n int, err error) {
-				err = tx.QueryRow(ctx, "SELECT COUNT(*) FROM nights WHERE sale_id = ? AND date = "+db.dialect.DateArg,
-					saleID, d.Date).Scan(&n)
+				err = tx.QueryRow(ctx, "SELECT COUNT(*) FROM nights WHERE sale_id = ? AND date = "+db.dialect.DateArg+" AND start_time = ?",
+					saleID, d.Date, d.Time).Scan(&n)
 				return n, err
 			},
 			Log: func(c flashsale.SaleChange) error { return logChange(ctx, tx, saleID, c) },

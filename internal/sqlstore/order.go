@@ -15,13 +15,13 @@ const orderFields = `o.id, o.sale_id, o.user_id, o.idempotency_key, o.status, o.
 	o.updated_at_ms`
 
 // selectOrders reads orders (o) with their check-in date, the date of
-// their first night: empty if that night does not exist, which only a
+// their first night, and its start time (a slot's): empty if that night does not exist, which only a
 // failed order can name (a stay starting past the sale's last night;
 // PlaceOrders writes no order for an unknown sale). A WHERE clause
 // follows.
 func (d Dialect) selectOrders() string {
 	return `SELECT ` + orderFields + `,
-	COALESCE(` + d.Date("n.date") + `, '')
+	COALESCE(` + d.Date("n.date") + `, ''), COALESCE(n.start_time, '')
 	FROM orders o LEFT JOIN nights n ON n.sale_id = o.sale_id AND n.idx = o.first_night `
 }
 
