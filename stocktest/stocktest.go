@@ -36,6 +36,7 @@ func Run(t *testing.T, newEngine func(tb testing.TB) flashsale.StockEngine) {
 	t.Run("AdjustStock", func(t *testing.T) { testAdjustStock(t, newEngine) })
 	t.Run("Storm", func(t *testing.T) { testStorm(t, newEngine) })
 	t.Run("StayRules", func(t *testing.T) { testStayRules(t, newEngine) })
+	t.Run("Slots", func(t *testing.T) { testSlots(t, newEngine) })
 }
 
 // testCapabilities checks what the funnel relies on beyond the atomic
