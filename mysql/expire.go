@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/sqlrows"
 	"github.com/flashsale/flashsale/internal/sqlstore"
 )
 
@@ -29,7 +30,7 @@ import (
 //     another instance's reaper is expiring, are skipped rather than waited
 //     for, so reapers share the work and each order expires exactly once;
 //  2. mark them expired (rows affected must match);
-//  3. read their check-in dates (a plain, non-locking read);
+//  3. read their check-in dates and slots (a plain, non-locking read);
 //  4. per sale, one UPDATE of its users' counts, summed per user;
 //  5. per sale, one UPDATE of its nights, the rooms summed per night.
 //
@@ -58,7 +59,7 @@ func expireHolds(ctx context.Context, tx *sql.Tx, orders []*flashsale.Order, now
 
 	nights, users := releases(orders)
 	if err := fillCheckIn(ctx, tx, orders, nights); err != nil {
-		return fmt.Errorf("check-in dates: %w", err)
+		return fmt.Errorf("check-in dates and slots: %w", err)
 	}
 	for sale := range chunkBySale(users, func(u userRelease) string { return u.sale }) {
 		if err := releaseUsers(ctx, tx, sale); err != nil {
@@ -136,7 +137,8 @@ func chunkBySale[T any](s []T, sale func(T) string) func(yield func([]T) bool) {
 }
 
 // fillCheckIn sets each order's check-in date, the date of its first night,
-// with one non-locking read of the nights the batch touches.
+// and its slot (that night's start_time, a slot sale's), with one
+// non-locking read of the nights the batch touches.
 func fillCheckIn(ctx context.Context, tx *sql.Tx, orders []*flashsale.Order, nights []nightRelease) error {
 	if len(nights) == 0 {
 		return nil
@@ -155,7 +157,7 @@ func fillCheckIn(ctx context.Context, tx *sql.Tx, orders []*flashsale.Order, nig
 	}
 	// The cross product of sales and nights is a superset, but it keeps to
 	// primary key ranges; a batch almost always names one sale.
-	rows, err := tx.QueryContext(ctx, `SELECT sale_id, idx, DATE_FORMAT(date, '%Y-%m-%d') FROM nights
+	rows, err := tx.QueryContext(ctx, `SELECT sale_id, idx, DATE_FORMAT(date, '%Y-%m-%d'), start_time FROM nights
 		WHERE sale_id IN `+placeholders(len(sales))+` AND idx IN `+placeholders(len(idxs)), append(sales, idxs...)...)
 	if err != nil {
 		return err
@@ -165,20 +167,22 @@ func fillCheckIn(ctx context.Context, tx *sql.Tx, orders []*flashsale.Order, nig
 		sale string
 		idx  int
 	}
-	dates := map[nightKey]string{}
+	type unit struct{ date, start string }
+	units := map[nightKey]unit{}
 	for rows.Next() {
 		var k nightKey
-		var date string
-		if err := rows.Scan(&k.sale, &k.idx, &date); err != nil {
+		var u unit
+		if err := rows.Scan(&k.sale, &k.idx, &u.date, &u.start); err != nil {
 			return err
 		}
-		dates[k] = date
+		units[k] = u
 	}
 	if err := rows.Err(); err != nil {
 		return err
 	}
 	for _, o := range orders {
-		o.CheckIn = dates[nightKey{o.SaleID, o.FirstNight}]
+		u := units[nightKey{o.SaleID, o.FirstNight}]
+		o.CheckIn, o.Slot = u.date, sqlrows.Slot(u.date, u.start)
 	}
 	return nil
 }

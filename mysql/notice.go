@@ -79,13 +79,14 @@ const maxNoticesPerStatement = 256
 // its currency. With lock it locks them, in primary key order (the range
 // scan's), before the transaction takes any: nothing else moves them until
 // it commits, so what it read and its own takes tell whether it took the
-// last room. Without lock it only wants the dates, for failed orders.
+// last room. Without lock it only wants the dates and start times, for
+// failed orders.
 func readStocks(ctx context.Context, q querier, sales []string, currency func(sale string) string, lock bool) (map[string]*sqlrows.Stock, error) {
 	stocks := make(map[string]*sqlrows.Stock, len(sales))
 	if len(sales) == 0 {
 		return stocks, nil
 	}
-	query := "SELECT sale_id, idx, DATE_FORMAT(date, '%Y-%m-%d'), stock - held - sold FROM nights WHERE sale_id IN " +
+	query := "SELECT sale_id, idx, DATE_FORMAT(date, '%Y-%m-%d'), start_time, stock - held - sold FROM nights WHERE sale_id IN " +
 		placeholders(len(sales)) + " ORDER BY sale_id, idx"
 	if lock {
 		query += " FOR UPDATE"
@@ -103,7 +104,7 @@ func readStocks(ctx context.Context, q querier, sales []string, currency func(sa
 	for rows.Next() {
 		var sale string
 		var n sqlrows.Night
-		if err := rows.Scan(&sale, &n.Idx, &n.Date, &n.Available); err != nil {
+		if err := rows.Scan(&sale, &n.Idx, &n.Date, &n.Time, &n.Available); err != nil {
 			return nil, err
 		}
 		nights[sale] = append(nights[sale], n)

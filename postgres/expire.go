@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/sqlrows"
 	"github.com/flashsale/flashsale/internal/sqlstore"
 )
 
@@ -21,9 +22,9 @@ import (
 const (
 	sqlMarkExpired = `UPDATE orders SET status = 'expired', updated_at_ms = $1
 		WHERE id = ANY($2) AND status = 'held'`
-	// sqlLockNights also reads the nights' dates, which include every
-	// order's check-in date.
-	sqlLockNights = `SELECT n.sale_id, n.idx, to_char(n.date, 'YYYY-MM-DD') FROM nights n
+	// sqlLockNights also reads the nights' dates and start times, which
+	// include every order's check-in date and slot.
+	sqlLockNights = `SELECT n.sale_id, n.idx, to_char(n.date, 'YYYY-MM-DD'), n.start_time FROM nights n
 		JOIN unnest($1::text[], $2::int[]) AS v(sale_id, idx) ON n.sale_id = v.sale_id AND n.idx = v.idx
 		ORDER BY n.sale_id, n.idx FOR UPDATE OF n`
 	sqlReleaseNights = `UPDATE nights n SET held = n.held - v.rooms
@@ -89,15 +90,16 @@ func expireHolds(ctx context.Context, tx pgx.Tx, orders []*flashsale.Order, nowM
 		sale string
 		idx  int
 	}
-	dates := map[nightKey]string{}
+	type unit struct{ date, start string }
+	units := map[nightKey]unit{}
 	var (
-		k    nightKey
-		date string
+		k nightKey
+		u unit
 	)
 	rows, err := br.Query()
 	if err == nil {
-		_, err = pgx.ForEachRow(rows, []any{&k.sale, &k.idx, &date}, func() error {
-			dates[k] = date
+		_, err = pgx.ForEachRow(rows, []any{&k.sale, &k.idx, &u.date, &u.start}, func() error {
+			units[k] = u
 			return nil
 		})
 	}
@@ -118,7 +120,8 @@ func expireHolds(ctx context.Context, tx pgx.Tx, orders []*flashsale.Order, nowM
 		return err
 	}
 	for _, o := range orders {
-		o.CheckIn = dates[nightKey{o.SaleID, o.FirstNight}]
+		u := units[nightKey{o.SaleID, o.FirstNight}]
+		o.CheckIn, o.Slot = u.date, sqlrows.Slot(u.date, u.start)
 	}
 	return nil
 }

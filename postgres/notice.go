@@ -77,8 +77,9 @@ func (s *Store) writeNotices(ctx context.Context, tx pgx.Tx, ns []flashsale.Noti
 }
 
 // sqlLockStocks locks the nights of the given sales in primary key order
-// and reads what the outbox needs of them.
-const sqlLockStocks = `SELECT sale_id, idx, to_char(date, 'YYYY-MM-DD'), stock - held - sold FROM nights
+// and reads what the outbox needs of them: the date and start time that
+// name a placed order's check-in and slot, and the rooms available.
+const sqlLockStocks = `SELECT sale_id, idx, to_char(date, 'YYYY-MM-DD'), start_time, stock - held - sold FROM nights
 	WHERE sale_id = ANY($1) ORDER BY sale_id, idx FOR UPDATE`
 
 // scanStocks reads sqlLockStocks' rows into per-sale nights.
@@ -91,7 +92,7 @@ func scanStocks(rows pgx.Rows, err error) (map[string][]sqlrows.Night, error) {
 		sale string
 		n    sqlrows.Night
 	)
-	_, err = pgx.ForEachRow(rows, []any{&sale, &n.Idx, &n.Date, &n.Available}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&sale, &n.Idx, &n.Date, &n.Time, &n.Available}, func() error {
 		nights[sale] = append(nights[sale], n)
 		return nil
 	})

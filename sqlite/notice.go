@@ -58,10 +58,12 @@ func insertNoticesSQL(rows int) string {
 		VALUES ` + placeholders(rows, 6) + ` ON CONFLICT (id) DO NOTHING`
 }
 
-const readStockSQL = `SELECT idx, date, stock - held - sold FROM nights WHERE sale_id = ? ORDER BY idx`
+const readStockSQL = `SELECT idx, date, start_time, stock - held - sold FROM nights WHERE sale_id = ? ORDER BY idx`
 
-// readStock reads a sale's nights for the outbox, before the transaction
-// takes any (the writer holds the database, so nothing else moves them).
+// readStock reads a sale's nights for the outbox (each one's date and
+// start time, which name a placed order's check-in and slot), before the
+// transaction takes any (the writer holds the database, so nothing else
+// moves them).
 func readStock(ctx context.Context, q queryer, saleID, currency string) (*sqlrows.Stock, error) {
 	rows, err := q.QueryContext(ctx, readStockSQL, saleID)
 	return scanStock(rows, err, currency)
@@ -76,7 +78,7 @@ func scanStock(rows *sql.Rows, err error, currency string) (*sqlrows.Stock, erro
 	var nights []sqlrows.Night
 	for rows.Next() {
 		var n sqlrows.Night
-		if err := rows.Scan(&n.Idx, &n.Date, &n.Available); err != nil {
+		if err := rows.Scan(&n.Idx, &n.Date, &n.Time, &n.Available); err != nil {
 			return nil, err
 		}
 		nights = append(nights, n)

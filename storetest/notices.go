@@ -38,6 +38,7 @@ type wireOrder struct {
 	UserID        string                `json:"user_id"`
 	Status        flashsale.OrderStatus `json:"status"`
 	CheckIn       string                `json:"check_in"`
+	Slot          string                `json:"slot"`
 	Nights        int                   `json:"nights"`
 	Rooms         int                   `json:"rooms"`
 	Amount        int64                 `json:"amount"`
@@ -70,7 +71,7 @@ func orderWant(o *flashsale.Order) notice {
 	id := o.ID + "." + string(o.Status)
 	return notice{ID: id, Type: statusTypes[o.Status], SaleID: o.SaleID, OrderID: o.ID, At: o.UpdatedAt,
 		Body: wireNotice{ID: id, Type: statusTypes[o.Status], OccurredAt: o.UpdatedAt, SaleID: o.SaleID, Order: &wireOrder{
-			OrderID: o.ID, UserID: o.UserID, Status: o.Status, CheckIn: o.CheckIn, Nights: o.Nights, Rooms: o.Rooms,
+			OrderID: o.ID, UserID: o.UserID, Status: o.Status, CheckIn: o.CheckIn, Slot: o.Slot, Nights: o.Nights, Rooms: o.Rooms,
 			Amount: o.Amount, Currency: o.Currency, HoldExpiresAt: o.HoldExpiresAt, PaymentRef: o.PaymentRef,
 			FailureReason: o.FailureReason,
 		}}}
@@ -226,6 +227,7 @@ func testNotices(t *testing.T, open OpenFunc) {
 		checkOutbox(t, s, orderWant(held))
 	})
 
+	t.Run("SlotOrders", func(t *testing.T) { testSlotNotices(t, open) })
 	t.Run("SoldOut", func(t *testing.T) { testSoldOut(t, open) })
 	t.Run("SoldOutBatch", func(t *testing.T) { testSoldOutBatch(t, open) })
 	t.Run("Lease", func(t *testing.T) { testLease(t, open) })
@@ -233,6 +235,85 @@ func testNotices(t *testing.T, open OpenFunc) {
 	t.Run("Cursor", func(t *testing.T) { testCursor(t, open) })
 	t.Run("Deliveries", func(t *testing.T) { testDeliveries(t, open) })
 	t.Run("Storm", func(t *testing.T) { testNoticeStorm(t, open) })
+}
+
+// testSlotNotices places, pays, cancels, expires and fails orders on a
+// slot sale and on a stay: every event of a slot sale's order names its
+// slot (order.slot, the first unit's date and start as a purchase names
+// it), whichever path wrote it (PlaceOrders held and failed, Transition,
+// ExpireHolds, FailOrder), and a stay's events, or a failed order's whose
+// unit does not exist, carry no slot field at all.
+func testSlotNotices(t *testing.T, open OpenFunc) {
+	s := open(t)
+	slots := slotSale("s1")
+	slots.Nights[5].Stock = 1
+	sale := mustCreateSale(t, s, slots)
+	mustCreateSale(t, s, newSale("n", 4, 5, 5))
+	placeWant(t, s, []error{nil, nil, nil, flashsale.ErrLimitExceeded, flashsale.ErrKeyConflict, flashsale.ErrSoldOut, nil, nil},
+		res("o1", "s1", "u1", "k1", 1, 1, 2),
+		res("o2", "s1", "u2", "k2", 4, 1, 3),
+		res("o3", "s1", "u3", "", 2, 1, 1),
+		res("o4", "s1", "u4", "", 0, 1, 5), // over the limit of 4
+		res("o5", "s1", "u1", "k1", 3, 1, 1),
+		res("o6", "s1", "u6", "", 5, 1, 2), // one cover left
+		res("h1", "n", "u1", "", 0, 2, 1),
+		res("h2", "n", "u2", "", 1, 1, 1))
+	mustTransition(t, s, "o1", flashsale.OrderHeld, flashsale.OrderPaid, "pay-1")
+	mustTransition(t, s, "o3", flashsale.OrderHeld, flashsale.OrderCancelled, "")
+	mustTransition(t, s, "h1", flashsale.OrderHeld, flashsale.OrderPaid, "pay-h1")
+	for _, o := range mustExpire(t, s, now.Add(time.Hour), 10) {
+		if want := map[string]string{"o2": sale.SlotName(4)}[o.ID]; o.Slot != want {
+			t.Errorf("ExpireHolds returned %s with slot %q, want %q", o.ID, o.Slot, want)
+		}
+	}
+	mustTransition(t, s, "o2", flashsale.OrderExpired, flashsale.OrderPaid, "late")
+	mustTransition(t, s, "o3", flashsale.OrderCancelled, flashsale.OrderPaid, "late-3")
+	for _, r := range []flashsale.Reservation{
+		res("f1", "s1", "u7", "k7", 3, 1, 1),
+		res("f2", "s1", "u8", "", 9, 1, 1), // past the last unit: no check-in, no slot
+		res("f3", "n", "u9", "", 0, 1, 1),
+	} {
+		if err := s.FailOrder(t.Context(), r, "the queue gave up"); err != nil {
+			t.Fatalf("FailOrder(%s): %v", r.OrderID, err)
+		}
+	}
+
+	wantSlot := map[string]string{
+		"o1": sale.SlotName(1), "o2": sale.SlotName(4), "o3": sale.SlotName(2), "o4": sale.SlotName(0),
+		"o5": sale.SlotName(3), "o6": sale.SlotName(5), "f1": sale.SlotName(3),
+	}
+	ns := outbox(t, s)
+	var got []string
+	for _, n := range decode(t, ns) {
+		got = append(got, n.ID)
+		if n.Body.Order == nil {
+			t.Errorf("notice %s has no order", n.ID)
+			continue
+		}
+		if want := wantSlot[n.OrderID]; n.Body.Order.Slot != want {
+			t.Errorf("notice %s: order.slot = %q, want %q", n.ID, n.Body.Order.Slot, want)
+		}
+		if o := mustOrder(t, s, n.OrderID); n.Body.Order.Slot != o.Slot || n.Body.Order.CheckIn != o.CheckIn {
+			t.Errorf("notice %s: order.slot %q, check_in %q; the order reads %q, %q", n.ID, n.Body.Order.Slot, n.Body.Order.CheckIn, o.Slot, o.CheckIn)
+		}
+	}
+	for _, n := range ns {
+		var body struct {
+			Order map[string]json.RawMessage `json:"order"`
+		}
+		if err := json.Unmarshal(n.Payload, &body); err != nil {
+			t.Fatalf("notice %s: %v", n.ID, err)
+		}
+		if _, has := body.Order["slot"]; has != (wantSlot[n.OrderID] != "") {
+			t.Errorf("notice %s: slot field present %v, want %v: %s", n.ID, has, !has, n.Payload)
+		}
+	}
+	want := []string{"o1.held", "o2.held", "o3.held", "o4.failed", "o5.failed", "o6.failed", "h1.held", "h2.held",
+		"o1.paid", "o3.cancelled", "h1.paid", "h2.expired", "o2.expired", "o2.paid", "o3.paid",
+		"f1.failed", "f2.failed", "f3.failed"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("outbox mismatch (-want +got):\n%s", diff)
+	}
 }
 
 // testSoldOut takes a one-night sale's last room, gives one back and takes

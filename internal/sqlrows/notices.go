@@ -17,10 +17,12 @@ import (
 // makes a notice's Seq follow commit order (see each store's notice.go).
 
 // Night is one night of a sale as the outbox needs it: its index, its
-// date (YYYY-MM-DD) and the rooms available (stock - held - sold).
+// date (YYYY-MM-DD), its start_time (a slot's, "19:00"; "" for a stay's
+// night) and the rooms available (stock - held - sold).
 type Night struct {
 	Idx       int
 	Date      string
+	Time      string
 	Available int
 }
 
@@ -30,6 +32,7 @@ type Night struct {
 type Stock struct {
 	Currency string
 	dates    map[int]string
+	starts   map[int]string // the units with a start time (a slot sale's); nil for a stay
 	avail    map[int]int
 	soldOut  bool // every night at zero: the notice was made, or it was so before
 }
@@ -40,6 +43,12 @@ func NewStock(currency string, nights []Night) *Stock {
 	st := &Stock{Currency: currency, dates: make(map[int]string, len(nights)), avail: make(map[int]int, len(nights))}
 	for _, n := range nights {
 		st.dates[n.Idx], st.avail[n.Idx] = n.Date, n.Available
+		if n.Time != "" {
+			if st.starts == nil {
+				st.starts = make(map[int]string, len(nights))
+			}
+			st.starts[n.Idx] = n.Time
+		}
 	}
 	st.soldOut = st.zero()
 	return st
@@ -48,6 +57,20 @@ func NewStock(currency string, nights []Night) *Stock {
 // CheckIn is the date of night idx, or "" when the sale has no such night
 // (a failed order's stay may start past the last one).
 func (st *Stock) CheckIn(idx int) string { return st.dates[idx] }
+
+// Slot is the slot of unit idx as an order names it ("2026-12-24T19:00"),
+// or "" when the unit is a stay's night or the sale has no such unit.
+func (st *Stock) Slot(idx int) string { return Slot(st.dates[idx], st.starts[idx]) }
+
+// Slot is an order's slot from its first unit's date and start_time, as
+// the order reads and the outbox write it: "" for a stay's night (no
+// start time) or no unit at all.
+func Slot(date, start string) string {
+	if start == "" || date == "" {
+		return ""
+	}
+	return date + "T" + start
+}
 
 // Take follows a take of rooms on nights [first, first+nights) and reports
 // whether it took the sale's last room: every night at zero after it and
@@ -98,7 +121,7 @@ func PlaceNotices(rs []flashsale.Reservation, results []error, stocks map[string
 			continue
 		}
 		st := stocks[r.SaleID]
-		o := PlacedOrder(r, status, reason, st.Currency, st.CheckIn(r.FirstNight), atMS)
+		o := PlacedOrder(r, status, reason, st, atMS)
 		ns = append(ns, flashsale.OrderNotice(o, at))
 		if status == flashsale.OrderHeld && st.Take(r.FirstNight, r.Nights, r.Rooms) {
 			ns = append(ns, flashsale.SoldOutNotice(r.SaleID, r.OrderID, at))
@@ -108,13 +131,15 @@ func PlaceNotices(rs []flashsale.Reservation, results []error, stocks map[string
 }
 
 // PlacedOrder is the order PlaceOrders inserts for r, as Order reads it
-// back: times at millisecond precision, created and updated at atMS.
-func PlacedOrder(r *flashsale.Reservation, status flashsale.OrderStatus, reason, currency, checkIn string, atMS int64) *flashsale.Order {
+// back: the currency, check-in date and slot from st (r's sale as the
+// transaction read it), times at millisecond precision, created and
+// updated at atMS.
+func PlacedOrder(r *flashsale.Reservation, status flashsale.OrderStatus, reason string, st *Stock, atMS int64) *flashsale.Order {
 	at := FromMS(atMS)
 	o := &flashsale.Order{
 		ID: r.OrderID, SaleID: r.SaleID, UserID: r.UserID, Status: status, FirstNight: r.FirstNight,
-		CheckIn: checkIn, Nights: r.Nights, Rooms: r.Rooms, Amount: r.Amount, Currency: currency,
-		FailureReason: reason, CreatedAt: at, UpdatedAt: at,
+		CheckIn: st.CheckIn(r.FirstNight), Slot: st.Slot(r.FirstNight), Nights: r.Nights, Rooms: r.Rooms,
+		Amount: r.Amount, Currency: st.Currency, FailureReason: reason, CreatedAt: at, UpdatedAt: at,
 	}
 	if !r.HoldExpiresAt.IsZero() {
 		o.HoldExpiresAt = FromMS(r.HoldExpiresAt.UnixMilli())

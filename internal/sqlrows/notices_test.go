@@ -49,6 +49,20 @@ func TestStockTake(t *testing.T) {
 	if got := NewStock("CNY", nights(1)).CheckIn(3); got != "" {
 		t.Errorf("CheckIn past the last night = %q, want none", got)
 	}
+	slots := NewStock("EUR", []Night{{Idx: 0, Date: testenv.Night(0), Time: "12:00"}, {Idx: 1, Date: testenv.Night(0), Time: "19:00"}})
+	for _, c := range []struct {
+		st   *Stock
+		idx  int
+		want string
+	}{
+		{slots, 1, testenv.Night(0) + "T19:00"},
+		{slots, 2, ""},                      // no such unit
+		{NewStock("CNY", nights(1)), 0, ""}, // a stay's night
+	} {
+		if got := c.st.Slot(c.idx); got != c.want {
+			t.Errorf("Slot(%d) = %q, want %q", c.idx, got, c.want)
+		}
+	}
 }
 
 // TestPlaceNotices pins a batch's notices: one per inserted order in batch
@@ -65,7 +79,7 @@ func TestPlaceNotices(t *testing.T) {
 		r("e", 0, 1, 1), r("f", 0, 1, 1), r("g", 0, 1, 1), r("h", 5, 1, 1)}
 	results := []error{nil, flashsale.ErrSoldOut, flashsale.ErrDuplicate, nil, flashsale.ErrLimitExceeded,
 		flashsale.ErrKeyConflict, flashsale.ErrNotFound, flashsale.ErrInvalid}
-	stocks := map[string]*Stock{"s": NewStock("EUR", []Night{{0, testenv.Night(0), 1}, {1, testenv.Night(1), 1}})}
+	stocks := map[string]*Stock{"s": NewStock("EUR", []Night{{Idx: 0, Date: testenv.Night(0), Available: 1}, {Idx: 1, Date: testenv.Night(1), Available: 1}})}
 	var got []string
 	for _, n := range PlaceNotices(rs, results, stocks, atMS) {
 		got = append(got, n.ID)
@@ -81,9 +95,10 @@ func TestPlaceNotices(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("PlaceNotices mismatch (-want +got):\n%s", diff)
 	}
-	o := PlacedOrder(&rs[5], flashsale.OrderFailed, flashsale.ErrorCode(flashsale.ErrKeyConflict), "EUR", testenv.Night(0), atMS)
-	if o.IdempotencyKey != "" || o.FailureReason != flashsale.ErrorCode(flashsale.ErrKeyConflict) || o.CheckIn != testenv.Night(0) {
-		t.Errorf("key-conflict order = %+v, want no key, its reason and check-in", o)
+	o := PlacedOrder(&rs[5], flashsale.OrderFailed, flashsale.ErrorCode(flashsale.ErrKeyConflict), stocks["s"], atMS)
+	if o.IdempotencyKey != "" || o.FailureReason != flashsale.ErrorCode(flashsale.ErrKeyConflict) || o.CheckIn != testenv.Night(0) ||
+		o.Currency != "EUR" || o.Slot != "" {
+		t.Errorf("key-conflict order = %+v, want no key, its reason, currency and check-in, no slot", o)
 	}
 }
 

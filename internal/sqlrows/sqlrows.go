@@ -360,9 +360,7 @@ func Order(row Scanner) (*flashsale.Order, error) {
 		&o.Amount, &o.Currency, &holdExpires, &o.PaymentRef, &o.FailureReason, &created, &updated, &o.CheckIn, &start); err != nil {
 		return nil, err
 	}
-	if start != "" {
-		o.Slot = o.CheckIn + "T" + start
-	}
+	o.Slot = Slot(o.CheckIn, start)
 	if key != nil {
 		o.IdempotencyKey = *key
 	}

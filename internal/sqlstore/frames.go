@@ -161,8 +161,8 @@ func FailOrder[T any](ctx context.Context, d Driver[T], r flashsale.Reservation,
 // the ones another transaction holds (a Transition paying or cancelling
 // one, another instance's reaper), hands them to expire (the store's
 // statements: mark them expired, give their rooms back, fill in their
-// check-in dates) and writes their notices last. It returns them as
-// expired.
+// check-in dates and slots) and writes their notices last. It returns
+// them as expired.
 func ExpireHolds[T any](ctx context.Context, d Driver[T], now time.Time, limit int,
 	expire func(ctx context.Context, tx T, orders []*flashsale.Order, nowMS int64) error) ([]*flashsale.Order, error) {
 	if limit <= 0 {
@@ -182,8 +182,8 @@ func ExpireHolds[T any](ctx context.Context, d Driver[T], now time.Time, limit i
 		// No join: FOR UPDATE would lock (and SKIP LOCKED skip) the nights
 		// too, and on PostgreSQL it would walk each hammered night row's
 		// chain of dead versions once per order; expire reads each date
-		// once. The (status, hold_expires_at_ms) index yields the rows in
-		// this order without a sort.
+		// and start time once. The (status, hold_expires_at_ms) index
+		// yields the rows in this order without a sort.
 		orders, err = queryRows(ctx, d.Querier(tx), sqlrows.Orders, `SELECT `+orderFields+`, '', '' FROM orders o
 			WHERE o.status = 'held' AND o.hold_expires_at_ms <= ?
 			ORDER BY o.hold_expires_at_ms, o.id LIMIT ? FOR UPDATE SKIP LOCKED`, nowMS, limit)
