@@ -249,7 +249,10 @@ func EngineOf(e interface {
 type Reserver interface {
 	// Reserve atomically checks the idempotency key, the user's limit and
 	// every night of the stay, then deducts and records the reservation
-	// under r.OrderID. On ErrDuplicate it returns the ID of the order that
+	// under r.OrderID. With r.Choices above 1 it takes the first of the
+	// choices with r.Rooms free and sets r.FirstNight to it (ErrSoldOut
+	// when none has; ErrInvalid unless r.Nights is 1 and every choice is a
+	// unit of the sale). On ErrDuplicate it returns the ID of the order that
 	// already holds the key. Other errors: ErrSoldOut, ErrLimitExceeded,
 	// ErrNotLoaded.
 	Reserve(ctx context.Context, r *Reservation) (existing string, err error)

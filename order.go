@@ -51,6 +51,13 @@ type Reservation struct {
 	// Active is false once the reservation was released (expired, cancelled
 	// or failed); its idempotency key still names the order.
 	Active bool `json:"active"`
+	// Choices, above 1, asks the engine to choose the one unit (Nights 1)
+	// among Choices consecutive units from FirstNight: the first with
+	// Rooms free, so a group takes its places from one unit, never split
+	// (a shuttle's vehicles of one departure). Reserve sets FirstNight to
+	// the unit it took; the recorded reservation names it, and nothing
+	// after the reserve reads Choices. Stay rules do not apply to a choice.
+	Choices int `json:"-"`
 }
 
 // Order is a purchase as the database knows it.

@@ -234,7 +234,11 @@ func TestRedisLost(t *testing.T) {
 	}
 	t.Cleanup(func() { e.Close() })
 	c := &counted{StockEngine: e.Roles()}
-	b := breaker.New(flashsale.EngineOf(c), breaker.Config{Failures: 5, OpenFor: 300 * time.Millisecond, Logger: quiet})
+	// Open for long enough that the refusals below all fall inside it on a
+	// loaded machine: at 300 ms, a CI run under load passed the open time
+	// mid-loop and the half-open probe went to the dead Redis.
+	const openFor = 2 * time.Second
+	b := breaker.New(flashsale.EngineOf(c), breaker.Config{Failures: 5, OpenFor: openFor, Logger: quiet})
 	saleID := ulid.Make().String()
 	if err := b.Load(ctx, &flashsale.StockSnapshot{
 		Sale:   fixture.Sale(fixture.ID(saleID), fixture.Stock(1000)),
@@ -265,16 +269,16 @@ func TestRedisLost(t *testing.T) {
 		}
 	}
 	start, before := time.Now(), c.reserves.Load()
-	const n = 1000
-	for i := range n {
-		if err := buy(100 + i); !errors.Is(err, breaker.ErrOpen) {
+	n := 0
+	for ; n < 1000 && time.Since(start) < openFor/2; n++ {
+		if err := buy(100 + n); !errors.Is(err, breaker.ErrOpen) {
 			t.Fatalf("purchase with the breaker open: %v", err)
 		}
 	}
 	if got := c.reserves.Load() - before; got != 0 {
 		t.Fatalf("%d of %d purchases went to the dead Redis with the breaker open", got, n)
 	}
-	t.Logf("opened after %d failed calls; %d refusals took %v each", failed, n, time.Since(start)/n)
+	t.Logf("opened after %d failed calls; %d refusals took %v each", failed, n, time.Since(start)/time.Duration(n))
 
 	rs.Start() // back, and empty
 	back := time.Now()

@@ -157,17 +157,30 @@ func (e *Engine) reserve(r *flashsale.Reservation, token string, expires time.Ti
 	if token != "" && !e.tokens.spend(token, expires) {
 		return "", flashsale.ErrTokenInvalid
 	}
-	if r.FirstNight < 0 || r.Nights < 1 || r.FirstNight > len(s.avail)-r.Nights || r.Rooms < 1 {
+	if r.FirstNight < 0 || r.Nights < 1 || r.FirstNight > len(s.avail)-r.Nights || r.Rooms < 1 ||
+		r.Choices > 1 && (r.Nights != 1 || r.FirstNight > len(s.avail)-r.Choices) {
 		return "", flashsale.ErrInvalid
 	}
-	if err := flashsale.CheckStay(s.rules, r.FirstNight, r.Nights); err != nil {
+	if r.Choices > 1 {
+		if s.users[r.UserID]+r.Rooms > s.limit {
+			return "", flashsale.ErrLimitExceeded
+		}
+		i := r.FirstNight
+		for i < r.FirstNight+r.Choices && s.avail[i] < r.Rooms {
+			i++
+		}
+		if i == r.FirstNight+r.Choices {
+			return "", flashsale.ErrSoldOut
+		}
+		r.FirstNight = i
+	} else if err := flashsale.CheckStay(s.rules, r.FirstNight, r.Nights); err != nil {
 		return "", err
 	}
 	if err := s.take(r); err != nil {
 		return "", err
 	}
 	rec := *r
-	rec.Active = true
+	rec.Active, rec.Choices = true, 0
 	s.orders[r.OrderID] = &rec
 	if r.IdempotencyKey != "" {
 		s.keys[userKey{r.UserID, r.IdempotencyKey}] = r.OrderID

@@ -523,7 +523,7 @@ func (e *Engine) ReserveSpending(ctx context.Context, r *flashsale.Reservation, 
 }
 
 func (e *Engine) reserve(ctx context.Context, r *flashsale.Reservation, token string, expires time.Time) (string, error) {
-	if r.IdempotencyKey == "" && e.flags.soldOut(r.SaleID, r.FirstNight, r.Nights) {
+	if r.IdempotencyKey == "" && e.soldOut(r) {
 		return "", flashsale.ErrSoldOut
 	}
 	k := e.saleKeys(r.SaleID)
@@ -542,6 +542,12 @@ func (e *Engine) reserve(ctx context.Context, r *flashsale.Reservation, token st
 		// SET needs an expiry in the future; a token past it was refused
 		// before it got here, so a millisecond is as good as any.
 		args = append(args, max(expires.UnixMilli(), now.UnixMilli()+1))
+	}
+	if r.Choices > 1 {
+		if token == "" {
+			args = append(args, 0)
+		}
+		args = append(args, r.Choices)
 	}
 	orderKey := e.orderKey(r.OrderID)
 
@@ -564,6 +570,10 @@ func (e *Engine) reserve(ctx context.Context, r *flashsale.Reservation, token st
 	case replyOK:
 		if expire, _ := reply[1].(int64); expire != k.expire.Load() {
 			k.expire.Store(expire)
+		}
+		if len(reply) > 2 && r.Choices > 1 {
+			first, _ := reply[2].(int64)
+			r.FirstNight = int(first)
 		}
 		if err := index.Err(); err != nil {
 			// Reservation still finds the order by asking every known sale.
@@ -621,6 +631,20 @@ func (e *Engine) SetStayRules(ctx context.Context, saleID string, rules []flashs
 		return e.stale(ctx, saleID)
 	}
 	return fmt.Errorf("set stay rules: sale=%s: unexpected script reply %v", saleID, reply)
+}
+
+// soldOut reports, from this engine's flags, that r certainly cannot be
+// served: a night of its stay at zero, or with choices, every choice.
+func (e *Engine) soldOut(r *flashsale.Reservation) bool {
+	if r.Choices <= 1 {
+		return e.flags.soldOut(r.SaleID, r.FirstNight, r.Nights)
+	}
+	for i := r.FirstNight; i < r.FirstNight+r.Choices; i++ {
+		if !e.flags.soldOut(r.SaleID, i, 1) {
+			return false
+		}
+	}
+	return true
 }
 
 // indexExpiry is when the order index of r expires (unix ms): with the

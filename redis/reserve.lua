@@ -5,10 +5,11 @@
 -- ARGV: 1 order id, 2 user id, 3 idempotency field ('' when the request has
 --       no key), 4 first night, 5 nights, 6 rooms, 7 now (unix ms),
 --       8 record without its active flag, 9 sold-out channel, 10 sale id,
---       11 when the token expires (unix ms, with KEYS[7])
+--       11 when the token expires (unix ms, with KEYS[7]; '0' without),
+--       12 the choices (flashsale.Reservation.Choices; absent: 1)
 --
 -- Reply (the names are redis/reply.go's, declared ahead of this script):
--- {OK, expire_ms}, {EXISTING, order_id} for the key or id, {SOLD_OUT},
+-- {OK, expire_ms, first night taken}, {EXISTING, order_id} for the key or id, {SOLD_OUT},
 -- {LIMIT}, {NOT_LOADED}, {INVALID_STAY}, {TOKEN_SPENT}, {STALE} (the sale
 -- came from another Redis process and is unloaded now: redis/reply.go),
 -- {RULE, rule, night} a night's stay rule refuses the stay (flashsale.CheckStay;
@@ -39,10 +40,12 @@ local n = tonumber(meta[1])
 local first = tonumber(ARGV[4])
 local nights = tonumber(ARGV[5])
 local rooms = tonumber(ARGV[6])
-if first < 0 or nights < 1 or rooms < 1 or first + nights > n then
+local choices = tonumber(ARGV[12] or '1')
+if first < 0 or nights < 1 or rooms < 1 or first + nights > n or
+    choices > 1 and (nights ~= 1 or first + choices > n) then
   return {INVALID_STAY}
 end
-if meta[4] then
+if meta[4] and choices == 1 then
   -- The stay rules, judged as flashsale.CheckStay judges them: a closed
   -- night, then the arrival night's rules, then the departure.
   local f = {}
@@ -82,6 +85,27 @@ local held = tonumber(redis.call('HGET', KEYS[3], ARGV[2]) or '0')
 if held + rooms > tonumber(meta[2]) then
   return {LIMIT}
 end
+local rec = ARGV[8]
+if choices > 1 then
+  -- The first of the choices with the rooms free; the record names it.
+  local units = {}
+  for i = 1, choices do
+    units[i] = first + i - 1
+  end
+  local free = redis.call('HMGET', KEYS[2], unpack(units))
+  local pick
+  for i = 1, choices do
+    if (tonumber(free[i]) or 0) >= rooms then
+      pick = units[i]
+      break
+    end
+  end
+  if not pick then
+    return {SOLD_OUT}
+  end
+  first = pick
+  rec = string.gsub(rec, '^(|%d+|)%d+', '%1' .. first, 1)
+end
 local idx = {}
 for i = 1, nights do
   idx[i] = first + i - 1
@@ -102,7 +126,7 @@ redis.call('HINCRBY', KEYS[3], ARGV[2], rooms)
 if ARGV[3] ~= '' then
   redis.call('HSET', KEYS[4], ARGV[3], ARGV[1])
 end
-redis.call('HSET', KEYS[5], ARGV[1], '1' .. ARGV[8])
+redis.call('HSET', KEYS[5], ARGV[1], '1' .. rec)
 redis.call('ZADD', KEYS[6], ARGV[7], ARGV[1])
 for i = 3, 6 do
   redis.call('PEXPIREAT', KEYS[i], meta[3])
@@ -110,4 +134,4 @@ end
 if #zero > 0 then
   redis.call('PUBLISH', ARGV[9], 'z ' .. table.concat(zero, ',') .. ' ' .. ARGV[10])
 end
-return {OK, tonumber(meta[3])}
+return {OK, tonumber(meta[3]), first}
