@@ -444,7 +444,8 @@ function renderDetail() {
     (v.original_price > v.price ? ` (${money(v.original_price, v.currency)})` : '') +
     ` · ${when(v.starts_at)} – ${when(v.ends_at)} · ${v.id} · `,
   el('span', { id: 'd-revision', data: { revision: String(v.revision) }, textContent: t('console.revision', { n: v.revision }) }),
-  ...(v.waiting_room ? [' · ', el('span', { id: 'd-waiting_room', textContent: waitingRoomText(v.waiting_room) })] : []));
+  ...(v.waiting_room ? [' · ', el('span', { id: 'd-waiting_room', textContent: waitingRoomText(v.waiting_room) })] : []),
+  ...(isSlots(v) ? [' · ', el('span', { id: 'd-kind', textContent: t('console.kind_slot', { zone: v.time_zone || 'UTC' }) })] : []));
   const ended = st === 'ended';
   $('d-edit').disabled = ended;
   $('d-delete').hidden = !v.test;
@@ -453,6 +454,9 @@ function renderDetail() {
   $('d-resume').hidden = st !== 'paused';
   $('d-close').disabled = ended;
 
+  // Rooms are added and taken back by a night's date: a slot sale's
+  // dates repeat (three services a day), so the form is not offered there.
+  $('d-rooms').hidden = isSlots(v);
   const sel = $('d-night');
   const dates = v.nights.map((n) => n.date).join();
   if (sel.dataset.dates !== dates) {
@@ -474,7 +478,7 @@ function renderDetail() {
 
   renderQueue();
 
-  $('c-stock').replaceChildren(stackBars(v.nights.map((n) => ({ label: n.date, parts: [
+  $('c-stock').replaceChildren(stackBars(v.nights.map((n) => ({ label: isSlots(v) ? `${n.date.slice(5)} ${n.time}` : n.date, parts: [
     { name: t('console.sold'), cls: 'sold', value: n.sold }, { name: t('console.held'), cls: 'held', value: n.held },
     { name: t('console.available'), cls: 'available', value: n.available }] })), { label: t('console.chart_stock') }));
 
@@ -511,14 +515,31 @@ const COUNTERS = ['stock', 'available', 'held', 'sold'];
 // '–' for none: the form's summary of a night says them the same way.
 const ruleText = (n) => form.ruleSummary(n) || '–';
 
+// isSlots reports whether a sale sells time slots (issue 25's kind slot):
+// its units are a date and a start in the venue's zone, maybe a length.
+const isSlots = (v) => v.kind === 'slot';
+
+// unitName is a unit as the dashboard names it: a night's date, or a
+// slot's date and start (its length beside it).
+const unitName = (v, n) => (isSlots(v) ? `${n.date} ${n.time}` + (n.minutes ? ` · ${n.minutes} min` : '') : n.date);
+
 function renderNights(d, v, ended) {
   const box = $('d-nights');
-  const shown = JSON.stringify([v.nights, ended, d.nightBusy || '', document.documentElement.lang]);
+  const shown = JSON.stringify([v.kind, v.nights, ended, d.nightBusy || '', document.documentElement.lang]);
   if (box.dataset.shown === shown) return;
   const focused = box.contains(document.activeElement) ? document.activeElement.dataset.night : '';
   const sum = { stock: 0, available: 0, held: 0, sold: 0 };
+  const slots = isSlots(v);
   const rows = v.nights.map((n) => {
     for (const k in sum) sum[k] += n[k];
+    if (slots) {
+      // A slot has no stay rules, and Stop sell goes by a date, which
+      // names several slots: its row is its start and its counters.
+      const name = `${n.date}T${n.time}`;
+      return el('tr', { data: { night: name, slot: name } },
+        el('th', { scope: 'row', textContent: unitName(v, n) }),
+        ...COUNTERS.map((k) => el('td', { className: 'num', data: { counter: k }, textContent: String(n[k]) })));
+    }
     const closed = !!n.stop_sell;
     const btn = el('button', { type: 'button', className: 'night-sell', textContent: t(closed ? 'console.reopen' : 'console.stop_sell'),
       disabled: ended || d.nightBusy === n.date, data: { night: n.date, stopSell: String(closed) },
@@ -530,9 +551,9 @@ function renderNights(d, v, ended) {
       el('td', {}, btn));
   });
   rows.push(el('tr', { className: 'total' }, el('th', { scope: 'row', textContent: 'Σ' }), ...COUNTERS.map((k) => el('td', { className: 'num', textContent: String(sum[k]) }))));
-  const heads = ['console.date', ...COUNTERS.map((k) => 'console.' + k), 'console.rules', 'console.actions'];
+  const heads = slots ? ['console.slot', ...COUNTERS.map((k) => 'console.' + k)] : ['console.date', ...COUNTERS.map((k) => 'console.' + k), 'console.rules', 'console.actions'];
   box.replaceChildren(
-    el('caption', { textContent: t('console.nights_caption') }),
+    el('caption', { textContent: t(slots ? 'console.slots_caption' : 'console.nights_caption') }),
     el('thead', {}, el('tr', {}, ...heads.map((k, i) => el('th', { scope: 'col', className: i && i <= COUNTERS.length ? 'num' : '', textContent: t(k),
       title: k === 'console.rules' ? t('console.rules_hint') : '' })))),
     el('tbody', {}, ...rows));
@@ -880,7 +901,8 @@ function renderOrders() {
     el('td', { data: label('console.order') }, el('code', { textContent: x.order_id })),
     el('td', { data: label('console.guest'), textContent: x.user_id }),
     el('td', { data: label('console.status'), textContent: t('order.' + x.status) + (x.failure_reason ? ` (${x.failure_reason})` : '') }),
-    el('td', { data: label('console.stay'), textContent: t('console.stay_of', { date: x.check_in, nights: x.nights, rooms: x.rooms }) }),
+    el('td', { data: label('console.stay'), textContent: x.slot ? t('console.slot_order', { date: x.slot.slice(0, 10), time: x.slot.slice(11), rooms: x.rooms })
+      : t('console.stay_of', { date: x.check_in, nights: x.nights, rooms: x.rooms }) }),
     el('td', { data: label('console.amount'), className: 'num', textContent: money(x.amount, x.currency) }),
     el('td', { data: label('console.hold_until'), textContent: x.status === 'paid' ? (x.payment_ref || '') : (x.status === 'held' ? when(x.hold_expires_at) : '–') })));
   if (!rows.length) rows.push(el('tr', {}, el('td', { colSpan: 6, textContent: o.loaded ? t('console.no_orders') : t('loading') })));
@@ -968,6 +990,8 @@ function resetForm() {
   $('create').reset();
   $('waiting-room').open = false;
   $('nights-rows').replaceChildren();
+  $('f-kind').disabled = false;
+  form.setKind('stay');
   form.lock(false);
   form.clear();
 }
@@ -993,6 +1017,7 @@ function openEdit() {
   $('d-edit-slot').append($('create'));
   editing = { id: v.id };
   prefill(v);
+  $('f-kind').disabled = true; // a sale's kind is what it sold: no edit changes it
   $('create').hidden = false;
   $('d-edit').setAttribute('aria-expanded', 'true');
   $('f-title').focus();
@@ -1094,6 +1119,7 @@ async function submitCreate(e) {
     form.clear();
     $('create').reset();
     $('nights-rows').replaceChildren();
+    form.setKind('stay');
     showCreate(false);
     say('console.created', { title: res.body.title });
     await loadList(false);
@@ -1127,11 +1153,38 @@ $('new').addEventListener('click', () => showCreate(!!editing || $('create').hid
 $('create-cancel').addEventListener('click', () => (editing ? closeForm() : showCreate(false)));
 $('add-night').addEventListener('click', () => {
   const rows = $('nights-rows').children;
+  if (form.kind() === 'slot') { addSlot(rows); return; }
   const last = rows.length ? rows[rows.length - 1].querySelector('[data-part="date"]').value : '';
   const next = last ? new Date(Date.parse(last + 'T00:00:00Z') + 86400e3).toISOString().slice(0, 10) : '';
   const stockOf = rows.length ? rows[rows.length - 1].querySelector('[data-part="stock"]').value : '5';
   form.addNight(next, stockOf).querySelector('input').focus();
 });
 $('create').addEventListener('submit', (e) => (editing ? submitEdit(e) : submitCreate(e)));
+$('f-kind').addEventListener('change', () => {
+  form.setKind(form.kind());
+  // A new sale's first row gets a start, so switching to slots leaves a
+  // slot to edit rather than an error.
+  const first = $('nights-rows').querySelector('[data-part="time"]');
+  if (form.kind() === 'slot' && first && !first.value && $('nights-rows').children.length === 1) first.value = '19:00';
+});
+
+// addSlot adds a slot after the last: the same day, starting when the
+// last ends (an hour on, when it names no length), with its places and
+// length; past midnight, the next day at the same start as the first.
+function addSlot(rows) {
+  const last = rows.length ? rows[rows.length - 1] : null;
+  const part = (k) => (last ? last.querySelector(`[data-part="${k}"]`).value : '');
+  let date = part('date'), time = part('time');
+  const minutes = part('minutes');
+  if (date && /^\d{2}:\d{2}$/.test(time)) {
+    const at = Number(time.slice(0, 2)) * 60 + Number(time.slice(3)) + (parseInt(minutes, 10) || 60);
+    if (at < 1440) time = `${String(Math.floor(at / 60)).padStart(2, '0')}:${String(at % 60).padStart(2, '0')}`;
+    else {
+      date = new Date(Date.parse(date + 'T00:00:00Z') + 86400e3).toISOString().slice(0, 10);
+      time = rows[0].querySelector('[data-part="time"]').value || time;
+    }
+  }
+  form.addNight(date, part('stock') || '5', { time, minutes: parseInt(minutes, 10) || 0 }).querySelector('input').focus();
+}
 for (const id of ['f-price', 'f-original_price', 'f-currency', 'f-price_tiers']) $(id).addEventListener('input', priceHints);
 if (admin) signIn(admin);

@@ -38,8 +38,13 @@ function render() {
     if (nights.length) {
       const day = new Intl.DateTimeFormat(lang, { weekday: 'short', month: 'short', day: 'numeric', timeZone: 'UTC' });
       const first = Date.parse(nights[0].date + 'T00:00:00Z');
-      const out = Date.parse(nights[nights.length - 1].date + 'T00:00:00Z') + 86400000;
-      stay.textContent = t('list.stay', { from: day.format(first), to: day.format(out) });
+      const last = Date.parse(nights[nights.length - 1].date + 'T00:00:00Z');
+      if (s.kind === 'slot') {
+        // Time slots: the first and last days with a slot, no check-out.
+        stay.textContent = first === last ? t('list.slots_one', { from: day.format(first) }) : t('list.slots', { from: day.format(first), to: day.format(last) });
+      } else {
+        stay.textContent = t('list.stay', { from: day.format(first), to: day.format(last + 86400000) });
+      }
       stay.dataset.from = nights[0].date;
     }
     a.append(h, p, stay, price, when);

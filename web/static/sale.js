@@ -204,7 +204,131 @@ function fillStay() {
 }
 
 // noStay reports whether the rules allow no stay at all.
-const noStay = () => rooms.length > 0 && $('checkin').options.length === 0;
+const noStay = () => !isSlot() && rooms.length > 0 && $('checkin').options.length === 0;
+
+// --- the slots ---------------------------------------------------------------
+// A sale of kind slot (issue 25) sells time slots of a day at a venue: a
+// restaurant's services, a spa's appointments. Its units ("nights") are
+// each a date, a start and maybe a length; the guest picks a day, a slot
+// of it and a quantity (covers, places). Times are the venue's wall
+// clock in the sale's time_zone, shown as the server sends them and
+// never converted to the browser's zone: 19:00 in Europe/Paris is 19:00
+// on a phone set to Shanghai.
+const isSlot = () => !!sale && sale.kind === 'slot';
+const slotName = (r) => r.date + 'T' + r.time;
+
+// zoneOffset is zone's offset from UTC in ms at the instant ms.
+const zoneFmts = new Map();
+function zoneOffset(ms, zone) {
+  let f = zoneFmts.get(zone);
+  if (!f) {
+    f = new Intl.DateTimeFormat('en-US', { timeZone: zone, hourCycle: 'h23', year: 'numeric', month: '2-digit', day: '2-digit', hour: '2-digit', minute: '2-digit', second: '2-digit' });
+    zoneFmts.set(zone, f);
+  }
+  const p = Object.fromEntries(f.formatToParts(ms).map((x) => [x.type, x.value]));
+  return Date.UTC(+p.year, +p.month - 1, +p.day, +p.hour, +p.minute, +p.second) - Math.floor(ms / 1000) * 1000;
+}
+
+// slotStart is the instant slot r starts (its wall clock in the venue's
+// zone), cached; Infinity when this browser does not know the zone (the
+// server then alone leaves started slots out).
+const starts = new Map();
+function slotStart(r) {
+  const k = slotName(r);
+  if (!starts.has(k)) {
+    let at = Infinity;
+    try {
+      const wall = Date.parse(k + ':00Z');
+      at = wall - zoneOffset(wall, sale.time_zone);
+      at = wall - zoneOffset(at, sale.time_zone);
+    } catch { /* an unknown zone */ }
+    starts.set(k, Number.isNaN(at) ? Infinity : at);
+  }
+  return starts.get(k);
+}
+
+// openSlots are the slots not started by the server's clock: the server
+// leaves a started slot out of its next update; the page need not wait.
+const openSlots = () => rooms.filter((r) => slotStart(r) > clk.now());
+
+// pick is the guest's choice: the slot's name ('' for none) and quantity.
+function pick() {
+  const el = document.querySelector('#slot-list input[name="slot"]:checked');
+  return { slot: el ? el.value : '', quantity: parseInt($('quantity').value || '1', 10) };
+}
+
+// slotLeft is the places left in the chosen slot.
+function slotLeft() {
+  const p = pick();
+  const r = rooms.find((x) => slotName(x) === p.slot);
+  return r ? r.available : 0;
+}
+
+// fillSlots draws the days, the chosen day's slots and the quantities,
+// when what they show changed (force: the language did). A sold-out slot
+// is shown, not selectable. The guest's slot stays chosen while it has
+// places; one that sold out under them is unchosen, not swapped for
+// another they did not pick.
+let slotsShown = '';
+function fillSlots(force = false) {
+  const open = openSlots();
+  const key = JSON.stringify([open.map((r) => [r.date, r.time, r.minutes || 0, r.available]), lang]);
+  if (!force && key === slotsShown) return;
+  slotsShown = key;
+  const days = [...new Set(open.map((r) => r.date))];
+  const hasPlaces = (d) => open.some((r) => r.date === d && r.available > 0);
+  const dsel = $('day');
+  const keepDay = dsel.value;
+  dsel.replaceChildren(...days.map((d) => new Option(hasPlaces(d) ? day(d) : t('slot.day_full', { date: day(d) }), d)));
+  if (keepDay && days.includes(keepDay)) dsel.value = keepDay;
+  else if (days.some(hasPlaces)) dsel.value = days.find(hasPlaces);
+  drawSlots(open);
+}
+
+// chosen is the slot the guest picked (or the page picked for them: the
+// day's first with places), kept while the slot is on the day shown.
+let chosen = '';
+
+// drawSlots draws the chosen day's slots: start, length, places left.
+function drawSlots(open = openSlots()) {
+  const list = $('slot-list');
+  const mine = open.filter((r) => r.date === $('day').value);
+  list.replaceChildren(...mine.map((r, i) => {
+    const name = slotName(r);
+    const full = r.available <= 0;
+    const inp = Object.assign(document.createElement('input'), { type: 'radio', name: 'slot', value: name, id: 'slot-' + i, disabled: full });
+    const lab = document.createElement('label');
+    lab.className = 'slot';
+    lab.htmlFor = inp.id;
+    lab.dataset.slot = name;
+    if (full) lab.dataset.full = 'true';
+    const span = (cls, text) => Object.assign(document.createElement('span'), { className: cls, textContent: text });
+    lab.append(inp, span('slot-time', r.time));
+    if (r.minutes) lab.append(span('slot-len', t('slot.minutes', { n: r.minutes })));
+    lab.append(span('slot-left', full ? t('slot.full') : t('slot.left', { n: r.available })));
+    return lab;
+  }));
+  const kept = mine.find((r) => slotName(r) === chosen);
+  const choice = kept ? (kept.available > 0 ? kept : null) : mine.find((r) => r.available > 0);
+  if (!kept) chosen = choice ? slotName(choice) : '';
+  if (choice) list.querySelector(`input[value="${CSS.escape(slotName(choice))}"]`).checked = true;
+  const zone = t('slot.zone', { zone: sale.time_zone || 'UTC' });
+  if ($('slot-zone').textContent !== zone) $('slot-zone').textContent = zone;
+  fillQuantity();
+}
+
+// fillQuantity offers 1 to the fewer of the chosen slot's places and the
+// sale's per-guest limit (per_user_limit counts places).
+function fillQuantity() {
+  const sel = $('quantity');
+  const max = Math.max(1, Math.min(sale.per_user_limit || 1, slotLeft() || 1, 1000));
+  const keep = sel.value;
+  if (sel.options.length !== max) sel.replaceChildren(...Array.from({ length: max }, (_, i) => new Option(String(i + 1), String(i + 1))));
+  if (keep && parseInt(keep, 10) <= max) sel.value = keep;
+}
+
+// leftNow is the rooms (places) left for what the guest chose.
+const leftNow = () => (isSlot() ? slotLeft() : stayLeft());
 
 // --- rooms left: pushed, or polled when the stream fails -------------------
 function applyRooms(v) {
@@ -212,9 +336,10 @@ function applyRooms(v) {
   saleStatus = v.status;
   const dates = rooms.map((r) => r.date).join();
   rooms = v.nights || [];
-  if (rooms.map((r) => r.date).join() !== dates || rulesKey() !== rulesShown) fillStay();
+  if (isSlot()) fillSlots();
+  else if (rooms.map((r) => r.date).join() !== dates || rulesKey() !== rulesShown) fillStay();
   const changed = JSON.stringify([saleStatus, rooms]) !== before;
-  if (changed && phase === 'sold_out' && stayLeft() > 0) phase = ''; // a room came back
+  if (changed && phase === 'sold_out' && leftNow() > 0) phase = ''; // a room came back
   render();
   return changed;
 }
@@ -282,6 +407,15 @@ function solveInWorker(challenge, difficulty) {
 // fail turns an error answer into the state the guest sees.
 async function fail(res) {
   const code = errorCode(res);
+  if (isSlot() && res.status === 400) {
+    // A slot that started, or left the sale, since the page drew it:
+    // say the server's words and draw the slots again from a fresh read.
+    setPhase('slot_gone', { reason: errorMessage(res) });
+    await reread();
+    fillSlots(true);
+    render();
+    return;
+  }
   if (STAY_RULES.includes(code)) {
     // The rules changed since the page read them: say which (the
     // server's message names the rule and the night) and redraw the
@@ -342,15 +476,25 @@ async function buy() {
       if (tk.status !== 201) return await fail(tk);
       ptoken = tk.body.token;
     }
-    const s = stay();
-    const req = { token, body: { token: ptoken, check_in: s.checkIn, nights: s.nights, rooms: s.rooms }, headers: { 'Idempotency-Key': crypto.randomUUID() } };
+    let want;
+    if (isSlot()) {
+      const p = pick();
+      want = { token: ptoken, slot: p.slot, quantity: p.quantity };
+    } else {
+      const s = stay();
+      want = { token: ptoken, check_in: s.checkIn, nights: s.nights, rooms: s.rooms };
+    }
+    const req = { token, body: want, headers: { 'Idempotency-Key': crypto.randomUUID() } };
     let p = await call('POST', `/api/sales/${eid}/purchase`, req);
     for (let i = 0; p.status === 0 && i < 2; i++) { // the same key: a retry cannot buy twice
       await sleep(500 * (i + 1));
       p = await call('POST', `/api/sales/${eid}/purchase`, req);
     }
     if (p.status !== 202) return await fail(p);
-    order = p.body;
+    // The purchase's answer may be the short one (order, status, amount,
+    // hold): a slot's order says what it holds from the first moment,
+    // from what was asked and accepted, until the order's read says it.
+    order = isSlot() ? { slot: want.slot, rooms: want.quantity, ...p.body } : p.body;
     // The attempt is over; the order speaks from here. Left at 'buying'
     // (sticky), the button stayed disabled after the hold expired or the
     // guest cancelled, until a reload (issue 23).
@@ -642,10 +786,18 @@ function baseState(now) {
   }
   if (noStay()) return 'no_stay'; // the rules close every stay: choosing cannot help
   if (now < Date.parse(sale.starts_at)) return 'waiting';
-  if (saleStatus === 'sold_out' || stayLeft() <= 0) return 'sold_out';
+  if (saleStatus === 'sold_out' || leftNow() <= 0) {
+    // A slot sale with places left but none chosen (the guest's sold out
+    // under them): not sold out, a choice to make.
+    return isSlot() && !pick().slot && rooms.some((r) => r.available > 0) ? 'pick_slot' : 'sold_out';
+  }
   if (!token) return demo ? 'signing_in' : 'no_token';
   return 'ready';
 }
+
+// SLOT_WORDS are the states a slot sale says in its own words (places,
+// not rooms; no stay to enjoy).
+const SLOT_WORDS = ['paid', 'expired', 'limit'];
 
 // sticky are the attempts' outcomes that keep the button disabled.
 const sticky = ['buying', 'solving', 'sold_out', 'limit', 'not_eligible', 'ended', 'no_token'];
@@ -669,6 +821,7 @@ function current(now) {
   const base = baseState(now);
   if (phase === 'retry' && !['ready', 'queue_join', 'queue_expired'].includes(base)) phase = ''; // a failed join stays said
   if (phase === 'stay_rule' && !['ready', 'no_stay'].includes(base)) phase = ''; // the sale's own word wins
+  if (phase === 'slot_gone' && !['ready', 'pick_slot'].includes(base)) phase = '';
   return phase ? [phase, vars] : [base, {}];
 }
 
@@ -682,39 +835,61 @@ function render() {
   $('room').textContent = sale.room_type;
   $('price').textContent = money(sale.price, sale.currency);
   $('original').textContent = sale.original_price > sale.price ? money(sale.original_price, sale.currency) : '';
+  const slot = isSlot();
+  // A slot sale's words: a price per place, places left, its own menus.
+  $('stay').hidden = slot;
+  $('slots').hidden = !slot;
+  $('per-night').hidden = slot;
+  for (const [id, stayKey, slotKey] of [['per', 'per_night', 'slot.per_place'], ['left-label', 'rooms_left', 'slot.places_left']]) {
+    const k = slot ? slotKey : stayKey;
+    if ($(id).dataset.i18n !== k) { $(id).dataset.i18n = k; $(id).textContent = t(k); }
+  }
   const tiers = sale.price_tiers || [];
   $('tiers-box').hidden = !tiers.length;
   const shownTiers = JSON.stringify([tiers, lang]);
   if ($('tiers').dataset.shown !== shownTiers) {
     $('tiers').replaceChildren(...tiers.map((tr) => {
       const li = document.createElement('li');
-      li.textContent = t('tier', { n: tr.rooms, price: money(tr.price, sale.currency) });
+      li.textContent = t(slot ? 'slot.tier' : 'tier', { n: tr.rooms, price: money(tr.price, sale.currency) });
       return li;
     }));
     $('tiers').dataset.shown = shownTiers;
   }
-  const s = stay();
-  const unit = unitPrice(s.rooms);
-  const total = unit * s.rooms * s.nights;
-  const amount = t('amount', { amount: money(total, sale.currency), rooms: count('rooms_n', s.rooms),
-    nights: count('nights_n', s.nights), unit: money(unit, sale.currency) });
+  let total, amount;
+  if (slot) {
+    if (slotsShown) fillSlots(); // a slot that started by now goes
+    const q = pick().quantity;
+    const unit = unitPrice(q);
+    total = unit * q;
+    amount = t('slot.amount', { amount: money(total, sale.currency), guests: count('guests_n', q), unit: money(unit, sale.currency) });
+  } else {
+    const s = stay();
+    const unit = unitPrice(s.rooms);
+    total = unit * s.rooms * s.nights;
+    amount = t('amount', { amount: money(total, sale.currency), rooms: count('rooms_n', s.rooms),
+      nights: count('nights_n', s.nights), unit: money(unit, sale.currency) });
+  }
   if ($('amount').textContent !== amount) $('amount').textContent = amount; // aria-live: only a change is read out
   $('amount').dataset.amount = String(total);
-  const left = stayLeft();
+  const left = leftNow();
   $('left').textContent = String(left);
   $('left').dataset.left = String(left);
-  $('per-night').replaceChildren(...rooms.map((r) => {
-    const li = document.createElement('li');
-    li.dataset.date = r.date;
-    if (r.stop_sell) li.dataset.closed = 'true';
-    li.textContent = r.stop_sell ? t('night_closed', { date: day(r.date) }) : t('night_left', { date: day(r.date), n: r.available });
-    return li;
-  }));
+  if (!slot) {
+    $('per-night').replaceChildren(...rooms.map((r) => {
+      const li = document.createElement('li');
+      li.dataset.date = r.date;
+      if (r.stop_sell) li.dataset.closed = 'true';
+      li.textContent = r.stop_sell ? t('night_closed', { date: day(r.date) }) : t('night_left', { date: day(r.date), n: r.available });
+      return li;
+    }));
+  }
   // Nothing left to choose once the whole sale is sold out or over: the
   // menus and the total step back (a stay sold out while other nights
   // have rooms keeps them, to pick another night).
   const closed = saleStatus === 'sold_out' || saleStatus === 'ended' || now >= Date.parse(sale.ends_at) || noStay();
-  for (const k of ['checkin', 'nights', 'rooms']) $(k).disabled = closed;
+  for (const k of slot ? ['day', 'quantity'] : ['checkin', 'nights', 'rooms']) $(k).disabled = closed;
+  if (slot) $('slots').classList.toggle('inactive', closed);
+  if (slot) for (const r of $('slot-list').querySelectorAll('input')) r.disabled = closed || r.closest('label').dataset.full === 'true';
   $('amount').classList.toggle('inactive', closed);
   const starts = Date.parse(sale.starts_at), ends = Date.parse(sale.ends_at);
   const cd = $('countdown');
@@ -727,11 +902,20 @@ function render() {
   const el = $('state');
   if (el.dataset.state !== st) tellParent({ type: 'flashsale.state', sale_id: id, state: st, order_id: order ? order.order_id : undefined });
   if (el.dataset.state !== st || el.dataset.text !== JSON.stringify(v) || el.dataset.lang !== lang) {
-    el.textContent = st === 'loading' ? t('loading') : t('state.' + st, v);
+    el.textContent = st === 'loading' ? t('loading') : t(slot && SLOT_WORDS.includes(st) ? 'slot.state.' + st : 'state.' + st, v);
     el.dataset.state = st;
     el.dataset.text = JSON.stringify(v);
     el.dataset.lang = lang;
   }
+  // A slot's order says what it holds: the day, the time where the venue
+  // is, and the places.
+  const booked = $('booked');
+  const what = order && order.slot && ['pending', 'held', 'paid'].includes(order.status) ? t('slot.booked', { date: day(order.slot.slice(0, 10)),
+    time: order.slot.slice(11), zone: sale.time_zone || 'UTC', guests: count('guests_n', order.rooms) }) : '';
+  if (booked.textContent !== what) booked.textContent = what;
+  booked.hidden = !what;
+  booked.dataset.slot = what ? order.slot : '';
+  booked.dataset.quantity = what ? String(order.rooms) : '';
   const hold = $('hold');
   if (order && order.status === 'held') {
     const ms = Date.parse(order.hold_expires_at) - now;
@@ -743,8 +927,9 @@ function render() {
   } else {
     // A paid order says which one and what it bought: the guest's receipt
     // until the platform's arrives.
-    hold.textContent = order && order.status === 'paid' ? t('state.order', { id: order.order_id, date: day(order.check_in),
-      nights: count('nights_n', order.nights), rooms: count('rooms_n', order.rooms), amount: money(order.amount, order.currency) }) : '';
+    hold.textContent = order && order.status === 'paid' ? (order.slot ? t('slot.order', { id: order.order_id, amount: money(order.amount, order.currency) })
+      : t('state.order', { id: order.order_id, date: day(order.check_in),
+        nights: count('nights_n', order.nights), rooms: count('rooms_n', order.rooms), amount: money(order.amount, order.currency) })) : '';
     $('cancel').hidden = true;
     $('pay').hidden = true;
   }
@@ -772,18 +957,24 @@ async function load() {
 }
 
 async function start() {
-  setupSwitch(() => { fillStay(); render(); });
+  setupSwitch(() => { if (isSlot()) fillSlots(true); else fillStay(); render(); });
   // Another stay chosen: a refusal of the last one is no longer the news.
   const chose = () => { if (phase === 'stay_rule') phase = ''; };
   $('checkin').addEventListener('change', () => { chose(); fillStay(); render(); });
   $('nights').addEventListener('change', () => { chose(); render(); });
   $('rooms').addEventListener('change', render);
+  // A slot sale's menus: another day or slot chosen clears the news of
+  // the last one (sold out, gone).
+  const choseSlot = () => { if (['sold_out', 'slot_gone'].includes(phase)) phase = ''; };
+  $('day').addEventListener('change', () => { choseSlot(); chosen = ''; drawSlots(); render(); });
+  $('slot-list').addEventListener('change', (e) => { choseSlot(); chosen = e.target.value; fillQuantity(); render(); });
+  $('quantity').addEventListener('change', render);
   $('buy').addEventListener('click', buy);
   $('cancel').addEventListener('click', cancelHold);
   $('pay').addEventListener('click', payDemo);
   $('q-join').addEventListener('click', joinQueue);
   if (!(await load())) return;
-  fillRooms();
+  if (!isSlot()) fillRooms();
   $('sale').hidden = false;
   if (demo && !token) await demoLogin();
   else if (demo) $('who').textContent = t('signed_in', { user: store.get('flashsale.demo_user') || '' });

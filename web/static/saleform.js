@@ -18,12 +18,12 @@ const FIELDS = {
   'limits.per_sale': ['f-per_sale', 'e-per_sale'], 'limits.per_user': ['f-per_user', 'e-per_user'], 'limits.per_ip': ['f-per_ip', 'e-per_ip'],
   'waiting_room.prequeue_minutes': ['f-prequeue_minutes', 'e-prequeue_minutes'], 'waiting_room.admit_per_second': ['f-admit_per_second', 'e-admit_per_second'],
   'waiting_room.admission_seconds': ['f-admission_seconds', 'e-admission_seconds'],
-  nights: ['add-night', 'e-nights'],
+  nights: ['add-night', 'e-nights'], kind: ['f-kind', 'e-kind'],
 };
 
 // elementsOf returns a field's input and error line, nights rows included.
 function elementsOf(key) {
-  const m = /^nights\[(\d+)\]\.(date|stock|min_stay|max_stay|closed_to_arrival|closed_to_departure|stop_sell)$/.exec(key);
+  const m = /^nights\[(\d+)\]\.(date|time|minutes|stock|min_stay|max_stay|closed_to_arrival|closed_to_departure|stop_sell)$/.exec(key);
   if (m) {
     const row = $('nights-rows').children[Number(m[1])];
     if (row) return [row.querySelector(`[data-part="${m[2]}"]`), row.querySelector('.err')];
@@ -40,7 +40,43 @@ const CHANNEL = /^[a-z0-9._-]{1,64}$/;
 const DECIMAL = /^\d+(?:\.\d+)?$/;
 const ROOM = ['prequeue_minutes', 'admit_per_second', 'admission_seconds']; // a waiting room's fields
 const DATE = /^\d{4}-\d{2}-\d{2}$/;
+const CLOCK = /^([01]\d|2[0-3]):[0-5]\d$/;
 const utf8 = new TextEncoder();
+
+// --- the kind of sale ------------------------------------------------------
+// A sale sells stays (nights of a room, the default) or time slots (a
+// restaurant's services, a spa's appointments: issue 25's kind slot).
+// For slots each row is a slot: its date, its start and length in the
+// venue's time zone (then required), and its places; stay rules do not
+// apply and are hidden, and the form's words say places, not rooms.
+export const kind = () => ($('f-kind').value === 'slot' ? 'slot' : 'stay');
+
+// WORDS are the elements whose words change with the kind: [selector,
+// a stay's key, a slot sale's key].
+const WORDS = [
+  ['#l-nights', 'f.nights', 'f.slots'], ['#add-night', 'f.add_night', 'f.add_slot'],
+  ['label[for="f-hotel"]', 'f.hotel', 'f.venue'], ['label[for="f-room_type"]', 'f.room_type', 'f.service'],
+  ['label[for="f-time_zone"]', 'f.time_zone', 'f.venue_time_zone'], ['#h-time_zone', 'f.time_zone_hint', 'f.venue_time_zone_hint'],
+  ['#l-prices', 'f.prices', 'f.slot_prices'], ['label[for="f-per_user_limit"]', 'f.per_user_limit', 'f.per_user_places'],
+  ['label[for="f-price_tiers"]', 'f.price_tiers', 'f.slot_price_tiers'], ['#nights-rows label.stock-label', 'f.night_stock', 'f.slot_stock'],
+  ['#nights-rows label.date-label', 'f.night_date', 'f.slot_date'],
+];
+
+// setKind shows the form for a kind: its words, its rows' parts, the time
+// zone required or not.
+export function setKind(k) {
+  $('f-kind').value = k;
+  $('create').dataset.kind = k;
+  const slot = k === 'slot';
+  for (const [css, stayKey, slotKey] of WORDS) {
+    for (const e of document.querySelectorAll(css)) {
+      e.dataset.i18n = slot ? slotKey : stayKey;
+      e.textContent = t(e.dataset.i18n);
+    }
+  }
+  $('f-time_zone').required = slot;
+  labelRemoveButtons();
+}
 
 // --- the nights' rows -------------------------------------------------------
 let rowSeq = 0;
@@ -108,7 +144,22 @@ export function addNight(date = '', stock = '', rules = {}) {
   group.append(summary, hint, fields);
   group.addEventListener('input', () => summarize(row));
   group.addEventListener('change', () => summarize(row));
-  row.append(...mk('date', 'date', 'f.night_date', date), ...mk('stock', 'number', 'f.night_stock', stock), rm, group, err);
+  // A slot's start and length, shown for a sale of time slots only.
+  const slotFields = document.createElement('div');
+  slotFields.className = 'slot-fields';
+  const [tl, ti] = mk('time', 'time', 'f.slot_time', rules.time || '');
+  const [ml, mi] = mk('minutes', 'number', 'f.slot_minutes', rules.minutes || '');
+  Object.assign(mi, { max: '1440', placeholder: '–' });
+  for (const [l, inp] of [[tl, ti], [ml, mi]]) {
+    const f = document.createElement('span');
+    f.append(l, inp);
+    slotFields.append(f);
+  }
+  const [sl, si] = mk('stock', 'number', kind() === 'slot' ? 'f.slot_stock' : 'f.night_stock', stock);
+  sl.className = 'stock-label';
+  const [dl, di] = mk('date', 'date', kind() === 'slot' ? 'f.slot_date' : 'f.night_date', date);
+  dl.className = 'date-label';
+  row.append(dl, di, sl, si, rm, slotFields, group, err);
   $('nights-rows').append(row);
   summarize(row);
   group.open = RULE_NUMBERS.some((k) => rules[k] > 0) || RULE_FLAGS.some((k) => rules[k]);
@@ -154,7 +205,7 @@ export function labelRemoveButtons() {
   const rows = [...$('nights-rows').children];
   rows.forEach((row, i) => {
     const b = row.querySelector('.remove-night');
-    b.setAttribute('aria-label', t('f.remove_night', { n: i + 1 }));
+    b.setAttribute('aria-label', t(kind() === 'slot' ? 'f.remove_slot' : 'f.remove_night', { n: i + 1 }));
     b.disabled = rows.length === 1;
     summarize(row);
   });
@@ -204,28 +255,18 @@ export function read({ full = false } = {}) {
   }
   // The browser's own IANA list: a name it does not know, the server's
   // would not either.
+  const slot = kind() === 'slot';
+  if (slot) body.kind = 'slot'; // a stay's body is as it was before kinds
   const timeZone = val('f-time_zone').trim();
   if (timeZone || full) body.time_zone = timeZone;
   if (timeZone && !TIME_ZONES.has(timeZone)) bad('time_zone', 'v.time_zone');
+  else if (!timeZone && slot) bad('time_zone', 'v.time_zone_required');
   const description = val('f-description').trim();
   if (description || full) body.description = description;
   if (utf8.encode(description).length > 2000) bad('description', 'v.description', { max: 2000 });
   const rows = [...$('nights-rows').children];
-  body.nights = rows.map((row) => ({ date: row.querySelector('[data-part="date"]').value, stock: intOf(row.querySelector('[data-part="stock"]').value), ...rulesOf(row) }));
-  if (body.nights.length < 1 || body.nights.length > 366) bad('nights', 'v.nights_count');
-  let prev = '';
-  body.nights.forEach((n, i) => {
-    if (!DATE.test(n.date)) bad(`nights[${i}].date`, 'v.night_date');
-    else if (prev && n.date <= prev) bad(`nights[${i}].date`, 'v.night_order');
-    if (!Number.isInteger(n.stock) || n.stock < 0 || n.stock > 1e6) bad(`nights[${i}].stock`, 'v.night_stock');
-    // The stay rules, checked as Sale.validateStayRules checks them.
-    for (const k of RULE_NUMBERS) if (k in n && !(Number.isInteger(n[k]) && n[k] >= 0 && n[k] <= 366)) bad(`nights[${i}].${k}`, 'v.stay_len');
-    if (n.max_stay > 0 && n.min_stay > 0 && n.max_stay < n.min_stay) bad(`nights[${i}].max_stay`, 'v.max_below_min');
-    if (n.closed_to_departure && (i === 0 || !DATE.test(n.date) || Date.parse(n.date) - Date.parse(body.nights[i - 1].date) !== 86400e3)) {
-      bad(`nights[${i}].closed_to_departure`, 'v.ctd_never');
-    }
-    if (DATE.test(n.date)) prev = n.date;
-  });
+  if (slot) readSlots(rows, body, bad);
+  else readNights(rows, body, bad);
   for (const k of ['price', 'original_price']) {
     body[k] = intOf(val('f-' + k));
     if (!Number.isInteger(body[k]) || body[k] < 0 || body[k] > MAX_MONEY) bad(k, 'v.money');
@@ -290,6 +331,54 @@ export function read({ full = false } = {}) {
   return { body, errors: errs };
 }
 
+// readNights reads a stay's nights: each a date and its rooms, with its
+// stay rules, checked as Sale.Validate checks them.
+function readNights(rows, body, bad) {
+  body.nights = rows.map((row) => ({ date: row.querySelector('[data-part="date"]').value, stock: intOf(row.querySelector('[data-part="stock"]').value), ...rulesOf(row) }));
+  if (body.nights.length < 1 || body.nights.length > 366) bad('nights', 'v.nights_count');
+  let prev = '';
+  body.nights.forEach((n, i) => {
+    if (!DATE.test(n.date)) bad(`nights[${i}].date`, 'v.night_date');
+    else if (prev && n.date <= prev) bad(`nights[${i}].date`, 'v.night_order');
+    if (!Number.isInteger(n.stock) || n.stock < 0 || n.stock > 1e6) bad(`nights[${i}].stock`, 'v.night_stock');
+    // The stay rules, checked as Sale.validateStayRules checks them.
+    for (const k of RULE_NUMBERS) if (k in n && !(Number.isInteger(n[k]) && n[k] >= 0 && n[k] <= 366)) bad(`nights[${i}].${k}`, 'v.stay_len');
+    if (n.max_stay > 0 && n.min_stay > 0 && n.max_stay < n.min_stay) bad(`nights[${i}].max_stay`, 'v.max_below_min');
+    if (n.closed_to_departure && (i === 0 || !DATE.test(n.date) || Date.parse(n.date) - Date.parse(body.nights[i - 1].date) !== 86400e3)) {
+      bad(`nights[${i}].closed_to_departure`, 'v.ctd_never');
+    }
+    if (DATE.test(n.date)) prev = n.date;
+  });
+}
+
+// readSlots reads a slot sale's slots: each a date, a start and maybe a
+// length in the venue's zone, and its places, checked as
+// Sale.validateSlots checks them (a start the clocks skip or repeat that
+// day is the server's to name).
+function readSlots(rows, body, bad) {
+  const part = (row, k) => row.querySelector(`[data-part="${k}"]`).value.trim();
+  body.nights = rows.map((row) => {
+    const n = { date: part(row, 'date'), time: part(row, 'time'), stock: intOf(part(row, 'stock')) };
+    const m = part(row, 'minutes');
+    if (m !== '') n.minutes = intOf(m);
+    return n;
+  });
+  if (body.nights.length < 1 || body.nights.length > 366) bad('nights', 'v.nights_count');
+  let prev = '';
+  body.nights.forEach((n, i) => {
+    if (!DATE.test(n.date)) bad(`nights[${i}].date`, 'v.night_date');
+    if (!CLOCK.test(n.time)) bad(`nights[${i}].time`, 'v.slot_time');
+    else if (DATE.test(n.date)) {
+      const at = n.date + 'T' + n.time;
+      if (prev && at <= prev) bad(`nights[${i}].time`, 'v.slot_order');
+      prev = at;
+    }
+    if ('minutes' in n && !(Number.isInteger(n.minutes) && n.minutes >= 0 && n.minutes <= 1440)) bad(`nights[${i}].minutes`, 'v.slot_minutes');
+    if (n.minutes === 0) delete n.minutes;
+    if (!Number.isInteger(n.stock) || n.stock < 0 || n.stock > 1e6) bad(`nights[${i}].stock`, 'v.slot_stock');
+  });
+}
+
 // readTiers parses "rooms:price, rooms:price" and checks it as
 // Sale.validatePriceTiers does: rooms going up from 2 to the rooms per
 // guest, prices going down, each below the sale's price. It returns
@@ -318,7 +407,7 @@ export function readTiers(text, price, perUser) {
 export function fieldOfMessage(msg) {
   if (/^starts_at and ends_at/.test(msg)) return 'ends_at';
   if (/^challenge needs/.test(msg)) return 'challenge.difficulty';
-  const m = /^((?:nights\[\d+\]\.(?:date|stock|min_stay|max_stay|closed_to_arrival|closed_to_departure|stop_sell))|(?:eligibility\.[a-z_0-9]+)|(?:limits\.[a-z_]+)|(?:waiting_room\.[a-z_]+)|(?:challenge\.difficulty)|[a-z_]+)/.exec(msg || '');
+  const m = /^((?:nights\[\d+\]\.(?:date|time|minutes|stock|min_stay|max_stay|closed_to_arrival|closed_to_departure|stop_sell))|(?:eligibility\.[a-z_0-9]+)|(?:limits\.[a-z_]+)|(?:waiting_room\.[a-z_]+)|(?:challenge\.difficulty)|[a-z_]+)/.exec(msg || '');
   if (!m) return '';
   const key = m[1];
   return elementsOf(key)[1] ? key : '';
@@ -384,6 +473,7 @@ export function fill(v) {
   const set = (id, x) => { $(id).value = x == null ? '' : String(x); };
   for (const k of ['title', 'description', 'hotel', 'room_type', 'time_zone', 'price', 'original_price', 'currency', 'per_user_limit', 'hold_seconds']) set('f-' + k, v[k]);
   $('nights-rows').replaceChildren();
+  setKind(v.kind === 'slot' ? 'slot' : 'stay');
   for (const n of v.nights || []) addNight(n.date, n.stock, n);
   set('f-price_tiers', (v.price_tiers || []).map((x) => `${x.rooms}:${x.price}`).join(', '));
   set('f-starts_at', localValue(new Date(v.starts_at)));
