@@ -20,7 +20,7 @@ type Invariant struct {
 // The invariants Verify checks.
 const (
 	InvOversold  = "oversold"   // I1: held + sold ≤ stock, on the server and by the 202s
-	InvLost      = "lost_202"   // I2, I8: every 202 is one readable order, none lost or failed with room left
+	InvLost      = "lost_202"   // I2, I8: every 202 is one readable order (of its slot), none lost or failed with room left
 	InvDuplicate = "duplicates" // I4: one order per 202, never one order for two purchases
 	InvOverLimit = "over_limit" // I3: no user holds more than the sale's per-user limit
 	InvBooks     = "books"      // I6: the server's audit balances and its counters are the 202s' rooms
@@ -31,15 +31,18 @@ const (
 // Check is the invariant check after a run: what the server's audit says,
 // cross-checked against the client's own record of every 202.
 type Check struct {
+	// SaleID is the sale checked.
+	SaleID     string      `json:"sale_id"`
 	Invariants []Invariant `json:"invariants"`
-	// Stock, Held and Sold are the first night's (every bench purchase
-	// buys one room of it) as the audit read them last.
+	// Stock, Held and Sold are the first night's of a stay (every bench
+	// purchase buys one room of it), the sum of the slots' of a slot sale
+	// (every purchase one place of one), as the audit read them last.
 	Stock int `json:"stock"`
 	Held  int `json:"held"`
 	Sold  int `json:"sold"`
 	// Oversold is how many rooms beyond the stock were taken: the larger
 	// of the server's held + sold over stock (any night) and the client's
-	// active 202s over the first night's stock. It is what the comparison
+	// active 202s over Stock (or over a slot's own). It is what the comparison
 	// table quotes; 0 unless the oversold invariant broke.
 	Oversold int `json:"oversold"`
 	// Orders counts the 202s' orders by the status their owners read.
@@ -110,19 +113,31 @@ func Verify(ctx context.Context, c *Client, saleID string, perUserLimit int, res
 			break
 		}
 	}
-	ck := judge(audit, byOrder, statuses, perUserLimit, res.Unknown, drained)
+	ck := judge(audit, byOrder, statuses, perUserLimit, res.Unknown, drained, res.Slots)
+	ck.SaleID = saleID
 	if res.Loop == LoopSoldOut {
 		ck.Invariants = append(ck.Invariants, soldOutAnswers(res))
 	}
 	return ck, nil
 }
 
-// judge is Verify's verdict on what it read.
-func judge(audit Audit, byOrder map[string][]Accepted, statuses map[string]Order, perUserLimit, unknown int, drained bool) *Check {
+// judge is Verify's verdict on what it read. slots are a slot sale's
+// (Result.Slots), the i-th the audit's i-th unit; none for a stay.
+func judge(audit Audit, byOrder map[string][]Accepted, statuses map[string]Order, perUserLimit, unknown int, drained bool, slots []string) *Check {
 	ck := &Check{Orders: map[string]int{}}
-	if len(audit.Nights) > 0 {
-		n := audit.Nights[0]
-		ck.Stock, ck.Held, ck.Sold = n.Stock, n.Held, n.Sold
+	units := audit.Nights[:min(1, len(audit.Nights))] // the units the purchases took
+	if len(slots) > 0 {
+		units = audit.Nights
+	}
+	for _, n := range units {
+		ck.Stock, ck.Held, ck.Sold = ck.Stock+n.Stock, ck.Held+n.Held, ck.Sold+n.Sold
+	}
+	// unit is the audit's unit of a slot sale's slot (nil: none).
+	unit := func(slot string) *AuditNight {
+		if i := slices.Index(slots, slot); slot != "" && i >= 0 && i < len(audit.Nights) {
+			return &audit.Nights[i]
+		}
+		return nil
 	}
 	kinds := map[string]bool{}
 	for _, f := range audit.Findings {
@@ -143,6 +158,7 @@ func judge(audit Audit, byOrder map[string][]Accepted, statuses map[string]Order
 		dups, lost, pending []string
 		active              int
 		perUser             = map[string]int{}
+		perSlot             = map[string]int{}
 	)
 	for _, id := range slices.Sorted(maps.Keys(byOrder)) {
 		as := byOrder[id]
@@ -158,15 +174,23 @@ func judge(audit Audit, byOrder map[string][]Accepted, statuses map[string]Order
 			status = "unreadable"
 		}
 		ck.Orders[status]++
+		if want := as[0].Slot; want != "" && o.Status != "" && o.Slot != want {
+			lost = append(lost, fmt.Sprintf("order %s (a 202 for the slot %s) is of the slot %q", id, want, o.Slot))
+		}
 		switch o.Status {
 		case "held", "paid":
 			rooms := max(1, o.Rooms)
 			active += rooms
 			perUser[as[0].User] += rooms
+			perSlot[o.Slot] += rooms
 		case "pending":
 			pending = append(pending, id)
 		case "failed":
-			if ck.Held+ck.Sold < ck.Stock {
+			left := ck.Held+ck.Sold < ck.Stock
+			if u := unit(o.Slot); u != nil {
+				left = u.Held+u.Sold < u.Stock // another slot's places are not this one's
+			}
+			if left {
 				lost = append(lost, fmt.Sprintf("order %s (a 202) failed with rooms left", id))
 			}
 		case "expired", "cancelled":
@@ -186,6 +210,12 @@ func judge(audit Audit, byOrder map[string][]Accepted, statuses map[string]Order
 	if active > ck.Stock {
 		ck.Oversold = max(ck.Oversold, active-ck.Stock)
 		oversold = append(oversold, fmt.Sprintf("the client holds %d active 202s for %d rooms", active, ck.Stock))
+	}
+	for _, slot := range slots {
+		if u := unit(slot); u != nil && perSlot[slot] > u.Stock {
+			ck.Oversold = max(ck.Oversold, perSlot[slot]-u.Stock)
+			oversold = append(oversold, fmt.Sprintf("the client holds %d active 202s of the slot %s for %d places", perSlot[slot], slot, u.Stock))
+		}
 	}
 	oversold = append(oversold, finding("db_oversold", "engine_negative")...)
 

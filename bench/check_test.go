@@ -68,7 +68,7 @@ func TestJudge(t *testing.T) {
 			for _, a := range tt.accepted {
 				byOrder[a.OrderID] = append(byOrder[a.OrderID], a)
 			}
-			ck := judge(tt.audit, byOrder, tt.orders, 1, tt.unknown, tt.drained)
+			ck := judge(tt.audit, byOrder, tt.orders, 1, tt.unknown, tt.drained, nil)
 			if got := strings.Join(ck.Broken(), ","); got != tt.broken {
 				t.Fatalf("broken %q, want %q: %+v", got, tt.broken, ck.Invariants)
 			}

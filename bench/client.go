@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/flashsale/flashsale"
 )
 
 // Client speaks flashsale's HTTP API as guests and as the operator do. It
@@ -158,27 +160,34 @@ func (c *Client) adminJSON(ctx context.Context, method, path string, in, out any
 	return nil
 }
 
-// Night is one night of a sale: its date and rooms.
+// Night is one night of a sale: its date and rooms; of a slot sale, one
+// slot: its date, start (Time, in the sale's time zone), length and places.
 type Night struct {
-	Date  string `json:"date"`
-	Stock int    `json:"stock"`
+	Date    string `json:"date"`
+	Time    string `json:"time,omitempty"`
+	Minutes int    `json:"minutes,omitempty"`
+	Stock   int    `json:"stock"`
 }
 
 // Sale is what CreateSale posts: the fields a load test chooses. Its JSON
 // is the API's NewSale.
 type Sale struct {
-	Title         string    `json:"title"`
-	Hotel         string    `json:"hotel"`
-	RoomType      string    `json:"room_type"`
-	Nights        []Night   `json:"nights"`
-	Price         int64     `json:"price"`
-	OriginalPrice int64     `json:"original_price"`
-	Currency      string    `json:"currency"`
-	StartsAt      time.Time `json:"starts_at"`
-	EndsAt        time.Time `json:"ends_at"`
-	PerUserLimit  int       `json:"per_user_limit"`
-	HoldSeconds   int       `json:"hold_seconds"`
-	PurchaseToken bool      `json:"purchase_token"`
+	Title    string `json:"title"`
+	Hotel    string `json:"hotel"`
+	RoomType string `json:"room_type"`
+	// Kind is what the sale sells, stay ("") or slot (AsSlots), and
+	// TimeZone the venue's, which a slot sale requires.
+	Kind          flashsale.Kind `json:"kind,omitempty"`
+	TimeZone      string         `json:"time_zone,omitempty"`
+	Nights        []Night        `json:"nights"`
+	Price         int64          `json:"price"`
+	OriginalPrice int64          `json:"original_price"`
+	Currency      string         `json:"currency"`
+	StartsAt      time.Time      `json:"starts_at"`
+	EndsAt        time.Time      `json:"ends_at"`
+	PerUserLimit  int            `json:"per_user_limit"`
+	HoldSeconds   int            `json:"hold_seconds"`
+	PurchaseToken bool           `json:"purchase_token"`
 	// Test makes it a test sale: hidden from the public list, marked in
 	// metrics and events, deletable with its orders (DeleteSale).
 	Test      bool `json:"test,omitempty"`
@@ -199,6 +208,56 @@ func NewSale(stock, holdSeconds int) Sale {
 		StartsAt: now.Add(-time.Second), EndsAt: now.Add(time.Hour),
 		PerUserLimit: 1, HoldSeconds: holdSeconds, PurchaseToken: true, Test: true,
 	}
+}
+
+// SlotTimes are the starts of a bench slot sale's slots on its day, in
+// SlotTimeZone: a restaurant's two lunch and two dinner services, far from
+// the hours the clocks skip or repeat.
+var SlotTimes = []string{"12:00", "13:30", "19:00", "20:30"}
+
+// A bench slot sale's venue's zone and its slots' length.
+const (
+	SlotTimeZone = "Europe/Paris"
+	SlotMinutes  = 90
+)
+
+// AsSlots is s, a sale of one night, as a slot sale of the same places in
+// all on the night's date (a month ahead: no slot has started): one slot
+// per SlotTimes, fewer when there are fewer places than slots (one for
+// none), the places spread evenly over them, the first ones taking the
+// remainder. A load spread evenly over its slots sells it out as it
+// would the night.
+func (s Sale) AsSlots() Sale {
+	stock := 0
+	for _, n := range s.Nights {
+		stock += n.Stock
+	}
+	date := s.Nights[0].Date
+	k := min(len(SlotTimes), max(1, stock))
+	s.Kind, s.TimeZone = flashsale.KindSlot, SlotTimeZone
+	s.Hotel, s.RoomType = "Bench Bistro", "Table"
+	s.Nights = make([]Night, k)
+	for i := range k {
+		s.Nights[i] = Night{Date: date, Time: SlotTimes[i], Minutes: SlotMinutes, Stock: stock / k}
+		if i < stock%k {
+			s.Nights[i].Stock++
+		}
+	}
+	return s
+}
+
+// SlotNames are a slot sale's slots as a purchase names them
+// ("2026-12-24T19:00"), in the sale's order, which is its audit's; nil
+// for a stay.
+func (s Sale) SlotNames() []string {
+	if s.Kind != flashsale.KindSlot {
+		return nil
+	}
+	names := make([]string, len(s.Nights))
+	for i, n := range s.Nights {
+		names[i] = n.Date + "T" + n.Time
+	}
+	return names
 }
 
 // CreateSale creates s as the operator and returns its ID.
@@ -260,17 +319,28 @@ type Order struct {
 	UserID  string `json:"user_id"`
 	Status  string `json:"status"`
 	Rooms   int    `json:"rooms"`
+	// Slot is a slot sale's order's slot, as the purchase named it.
+	Slot string `json:"slot,omitempty"`
 }
 
 // Purchase buys one room as user with token (empty: none) under the
 // idempotency key (empty: none). The order is set on a 202.
 func (c *Client) Purchase(ctx context.Context, saleID, user, token, key string) (Order, Response, error) {
+	return c.PurchaseSlot(ctx, saleID, user, token, key, "")
+}
+
+// PurchaseSlot is Purchase of one place of a slot sale's slot
+// ("2026-12-24T19:00", quantity 1); with no slot, one room of a stay.
+func (c *Client) PurchaseSlot(ctx context.Context, saleID, user, token, key, slot string) (Order, Response, error) {
 	var h http.Header
 	if key != "" {
 		h = http.Header{"Idempotency-Key": {key}}
 	}
 	body := []byte(`{}`)
-	if token != "" {
+	switch {
+	case slot != "":
+		body, _ = json.Marshal(purchaseBody{Token: token, Slot: slot, Quantity: 1})
+	case token != "":
 		body, _ = json.Marshal(map[string]string{"token": token})
 	}
 	r, err := c.Do(ctx, "POST", "/api/sales/"+saleID+"/purchase", c.JWT(user), body, h)
@@ -281,6 +351,13 @@ func (c *Client) Purchase(ctx context.Context, saleID, user, token, key string) 
 		}
 	}
 	return o, r, err
+}
+
+// purchaseBody is a slot purchase's body.
+type purchaseBody struct {
+	Token    string `json:"token,omitempty"`
+	Slot     string `json:"slot"`
+	Quantity int    `json:"quantity"`
 }
 
 // Order reads one of user's orders as user.

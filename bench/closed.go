@@ -75,16 +75,20 @@ func runLoop(ctx context.Context, cfg Config, l Loop) (*Result, error) {
 	c := cfg.Client
 	once := r.accepted
 	if l.Path == LoopSoldOut {
-		user, path := r.user(Normal, 0), "/api/sales/"+cfg.SaleID+"/purchase"
+		user, path, slot := r.user(Normal, 0), "/api/sales/"+cfg.SaleID+"/purchase", r.slot(0)
 		jwt := c.JWT(user)
+		body := soldOutBody
+		if slot != "" {
+			body, _ = json.Marshal(purchaseBody{Token: "t", Slot: slot, Quantity: 1})
+		}
 		once = func(ctx context.Context, _ int) {
 			t := time.Now()
-			resp, err := c.Do(ctx, "POST", path, jwt, soldOutBody, nil)
+			resp, err := c.Do(ctx, "POST", path, jwt, body, nil)
 			var o Order
 			if err == nil && resp.Status == 202 {
 				err = json.Unmarshal(resp.Body, &o)
 			}
-			r.purchased(Normal, user, t, o, resp, err)
+			r.purchased(Normal, user, slot, t, o, resp, err)
 		}
 	}
 	var n atomic.Int64
@@ -118,19 +122,21 @@ func (r *run) accepted(ctx context.Context, i int) {
 	if !ok {
 		return
 	}
-	o, resp, err := r.cfg.Client.Purchase(ctx, r.cfg.SaleID, user, tok, "")
-	r.purchased(Normal, user, t, o, resp, err)
+	slot := r.slot(i)
+	o, resp, err := r.cfg.Client.PurchaseSlot(ctx, r.cfg.SaleID, user, tok, "", slot)
+	r.purchased(Normal, user, slot, t, o, resp, err)
 }
 
-// purchased records k's purchase as user, sent at t without an
-// idempotency key, and its 202 or its lost answer for the check.
-func (r *run) purchased(k Kind, user string, t time.Time, o Order, resp Response, err error) {
+// purchased records k's purchase as user (of slot, for a slot sale), sent
+// at t without an idempotency key, and its 202 or its lost answer for the
+// check.
+func (r *run) purchased(k Kind, user, slot string, t time.Time, o Order, resp Response, err error) {
 	r.rec.record(epPurchase, t, resp, err)
 	switch {
 	case err != nil:
 		r.rec.lost()
 	case resp.Status == 202:
-		r.rec.accept(Accepted{OrderID: o.OrderID, User: user, Kind: k})
+		r.rec.accept(Accepted{OrderID: o.OrderID, User: user, Kind: k, Slot: slot})
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/amqp"
 	"github.com/flashsale/flashsale/internal/app"
 	"github.com/flashsale/flashsale/redis"
@@ -45,9 +46,14 @@ func benchRounds(ctx context.Context, f *flags, shape Shape, mix Mix, t benchTar
 	if f.parts {
 		rep.Notes = append(rep.Notes, partsNote(loop))
 	}
+	if s := f.newSale(shape); s.Kind == flashsale.KindSlot {
+		rep.Kind = string(s.Kind)
+		rep.Notes = append(rep.Notes, slotsNote(s))
+	}
 	for round := range f.rounds {
 		cfg := Config{Shape: shape, Mix: mix, Think: f.think, Pay: f.pay, Hammer: f.hammer,
-			Progress: progress, Seed: uint64(round), Users: fmt.Sprintf("b%s-%sr%d-", RunID(), t.name, round)}
+			Progress: progress, Seed: uint64(round), Users: fmt.Sprintf("b%s-%sr%d-", RunID(), t.name, round),
+			Slots: f.newSale(shape).SlotNames()} // the ceiling's guests send the same bodies
 		if ceiling != nil {
 			cfg.Client, cfg.SaleID = ceiling, "x"
 			if progress != nil {
@@ -69,16 +75,8 @@ func benchRounds(ctx context.Context, f *flags, shape Shape, mix Mix, t benchTar
 				rep.PartsRounds = append(rep.PartsRounds, p)
 			}
 		}
-		sale := NewSale(f.stock, f.hold)
-		if isLoop {
-			sale = loop.Sale(f.hold, f.drain)
-		}
-		sale.Test = !f.realSales
-		if f.difficulty > 0 {
-			sale.Challenge = &struct {
-				Difficulty int `json:"difficulty"`
-			}{f.difficulty}
-		}
+		sale := f.newSale(shape)
+		cfg.Slots = sale.SlotNames()
 		id, err := target.CreateSale(ctx, sale)
 		if err != nil {
 			return nil, fmt.Errorf("bench: %w", err)
@@ -119,6 +117,36 @@ func benchRounds(ctx context.Context, f *flags, shape Shape, mix Mix, t benchTar
 	}
 	rep.Summarize()
 	return rep, nil
+}
+
+// newSale is a round's sale: --stock rooms of a night, or the loop's; a
+// slot sale of as many places with --kind slot.
+func (f *flags) newSale(shape Shape) Sale {
+	sale := NewSale(f.stock, f.hold)
+	if l, ok := shape.(Loop); ok {
+		sale = l.Sale(f.hold, f.drain)
+	}
+	if f.kind == string(flashsale.KindSlot) {
+		sale = sale.AsSlots()
+	}
+	sale.Test = !f.realSales
+	if f.difficulty > 0 {
+		sale.Challenge = &struct {
+			Difficulty int `json:"difficulty"`
+		}{f.difficulty}
+	}
+	return sale
+}
+
+// slotsNote says what a slot sale the rounds sell is.
+func slotsNote(s Sale) string {
+	places := 0
+	for _, n := range s.Nights {
+		places += n.Stock
+	}
+	return fmt.Sprintf("Slot sales (--kind slot): each round's sale is %d places in %d slot(s) of %s (%s in %s, %d min); "+
+		"each purchase names its slot (the sessions spread evenly over them), quantity 1; the check adds up the slots.",
+		places, len(s.Nights), s.Nights[0].Date, strings.Join(SlotTimes[:len(s.Nights)], ", "), s.TimeZone, SlotMinutes)
 }
 
 // writeReports writes --json (v) and --html (with html) when asked.

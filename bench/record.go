@@ -59,10 +59,12 @@ type outcome struct {
 }
 
 // Accepted is one 202 as the client saw it: the order it names, for whom,
-// and under which idempotency key (empty: none).
+// under which idempotency key (empty: none), and of which slot (a slot
+// sale's; empty for a stay).
 type Accepted struct {
 	OrderID, User, Key string
 	Kind               Kind
+	Slot               string
 }
 
 // recorder collects one run's measurements. One mutex: a few thousand
@@ -247,6 +249,9 @@ type Result struct {
 	// lost, for the invariant check.
 	Accepted []Accepted `json:"-"`
 	Unknown  int        `json:"unknown_outcomes"`
+	// Slots are a slot sale's slots the purchases named (Config.Slots),
+	// in the sale's order, which is its audit's; none for a stay.
+	Slots []string `json:"slots,omitempty"`
 }
 
 // EndpointStats is one endpoint's latency, in milliseconds from each

@@ -17,6 +17,8 @@ type Report struct {
 	Ceiling string `json:"ceiling,omitempty"` // what the ceiling was, when one ran
 	Shape   string `json:"shape"`
 	Mix     string `json:"mix"`
+	// Kind is the sales' kind when it is not a stay ("slot", --kind).
+	Kind string `json:"kind,omitempty"`
 	// Notes are what the reader must know of how it was measured that the
 	// figures do not say (where the server ran, what was forced).
 	Notes  []string  `json:"notes,omitempty"`
@@ -155,6 +157,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	what := r.Shape
 	if r.Mix != "" {
 		what += ", mix " + r.Mix
+	}
+	if r.Kind != "" {
+		what += ", " + r.Kind + " sales"
 	}
 	fmt.Fprintf(&b, "flashsale bench: %s, %d round(s), target %s\n", what, len(r.Rounds), r.Target)
 	if r.Ceiling != "" {

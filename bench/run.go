@@ -3,6 +3,7 @@ package bench
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -34,6 +35,10 @@ type Config struct {
 	Pay   float64
 	// Hammer is how many purchases a scalper fires with one token.
 	Hammer int
+	// Slots are a slot sale's slots (Sale.SlotNames), spread evenly over
+	// the sessions: session i names the i-th modulo their number, quantity
+	// 1; none for a stay.
+	Slots []string
 	// ScalperAccounts is how many user accounts the scalpers share: fewer
 	// accounts than sessions, so their per-user limit is tested.
 	ScalperAccounts int
@@ -143,6 +148,7 @@ func (r *run) measure(ctx context.Context, shape Shape, mix Mix, load func(start
 	stop()
 	res := r.rec.result(r.cfg.Client.Base, shape, mix)
 	res.DB, res.DBMissing = stopDB(start)
+	res.Slots = r.cfg.Slots
 	return res
 }
 
@@ -160,6 +166,14 @@ func (r *run) user(k Kind, i int) string {
 		return fmt.Sprintf("%ss%d", r.cfg.Users, i%r.cfg.ScalperAccounts)
 	}
 	return fmt.Sprintf("%sg%d", r.cfg.Users, i)
+}
+
+// slot is the slot session i buys (a slot sale's), "" for a stay.
+func (r *run) slot(i int) string {
+	if len(r.cfg.Slots) == 0 {
+		return ""
+	}
+	return r.cfg.Slots[i%len(r.cfg.Slots)]
 }
 
 // progress prints a line a second to cfg.Progress until stopped.
@@ -216,7 +230,8 @@ func (r *run) token(ctx context.Context, user string, t *time.Time) (string, boo
 
 // normal is a guest who came for the sale: the page, a token, one
 // purchase (waiting as Retry-After asks, twice at most), then, after
-// thinking, pay, cancel or walk away and let the hold expire.
+// thinking, pay (retried as the purchase), cancel or walk away and let
+// the hold expire.
 func (r *run) normal(ctx context.Context, i int, due time.Time, rng *rand.Rand) {
 	c, user := r.cfg.Client, r.user(Normal, i)
 	t := due
@@ -227,10 +242,10 @@ func (r *run) normal(ctx context.Context, i int, due time.Time, rng *rand.Rand) 
 	if !ok {
 		return
 	}
-	key := user + "-1"
+	key, slot := user+"-1", r.slot(i)
 	var o Order
 	for attempt := 0; ; attempt++ {
-		o, resp, err = c.Purchase(ctx, r.cfg.SaleID, user, tok, key)
+		o, resp, err = c.PurchaseSlot(ctx, r.cfg.SaleID, user, tok, key, slot)
 		r.rec.record(epPurchase, t, resp, err)
 		if err != nil {
 			r.rec.lost()
@@ -244,7 +259,7 @@ func (r *run) normal(ctx context.Context, i int, due time.Time, rng *rand.Rand) 
 	if resp.Status != 202 {
 		return
 	}
-	r.rec.accept(Accepted{OrderID: o.OrderID, User: user, Key: key, Kind: Normal})
+	r.rec.accept(Accepted{OrderID: o.OrderID, User: user, Key: key, Kind: Normal, Slot: slot})
 	if !sleep(ctx, time.Duration(rng.Float64()*2*float64(r.cfg.Think))) {
 		return
 	}
@@ -254,8 +269,16 @@ func (r *run) normal(ctx context.Context, i int, due time.Time, rng *rand.Rand) 
 	t = time.Now()
 	switch p := rng.Float64(); {
 	case p < r.cfg.Pay:
-		resp, err = c.Pay(ctx, o.OrderID, "bench-"+o.OrderID)
-		r.rec.record(epPay, t, resp, err)
+		// The payment platform retries its callback as a 429 or 503
+		// asks (twice here, as the purchase), with the same reference.
+		for attempt := 0; ; attempt++ {
+			resp, err = c.Pay(ctx, o.OrderID, "bench-"+o.OrderID)
+			r.rec.record(epPay, t, resp, err)
+			if err != nil || (resp.Status != 429 && resp.Status != 503) || attempt == 2 || !sleep(ctx, max(resp.RetryAfter, 100*time.Millisecond)) {
+				break
+			}
+			t = time.Now()
+		}
 	case p < r.cfg.Pay+(1-r.cfg.Pay)/2:
 		resp, err = c.Cancel(ctx, user, o.OrderID)
 		r.rec.record(epCancel, t, resp, err)
@@ -280,9 +303,10 @@ func (r *run) scalper(ctx context.Context, i int, due time.Time) {
 		r.tokens[user] = tok
 		r.mu.Unlock()
 	}
+	slot := r.slot(i)
 	for range r.cfg.Hammer {
-		o, resp, err := c.Purchase(ctx, r.cfg.SaleID, user, tok, "")
-		r.purchased(Scalper, user, t, o, resp, err)
+		o, resp, err := c.PurchaseSlot(ctx, r.cfg.SaleID, user, tok, "", slot)
+		r.purchased(Scalper, user, slot, t, o, resp, err)
 		t = time.Now()
 	}
 }
@@ -294,9 +318,17 @@ var brokenBodies = [][]byte{
 	[]byte(`{"token":`),
 	[]byte(`{"rooms":"two"}`),
 	[]byte(`{"token":"t","coupon":"FREE"}`),
-	[]byte(`{"token":"v1.k0.Zm9yZ2VkLXRva2VuLW5vdC1zaWduZWQ"}`),
+	[]byte(`{"token":"` + forgedToken + `"}`),
 	make([]byte, 70<<10),
 }
+
+// forgedToken is a purchase token the server never signed; brokenBodies'
+// forgedBody sends it (with its slot, for a slot sale, so that the token
+// is what the server refuses).
+const (
+	forgedToken = "v1.k0.Zm9yZ2VkLXRva2VuLW5vdC1zaWduZWQ"
+	forgedBody  = 3
+)
 
 // broken is a broken client, each a different fault: a malformed body,
 // a forged JWT, or a connection dropped halfway through its body.
@@ -305,7 +337,11 @@ func (r *run) broken(ctx context.Context, i int, due time.Time) {
 	path := "/api/sales/" + r.cfg.SaleID + "/purchase"
 	switch n := i % (len(brokenBodies) + 2); {
 	case n < len(brokenBodies):
-		resp, err := c.Do(ctx, "POST", path, c.JWT(fmt.Sprintf("%sb%d", r.cfg.Users, i)), brokenBodies[n], nil)
+		body := brokenBodies[n]
+		if slot := r.slot(i); n == forgedBody && slot != "" {
+			body, _ = json.Marshal(purchaseBody{Token: forgedToken, Slot: slot, Quantity: 1})
+		}
+		resp, err := c.Do(ctx, "POST", path, c.JWT(fmt.Sprintf("%sb%d", r.cfg.Users, i)), body, nil)
 		r.rec.record(epBroken, due, resp, err)
 	case n == len(brokenBodies):
 		// Signed with a key the server does not have.
