@@ -23,7 +23,19 @@ const (
 	// its capacity the covers or therapists; a purchase takes a quantity
 	// of exactly one slot.
 	KindSlot Kind = "slot"
+	// KindSeats sells seats on departures (an airport shuttle at 09:00,
+	// 09:30, ...). A departure is one unit per vehicle, consecutive and
+	// of one date and time, each unit's capacity that vehicle's seats; a
+	// purchase takes its seats from one vehicle of its departure (the
+	// engine picks the first with room: Reservation.Choices), so a group
+	// is never split. A departure whose groups may split is one unit of
+	// all its seats.
+	KindSeats Kind = "seats"
 )
+
+// Timed reports whether the sale's units are timed (slots, departures):
+// a start in the venue's zone rather than a night.
+func (s *Sale) Timed() bool { k := s.KindOf(); return k == KindSlot || k == KindSeats }
 
 // KindOf is the sale's kind, KindStay for a sale that names none (every
 // sale created before kinds).
@@ -43,14 +55,16 @@ const (
 	SlotLayout = "2006-01-02T15:04"
 )
 
-// validateSlots checks a slot sale's units: a venue's zone, each slot a
-// start that exists on its date there (not in a daylight-saving gap, not
+// validateSlots checks a slot or seats sale's units: a venue's zone, each
+// a start that exists on its date there (not in a daylight-saving gap, not
 // in the hour a fall-back repeats: "01:30" would name two moments), in
-// increasing order of start without repeats, and no stay rules.
+// increasing order of start, and no stay rules. A slot's start does not
+// repeat; a departure's vehicles share theirs, one after another.
 func (s *Sale) validateSlots() error {
 	if s.TimeZone == "" {
-		return Errorf(EInvalid, "time_zone is required for a %s sale: a slot at 19:00 is 19:00 where the venue is (an IANA name such as Europe/Paris)", KindSlot)
+		return Errorf(EInvalid, "time_zone is required for a %s sale: a slot at 19:00 is 19:00 where the venue is (an IANA name such as Europe/Paris)", s.KindOf())
 	}
+	seats := s.KindOf() == KindSeats
 	var prev time.Time
 	for i, n := range s.Nights {
 		start, err := s.SlotStart(i)
@@ -60,7 +74,9 @@ func (s *Sale) validateSlots() error {
 		switch {
 		case !saneTime(start):
 			return Errorf(EInvalid, "nights[%d].date must be in the years %d to %d", i, minYear, maxYear)
-		case i > 0 && !start.After(prev):
+		case i > 0 && seats && start.Before(prev):
+			return Errorf(EInvalid, "departures must be in increasing order of start, a departure's vehicles one after another: nights[%d] (%s %s) is before the one before", i, n.Date, n.Time)
+		case i > 0 && !seats && !start.After(prev):
 			return Errorf(EInvalid, "slots must be in increasing order of start without repeats: nights[%d] (%s %s) is not after the one before", i, n.Date, n.Time)
 		case n.Minutes < 0 || n.Minutes > MaxSlotMinutes:
 			return Errorf(EInvalid, "nights[%d].minutes must be between 0 (none) and %d", i, MaxSlotMinutes)
@@ -81,7 +97,7 @@ func (s *Sale) SlotStart(i int) (time.Time, error) {
 	n := s.Nights[i]
 	loc, err := s.Location()
 	if err != nil || loc == nil {
-		return time.Time{}, Errorf(EInvalid, "time_zone is required for a %s sale", KindSlot)
+		return time.Time{}, Errorf(EInvalid, "time_zone is required for a %s sale", s.KindOf())
 	}
 	t, err := time.ParseInLocation(SlotLayout, n.Date+"T"+n.Time, loc)
 	if err != nil || len(n.Time) != len("15:04") {
@@ -117,6 +133,21 @@ func (s *Sale) checkSlots(now time.Time) error {
 		}
 	}
 	return nil
+}
+
+// Departure resolves a seats sale's departure ("2026-12-24T09:00") to
+// its first vehicle's unit and the number of its vehicles (the engine's
+// choices), as Slot resolves a slot.
+func (s *Sale) Departure(departure string, now time.Time) (first, vehicles int, err error) {
+	first, err = s.Slot(departure, now)
+	if err != nil {
+		return 0, 0, err
+	}
+	vehicles = 1
+	for i := first + 1; i < len(s.Nights) && s.Nights[i].Date == s.Nights[first].Date && s.Nights[i].Time == s.Nights[first].Time; i++ {
+		vehicles++
+	}
+	return first, vehicles, nil
 }
 
 // Slot resolves a purchase's slot ("2026-12-24T19:00") to its unit's

@@ -123,3 +123,35 @@ func TestSlotValidate(t *testing.T) {
 		t.Errorf("CheckNights after the first slot started = %v", err)
 	}
 }
+
+// TestSeatsSale: a departure's vehicles share its date and time, one
+// after another; Departure names the first and counts them; a slot sale
+// may not repeat a start, a seats sale may not go back in time.
+func TestSeatsSale(t *testing.T) {
+	day := time.Date(2031, 6, 10, 0, 0, 0, 0, time.UTC)
+	s := fixture.Sale(fixture.Zone("Asia/Shanghai"), fixture.OpenAt(day.Add(-48*time.Hour)))
+	s.Kind = flashsale.KindSeats
+	s.Nights = []flashsale.Night{
+		{Date: "2031-06-10", Time: "09:00", Stock: 8}, {Date: "2031-06-10", Time: "09:00", Stock: 8},
+		{Date: "2031-06-10", Time: "09:30", Stock: 8}, {Date: "2031-06-10", Time: "09:30", Stock: 8}, {Date: "2031-06-10", Time: "09:30", Stock: 8},
+		{Date: "2031-06-10", Time: "10:00", Stock: 16},
+	}
+	if err := s.Validate(); err != nil {
+		t.Fatalf("Validate: %v", err)
+	}
+	for dep, want := range map[string][2]int{"2031-06-10T09:00": {0, 2}, "2031-06-10T09:30": {2, 3}, "2031-06-10T10:00": {5, 1}} {
+		first, vehicles, err := s.Departure(dep, day)
+		if err != nil || first != want[0] || vehicles != want[1] {
+			t.Errorf("Departure(%s) = %d, %d, %v, want unit %d and %d vehicles", dep, first, vehicles, err, want[0], want[1])
+		}
+	}
+	s.Nights[4].Time = "09:00"
+	if err := s.Validate(); err == nil || !strings.Contains(err.Error(), "departures must be in increasing order") {
+		t.Errorf("a vehicle of 09:00 after the 09:30 ones: Validate = %v", err)
+	}
+	s.Nights[4].Time = "09:30"
+	s.Kind = flashsale.KindSlot
+	if err := s.Validate(); err == nil || !strings.Contains(err.Error(), "without repeats") {
+		t.Errorf("a slot sale repeating a start: Validate = %v", err)
+	}
+}

@@ -481,10 +481,10 @@ func (s *Sale) Validate() error {
 	}
 	switch s.KindOf() {
 	case KindStay:
-	case KindSlot:
+	case KindSlot, KindSeats:
 		return s.validateSlots()
 	default:
-		return Errorf(EInvalid, "kind must be %s or %s", KindStay, KindSlot)
+		return Errorf(EInvalid, "kind must be %s, %s or %s", KindStay, KindSlot, KindSeats)
 	}
 	var prev time.Time
 	for i, n := range s.Nights {
@@ -529,7 +529,7 @@ func (s *Sale) CheckNights(now time.Time) error {
 	if _, err := s.Location(); err != nil {
 		return err
 	}
-	if s.KindOf() == KindSlot {
+	if s.Timed() {
 		return s.checkSlots(now)
 	}
 	for i, n := range s.Nights {

@@ -23,8 +23,9 @@ type PurchaseRequest struct {
 	CheckIn        string // defaults to the sale's first night
 	Nights         int    // defaults to 1
 	Rooms          int    // defaults to 1; a slot sale's quantity (covers, places)
-	// Slot names a slot sale's unit, "2026-12-24T19:00" (SlotLayout);
-	// required there, and only there, in place of CheckIn and Nights.
+	// Slot names a slot sale's unit, or a seats sale's departure,
+	// "2026-12-24T19:00" (SlotLayout); required there, and only there, in
+	// place of CheckIn and Nights.
 	Slot string
 	// ClientIP is the guest's address, for the per-address purchase limit.
 	ClientIP string

@@ -483,7 +483,7 @@ func (s *Service) publicView(ctx context.Context, sale *flashsale.Sale) (*flashs
 	// nights.
 	now := s.now()
 	nights := make([]flashsale.NightStock, 0, len(sale.Nights))
-	slots := sale.KindOf() == flashsale.KindSlot
+	slots := sale.Timed()
 	for i, n := range sale.Nights {
 		if slots {
 			if start, err := sale.SlotStart(i); err != nil || !now.Before(start) {

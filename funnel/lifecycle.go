@@ -231,8 +231,8 @@ func (s *Service) AdjustStock(ctx context.Context, id string, d flashsale.StockD
 	switch {
 	case night < 0 && d.Time != "":
 		return nil, flashsale.Errorf(flashsale.EInvalid, "%sT%s is not a slot of this sale", d.Date, d.Time)
-	case night < 0 && sale.KindOf() == flashsale.KindSlot:
-		return nil, flashsale.Errorf(flashsale.EInvalid, "name the slot: time is required for a %s sale's stock", flashsale.KindSlot)
+	case night < 0 && sale.Timed():
+		return nil, flashsale.Errorf(flashsale.EInvalid, "name the slot: time is required for a %s sale's stock", sale.KindOf())
 	case night < 0:
 		return nil, flashsale.Errorf(flashsale.EInvalid, "%s is not a night of this sale", d.Date)
 	}

@@ -363,7 +363,7 @@ func (s *Service) orderByKey(ctx context.Context, sale *flashsale.Sale, u flashs
 	if err != nil {
 		return nil, err
 	}
-	if err := sameRequest(req, first, o.FirstNight, o.Nights, o.Rooms); err != nil {
+	if err := sameRequest(sale, req, first, o.FirstNight, o.Nights, o.Rooms); err != nil {
 		return nil, err
 	}
 	return o, nil

@@ -54,7 +54,7 @@ func (s *Service) purchase(ctx context.Context, u flashsale.User, req flashsale.
 	if req.Rooms < 0 || req.Rooms > MaxRooms {
 		return nil, flashsale.Errorf(flashsale.EInvalid, "rooms must be between 1 and %d", MaxRooms)
 	}
-	first, err := resolve(sale, &req, now)
+	first, choices, err := resolve(sale, &req, now)
 	if err != nil {
 		return nil, err
 	}
@@ -66,6 +66,11 @@ func (s *Service) purchase(ctx context.Context, u flashsale.User, req flashsale.
 	// The breaker's db mode sells from the database (mode.go).
 	if sel := s.sells(); sel != flashsale.SellingEngine {
 		if sel == flashsale.SellingDB {
+			if choices > 1 {
+				// The database does not choose a vehicle; a group that a
+				// full first vehicle refused would read a false sold out.
+				return nil, flashsale.Errorf(flashsale.EUnavailable, "a departure's seats are sold by the stock engine alone; retry shortly")
+			}
 			// No engine to judge the stay: the sale's rules as this
 			// instance last read them do.
 			if err := sale.CheckStayRules(first, req.Nights); err != nil {
@@ -118,7 +123,7 @@ func (s *Service) purchase(ctx context.Context, u flashsale.User, req flashsale.
 	if err := s.eligible(ctx, u, sale); err != nil {
 		return nil, err
 	}
-	if s.engine.SoldOut(sale.ID, first, req.Nights) {
+	if soldOut(s.engine, sale.ID, first, req.Nights, choices) {
 		s.logSoldOut(ctx, sale.ID)
 		return nil, flashsale.ErrSoldOut
 	}
@@ -145,6 +150,9 @@ func (s *Service) purchase(ctx context.Context, u flashsale.User, req flashsale.
 	}
 
 	r := newReservation(ulid.Make().String(), sale, u, req, first, now)
+	if choices > 1 {
+		r.Choices = choices
+	}
 	existing, err := s.reserve(ctx, r, token)
 	switch {
 	case errors.Is(err, flashsale.ErrDuplicate):
@@ -166,20 +174,29 @@ func (s *Service) purchase(ctx context.Context, u flashsale.User, req flashsale.
 // resolve finds the units a purchase asks for, by the sale's kind, and
 // fills the request's defaults: a stay's check-in (the first night not
 // passed) and nights (1); a slot sale's one unit. It returns the first
-// unit's index.
-func resolve(sale *flashsale.Sale, req *flashsale.PurchaseRequest, now time.Time) (int, error) {
-	if sale.KindOf() == flashsale.KindSlot {
+// unit's index and how many units the engine may choose the one from (a
+// departure's vehicles; 1 for every other kind).
+func resolve(sale *flashsale.Sale, req *flashsale.PurchaseRequest, now time.Time) (first, choices int, err error) {
+	if sale.Timed() {
+		name := "slot"
+		if sale.KindOf() == flashsale.KindSeats {
+			name = "departure"
+		}
 		switch {
 		case req.Slot == "":
-			return 0, flashsale.Errorf(flashsale.EInvalid, "slot is required: this sale sells time slots (like %s)", sale.SlotName(0))
+			return 0, 0, flashsale.Errorf(flashsale.EInvalid, "%s is required: this sale sells %ss (like %s)", name, name, sale.SlotName(0))
 		case req.CheckIn != "" || req.Nights > 1:
-			return 0, flashsale.Errorf(flashsale.EInvalid, "a slot is bought by its slot, without check_in or nights")
+			return 0, 0, flashsale.Errorf(flashsale.EInvalid, "a %s is bought by its %s, without check_in or nights", name, name)
 		}
 		req.Nights = 1
-		return sale.Slot(req.Slot, now)
+		if sale.KindOf() == flashsale.KindSeats {
+			return sale.Departure(req.Slot, now)
+		}
+		first, err := sale.Slot(req.Slot, now)
+		return first, 1, err
 	}
 	if req.Slot != "" {
-		return 0, flashsale.Errorf(flashsale.EInvalid, "slot is for slot sales; this sale sells stays (check_in and nights)")
+		return 0, 0, flashsale.Errorf(flashsale.EInvalid, "slot and departure are for slot and seats sales; this sale sells stays (check_in and nights)")
 	}
 	if req.CheckIn == "" {
 		req.CheckIn = firstNight(sale, now)
@@ -187,11 +204,11 @@ func resolve(sale *flashsale.Sale, req *flashsale.PurchaseRequest, now time.Time
 	if req.Nights == 0 {
 		req.Nights = 1
 	}
-	first, err := sale.Stay(req.CheckIn, req.Nights)
+	first, err = sale.Stay(req.CheckIn, req.Nights)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return first, sale.CheckCheckIn(req.CheckIn, now)
+	return first, 1, sale.CheckCheckIn(req.CheckIn, now)
 }
 
 // newReservation is the order a purchase asks for, at the sale's price per
@@ -313,12 +330,38 @@ func (s *Service) replay(ctx context.Context, u flashsale.User, sale *flashsale.
 // sameRequest refuses an order an idempotency key names when the purchase
 // asked for another stay or number of rooms (ErrKeyReused): the key is one
 // request, and answering the first order to a different one would tell the
-// client it bought what it did not. req has its defaults filled in.
-func sameRequest(req flashsale.PurchaseRequest, first, firstNight, nights, rooms int) error {
-	if req.IdempotencyKey == "" || (first == firstNight && req.Nights == nights && req.Rooms == rooms) {
+// client it bought what it did not. req has its defaults filled in. A
+// departure's order names the vehicle the engine chose: any unit of the
+// same date and time is the same request's.
+func sameRequest(sale *flashsale.Sale, req flashsale.PurchaseRequest, first, firstNight, nights, rooms int) error {
+	if req.IdempotencyKey == "" || (sameUnit(sale, first, firstNight) && req.Nights == nights && req.Rooms == rooms) {
 		return nil
 	}
 	return flashsale.ErrKeyReused
+}
+
+// sameUnit reports whether units a and b are one, or one departure's.
+func sameUnit(sale *flashsale.Sale, a, b int) bool {
+	if a == b {
+		return true
+	}
+	n := len(sale.Nights)
+	return a >= 0 && b >= 0 && a < n && b < n && sale.Nights[a].Time != "" &&
+		sale.Nights[a].Date == sale.Nights[b].Date && sale.Nights[a].Time == sale.Nights[b].Time
+}
+
+// soldOut is the engine's SoldOut for a purchase: with choices, every one
+// of them sold out (a full first vehicle leaves the second's seats).
+func soldOut(e flashsale.StockEngine, saleID string, first, nights, choices int) bool {
+	if choices <= 1 {
+		return e.SoldOut(saleID, first, nights)
+	}
+	for i := first; i < first+choices; i++ {
+		if !e.SoldOut(saleID, i, 1) {
+			return false
+		}
+	}
+	return true
 }
 
 // existing answers for the order an idempotency key names. If the engine
@@ -329,7 +372,7 @@ func sameRequest(req flashsale.PurchaseRequest, first, firstNight, nights, rooms
 func (s *Service) existing(ctx context.Context, u flashsale.User, sale *flashsale.Sale, id string, req flashsale.PurchaseRequest, first int) (*flashsale.Order, error) {
 	o, err := s.order(ctx, u, id)
 	if err == nil {
-		if err := sameRequest(req, first, o.FirstNight, o.Nights, o.Rooms); err != nil {
+		if err := sameRequest(sale, req, first, o.FirstNight, o.Nights, o.Rooms); err != nil {
 			return nil, err
 		}
 	}
@@ -340,7 +383,7 @@ func (s *Service) existing(ctx context.Context, u flashsale.User, sale *flashsal
 	if err != nil || r.UserID != u.ID {
 		return nil, flashsale.ErrNotFound
 	}
-	if err := sameRequest(req, first, r.FirstNight, r.Nights, r.Rooms); err != nil {
+	if err := sameRequest(sale, req, first, r.FirstNight, r.Nights, r.Rooms); err != nil {
 		return nil, err
 	}
 	now := s.now()

@@ -173,6 +173,7 @@ func TestDecodePurchase(t *testing.T) {
 		{"Max", `{"nights":366,"rooms":1000}`, purchaseBody{Nights: 366, Rooms: 1000}},
 		{"TrailingWhitespace", "{\"rooms\":1}\n\n", purchaseBody{Rooms: 1}},
 		{"Slot", `{"slot":"2031-06-11T19:00","quantity":4}`, purchaseBody{Slot: "2031-06-11T19:00", Rooms: 4}},
+		{"Departure", `{"departure":"2031-06-11T09:30","seats":3}`, purchaseBody{Slot: "2031-06-11T09:30", Rooms: 3}},
 	}
 	for _, tt := range ok {
 		t.Run(tt.name, func(t *testing.T) {
@@ -190,12 +191,16 @@ func TestDecodePurchase(t *testing.T) {
 		name, body, code, msg string
 	}{
 		{"Null", `null`, flashsale.EInvalid, "JSON object"},
-		{"SlotBad", `{"slot":"2031-06-11 19:00"}`, flashsale.EInvalid, "slot must be"},
-		{"SlotNoTime", `{"slot":"2031-06-11"}`, flashsale.EInvalid, "slot must be"},
+		{"SlotBad", `{"slot":"2031-06-11 19:00"}`, flashsale.EInvalid, "must be a date and a start"},
+		{"SlotNoTime", `{"slot":"2031-06-11"}`, flashsale.EInvalid, "must be a date and a start"},
 		{"SlotNumber", `{"slot":1900}`, flashsale.EInvalid, "slot"},
-		{"QuantityAndRooms", `{"quantity":2,"rooms":2}`, flashsale.EInvalid, "not both"},
-		{"QuantityZero", `{"quantity":0}`, flashsale.EInvalid, "quantity must be between"},
-		{"QuantityHuge", `{"quantity":1001}`, flashsale.EInvalid, "quantity must be between"},
+		{"QuantityAndRooms", `{"quantity":2,"rooms":2}`, flashsale.EInvalid, "give one of"},
+		{"SeatsAndQuantity", `{"seats":2,"quantity":2}`, flashsale.EInvalid, "give one of"},
+		{"SlotAndDeparture", `{"slot":"2031-06-11T09:30","departure":"2031-06-11T09:30"}`, flashsale.EInvalid, "not both"},
+		{"DepartureBad", `{"departure":"09:30"}`, flashsale.EInvalid, "must be a date and a start"},
+		{"SeatsZero", `{"seats":0}`, flashsale.EInvalid, "between"},
+		{"QuantityZero", `{"quantity":0}`, flashsale.EInvalid, "must be between 1 and"},
+		{"QuantityHuge", `{"quantity":1001}`, flashsale.EInvalid, "must be between 1 and"},
 		{"Array", `[{"rooms":1}]`, flashsale.EInvalid, "JSON object"},
 		{"Number", `1`, flashsale.EInvalid, "JSON object"},
 		{"Malformed", `{"rooms":1,}`, flashsale.EInvalid, "malformed JSON"},
@@ -284,6 +289,7 @@ func FuzzDecodePurchase(f *testing.F) {
 		`{"check_in":"2026-02-30"}`, `{"room":1}`, `{"rooms":1}{}`, `{"rooms":`, "\xff", `{"token":"\u0000"}`,
 		`{"ROOMS":5}`, `{"rooms":5,"rooms":1}`, `{"rooms":1,"r\u006foms":2}`, `{"token":"\xff"}`,
 		`{"slot":"2031-06-11T19:00","quantity":4}`, `{"slot":"2031-06-11T25:00"}`, `{"quantity":3,"rooms":3}`,
+		`{"departure":"2031-06-11T09:30","seats":3}`, `{"seats":3,"rooms":1}`,
 	} {
 		f.Add([]byte(s))
 	}

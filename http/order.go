@@ -1,6 +1,7 @@
 package http
 
 import (
+	"cmp"
 	"io"
 	"net/http"
 	"time"
@@ -35,6 +36,9 @@ type purchaseWire struct {
 	// another name, so a request gives one or the other.
 	Slot     string `json:"slot"`
 	Quantity *int   `json:"quantity"`
+	// Departure and Seats are a seats sale's names of the same two.
+	Departure string `json:"departure"`
+	Seats     *int   `json:"seats"`
 }
 
 // purchaseBody is a decoded purchase. Zero values mean "absent": the
@@ -80,11 +84,23 @@ func decodePurchaseJSON(b []byte) (purchaseFields, error) {
 	if w.Rooms != nil {
 		f.Rooms = *w.Rooms
 	}
-	if w.Quantity != nil {
-		if w.Rooms != nil {
-			return purchaseFields{}, flashsale.Errorf(flashsale.EInvalid, "give rooms or quantity, not both: they are one number")
+	if w.Departure != "" {
+		if w.Slot != "" {
+			return purchaseFields{}, flashsale.Errorf(flashsale.EInvalid, "give slot or departure, not both")
 		}
-		f.Rooms, f.HasRooms, f.quantity = *w.Quantity, true, true
+		f.Slot = w.Departure
+	}
+	for _, q := range []struct {
+		name string
+		v    *int
+	}{{"quantity", w.Quantity}, {"seats", w.Seats}} {
+		if q.v == nil {
+			continue
+		}
+		if f.HasRooms {
+			return purchaseFields{}, flashsale.Errorf(flashsale.EInvalid, "give one of rooms, quantity and seats: they are one number")
+		}
+		f.Rooms, f.HasRooms, f.roomsName = *q.v, true, q.name
 	}
 	return f, nil
 }
@@ -94,7 +110,7 @@ func (f purchaseFields) check() (purchaseBody, error) {
 	b := purchaseBody{Token: f.Token, CheckIn: f.CheckIn, Slot: f.Slot}
 	if f.Slot != "" {
 		if _, err := time.Parse(flashsale.SlotLayout, f.Slot); err != nil {
-			return purchaseBody{}, flashsale.Errorf(flashsale.EInvalid, "slot must be a date and a start like 2026-12-24T19:00")
+			return purchaseBody{}, flashsale.Errorf(flashsale.EInvalid, "slot (or departure) must be a date and a start like 2026-12-24T19:00")
 		}
 	}
 	if len(f.Token) > MaxPurchaseToken {
@@ -113,10 +129,7 @@ func (f purchaseFields) check() (purchaseBody, error) {
 	}
 	if f.HasRooms {
 		if f.Rooms < 1 || f.Rooms > MaxRooms {
-			name := "rooms"
-			if f.quantity {
-				name = "quantity"
-			}
+			name := cmp.Or(f.roomsName, "rooms")
 			return purchaseBody{}, flashsale.Errorf(flashsale.EInvalid, "%s must be between 1 and %d", name, MaxRooms)
 		}
 		b.Rooms = f.Rooms

@@ -70,10 +70,11 @@ type purchaseFields struct {
 	Token, CheckIn      string
 	Nights, Rooms       int
 	HasNights, HasRooms bool
-	// Slot and quantity (rooms named quantity) are read by the strict
-	// decoder alone: a slot sale's purchases take the slower path.
-	Slot     string
-	quantity bool
+	// Slot (or departure) and roomsName (rooms given as quantity or
+	// seats) are read by the strict decoder alone: a slot or seats sale's
+	// purchases take the slower path.
+	Slot      string
+	roomsName string
 }
 
 type purchaseScanner struct {
