@@ -164,7 +164,7 @@ func TestSlotPurchase(t *testing.T) {
 		switch {
 		case c.want == "" && err != nil:
 			t.Errorf("%+v: %v", c.req, err)
-		case c.want == "" && (o.FirstNight != 1 || o.Rooms != 4):
+		case c.want == "" && (o.FirstNight != 1 || o.Rooms != 4 || o.Slot != testenv.Night(0)+"T20:00"):
 			t.Errorf("%+v: order %+v, want 4 places of unit 1", c.req, o)
 		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
 			t.Errorf("%+v = %v, want an error with %q", c.req, err, c.want)

@@ -221,6 +221,8 @@ type acceptedJSON struct {
 	HoldExpiresAt time.Time             `json:"hold_expires_at"`
 	Amount        int64                 `json:"amount"`
 	Currency      string                `json:"currency"`
+	// Slot names the slot or departure a slot or seats sale's purchase took.
+	Slot string `json:"slot,omitempty"`
 }
 
 // userAndID authenticates a request and reads the ID in its path: the
@@ -341,7 +343,7 @@ func (s *Server) purchase(w http.ResponseWriter, r *http.Request, rawID string) 
 		return
 	}
 	writeJSON(w, http.StatusAccepted, acceptedJSON{
-		OrderID: o.ID, Status: o.Status, HoldExpiresAt: o.HoldExpiresAt, Amount: o.Amount, Currency: o.Currency,
+		OrderID: o.ID, Status: o.Status, HoldExpiresAt: o.HoldExpiresAt, Amount: o.Amount, Currency: o.Currency, Slot: o.Slot,
 	})
 }
 
