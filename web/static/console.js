@@ -445,7 +445,7 @@ function renderDetail() {
     ` · ${when(v.starts_at)} – ${when(v.ends_at)} · ${v.id} · `,
   el('span', { id: 'd-revision', data: { revision: String(v.revision) }, textContent: t('console.revision', { n: v.revision }) }),
   ...(v.waiting_room ? [' · ', el('span', { id: 'd-waiting_room', textContent: waitingRoomText(v.waiting_room) })] : []),
-  ...(isSlots(v) ? [' · ', el('span', { id: 'd-kind', textContent: t('console.kind_slot', { zone: v.time_zone || 'UTC' }) })] : []));
+  ...(isSlots(v) ? [' · ', el('span', { id: 'd-kind', textContent: t(v.kind === 'seats' ? 'console.kind_seats' : 'console.kind_slot', { zone: v.time_zone || 'UTC' }) })] : []));
   const ended = st === 'ended';
   $('d-edit').disabled = ended;
   $('d-delete').hidden = !v.test;
@@ -478,7 +478,8 @@ function renderDetail() {
 
   renderQueue();
 
-  $('c-stock').replaceChildren(stackBars(v.nights.map((n) => ({ label: isSlots(v) ? `${n.date.slice(5)} ${n.time}` : n.date, parts: [
+  const vehicle = vehicleNumbers(v);
+  $('c-stock').replaceChildren(stackBars(v.nights.map((n, i) => ({ label: isSlots(v) ? `${n.date.slice(5)} ${n.time}` + (v.kind === 'seats' ? ` #${vehicle[i]}` : '') : n.date, parts: [
     { name: t('console.sold'), cls: 'sold', value: n.sold }, { name: t('console.held'), cls: 'held', value: n.held },
     { name: t('console.available'), cls: 'available', value: n.available }] })), { label: t('console.chart_stock') }));
 
@@ -517,11 +518,25 @@ const ruleText = (n) => form.ruleSummary(n) || '–';
 
 // isSlots reports whether a sale sells time slots (issue 25's kind slot):
 // its units are a date and a start in the venue's zone, maybe a length.
-const isSlots = (v) => v.kind === 'slot';
+// A seats sale (kind seats) is timed too, its units the vehicles of its
+// departures.
+const isSlots = (v) => v.kind === 'slot' || v.kind === 'seats';
 
-// unitName is a unit as the dashboard names it: a night's date, or a
-// slot's date and start (its length beside it).
-const unitName = (v, n) => (isSlots(v) ? `${n.date} ${n.time}` + (n.minutes ? ` · ${n.minutes} min` : '') : n.date);
+// vehicleNumbers numbers a seats sale's units within their departure: the
+// nth unit of the same date and time is its vehicle n.
+function vehicleNumbers(v) {
+  return v.nights.map((n, i, all) => {
+    let k = 1;
+    while (i - k >= 0 && all[i - k].date === n.date && all[i - k].time === n.time) k++;
+    return k;
+  });
+}
+
+// unitName is a unit as the dashboard names it: a night's date, a slot's
+// date and start (its length beside it), or a departure's date and start
+// and the vehicle ("09:00 · vehicle 2").
+const unitName = (v, n, vehicle) => (!isSlots(v) ? n.date : `${n.date} ${n.time}` +
+  (v.kind === 'seats' ? ` · ${t('console.vehicle', { n: vehicle })}` : n.minutes ? ` · ${n.minutes} min` : ''));
 
 function renderNights(d, v, ended) {
   const box = $('d-nights');
@@ -530,14 +545,17 @@ function renderNights(d, v, ended) {
   const focused = box.contains(document.activeElement) ? document.activeElement.dataset.night : '';
   const sum = { stock: 0, available: 0, held: 0, sold: 0 };
   const slots = isSlots(v);
-  const rows = v.nights.map((n) => {
+  const vehicle = vehicleNumbers(v);
+  const rows = v.nights.map((n, i) => {
     for (const k in sum) sum[k] += n[k];
     if (slots) {
       // A slot has no stay rules, and Stop sell goes by a date, which
-      // names several slots: its row is its start and its counters.
+      // names several slots: its row is its start and its counters. A
+      // departure's vehicles are a row each, numbered.
       const name = `${n.date}T${n.time}`;
-      return el('tr', { data: { night: name, slot: name } },
-        el('th', { scope: 'row', textContent: unitName(v, n) }),
+      const data = v.kind === 'seats' ? { night: `${name}#${vehicle[i]}`, slot: name, vehicle: String(vehicle[i]) } : { night: name, slot: name };
+      return el('tr', { data },
+        el('th', { scope: 'row', textContent: unitName(v, n, vehicle[i]) }),
         ...COUNTERS.map((k) => el('td', { className: 'num', data: { counter: k }, textContent: String(n[k]) })));
     }
     const closed = !!n.stop_sell;
@@ -551,9 +569,9 @@ function renderNights(d, v, ended) {
       el('td', {}, btn));
   });
   rows.push(el('tr', { className: 'total' }, el('th', { scope: 'row', textContent: 'Σ' }), ...COUNTERS.map((k) => el('td', { className: 'num', textContent: String(sum[k]) }))));
-  const heads = slots ? ['console.slot', ...COUNTERS.map((k) => 'console.' + k)] : ['console.date', ...COUNTERS.map((k) => 'console.' + k), 'console.rules', 'console.actions'];
+  const heads = slots ? [v.kind === 'seats' ? 'console.departure' : 'console.slot', ...COUNTERS.map((k) => 'console.' + k)] : ['console.date', ...COUNTERS.map((k) => 'console.' + k), 'console.rules', 'console.actions'];
   box.replaceChildren(
-    el('caption', { textContent: t(slots ? 'console.slots_caption' : 'console.nights_caption') }),
+    el('caption', { textContent: t(v.kind === 'seats' ? 'console.seats_caption' : slots ? 'console.slots_caption' : 'console.nights_caption') }),
     el('thead', {}, el('tr', {}, ...heads.map((k, i) => el('th', { scope: 'col', className: i && i <= COUNTERS.length ? 'num' : '', textContent: t(k),
       title: k === 'console.rules' ? t('console.rules_hint') : '' })))),
     el('tbody', {}, ...rows));
@@ -1153,7 +1171,7 @@ $('new').addEventListener('click', () => showCreate(!!editing || $('create').hid
 $('create-cancel').addEventListener('click', () => (editing ? closeForm() : showCreate(false)));
 $('add-night').addEventListener('click', () => {
   const rows = $('nights-rows').children;
-  if (form.kind() === 'slot') { addSlot(rows); return; }
+  if (form.timed()) { addSlot(rows); return; }
   const last = rows.length ? rows[rows.length - 1].querySelector('[data-part="date"]').value : '';
   const next = last ? new Date(Date.parse(last + 'T00:00:00Z') + 86400e3).toISOString().slice(0, 10) : '';
   const stockOf = rows.length ? rows[rows.length - 1].querySelector('[data-part="stock"]').value : '5';
@@ -1165,7 +1183,7 @@ $('f-kind').addEventListener('change', () => {
   // A new sale's first row gets a start, so switching to slots leaves a
   // slot to edit rather than an error.
   const first = $('nights-rows').querySelector('[data-part="time"]');
-  if (form.kind() === 'slot' && first && !first.value && $('nights-rows').children.length === 1) first.value = '19:00';
+  if (form.timed() && first && !first.value && $('nights-rows').children.length === 1) first.value = form.kind() === 'seats' ? '09:00' : '19:00';
 });
 
 // addSlot adds a slot after the last: the same day, starting when the
@@ -1184,7 +1202,7 @@ function addSlot(rows) {
       time = rows[0].querySelector('[data-part="time"]').value || time;
     }
   }
-  form.addNight(date, part('stock') || '5', { time, minutes: parseInt(minutes, 10) || 0 }).querySelector('input').focus();
+  form.addNight(date, part('stock') || '5', { time, minutes: parseInt(minutes, 10) || 0, vehicles: parseInt(part('vehicles'), 10) || 1 }).querySelector('input').focus();
 }
 for (const id of ['f-price', 'f-original_price', 'f-currency', 'f-price_tiers']) $(id).addEventListener('input', priceHints);
 if (admin) signIn(admin);

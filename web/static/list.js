@@ -39,9 +39,10 @@ function render() {
       const day = new Intl.DateTimeFormat(lang, { weekday: 'short', month: 'short', day: 'numeric', timeZone: 'UTC' });
       const first = Date.parse(nights[0].date + 'T00:00:00Z');
       const last = Date.parse(nights[nights.length - 1].date + 'T00:00:00Z');
-      if (s.kind === 'slot') {
-        // Time slots: the first and last days with a slot, no check-out.
-        stay.textContent = first === last ? t('list.slots_one', { from: day.format(first) }) : t('list.slots', { from: day.format(first), to: day.format(last) });
+      if (s.kind === 'slot' || s.kind === 'seats') {
+        // Time slots, departures: the first and last days with one, no check-out.
+        const k = s.kind === 'seats' ? 'list.departures' : 'list.slots';
+        stay.textContent = first === last ? t(k + '_one', { from: day.format(first) }) : t(k, { from: day.format(first), to: day.format(last) });
       } else {
         stay.textContent = t('list.stay', { from: day.format(first), to: day.format(last + 86400000) });
       }

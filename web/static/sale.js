@@ -214,8 +214,37 @@ const noStay = () => !isSlot() && rooms.length > 0 && $('checkin').options.lengt
 // clock in the sale's time_zone, shown as the server sends them and
 // never converted to the browser's zone: 19:00 in Europe/Paris is 19:00
 // on a phone set to Shanghai.
-const isSlot = () => !!sale && sale.kind === 'slot';
+//
+// A sale of kind seats (issue 25) sells seats on departures (an airport
+// shuttle): its units are vehicles, a departure's one after another with
+// the same date and time. The page reuses the slots' day, time and
+// quantity: a departure is one choice, its places the most seats left in
+// any one vehicle, since the server takes a group's seats from one
+// vehicle and never splits it.
+const isSlot = () => !!sale && (sale.kind === 'slot' || sale.kind === 'seats');
+const isSeats = () => !!sale && sale.kind === 'seats';
 const slotName = (r) => r.date + 'T' + r.time;
+
+// wordOf is a slot sale's key for what a seats sale says its own way.
+const wordOf = (k) => (isSeats() ? 'seat.' : 'slot.') + k;
+
+// choices are the units the guest picks from: a slot sale's slots, or a
+// seats sale's departures, each its vehicles grouped (consecutive units
+// of one date and time) with available the most seats left in one
+// vehicle (what a group can book), left their sum, and vehicles.
+function choices() {
+  if (!isSeats()) return rooms;
+  const out = [];
+  for (const r of rooms) {
+    const last = out[out.length - 1];
+    if (last && last.date === r.date && last.time === r.time) {
+      last.available = Math.max(last.available, r.available);
+      last.left += r.available;
+      last.vehicles++;
+    } else out.push({ date: r.date, time: r.time, minutes: r.minutes, available: r.available, left: r.available, vehicles: 1 });
+  }
+  return out;
+}
 
 // zoneOffset is zone's offset from UTC in ms at the instant ms.
 const zoneFmts = new Map();
@@ -249,7 +278,7 @@ function slotStart(r) {
 
 // openSlots are the slots not started by the server's clock: the server
 // leaves a started slot out of its next update; the page need not wait.
-const openSlots = () => rooms.filter((r) => slotStart(r) > clk.now());
+const openSlots = () => choices().filter((r) => slotStart(r) > clk.now());
 
 // pick is the guest's choice: the slot's name ('' for none) and quantity.
 function pick() {
@@ -260,7 +289,7 @@ function pick() {
 // slotLeft is the places left in the chosen slot.
 function slotLeft() {
   const p = pick();
-  const r = rooms.find((x) => slotName(x) === p.slot);
+  const r = choices().find((x) => slotName(x) === p.slot);
   return r ? r.available : 0;
 }
 
@@ -272,14 +301,14 @@ function slotLeft() {
 let slotsShown = '';
 function fillSlots(force = false) {
   const open = openSlots();
-  const key = JSON.stringify([open.map((r) => [r.date, r.time, r.minutes || 0, r.available]), lang]);
+  const key = JSON.stringify([open.map((r) => [r.date, r.time, r.minutes || 0, r.available, r.left || 0]), lang]);
   if (!force && key === slotsShown) return;
   slotsShown = key;
   const days = [...new Set(open.map((r) => r.date))];
   const hasPlaces = (d) => open.some((r) => r.date === d && r.available > 0);
   const dsel = $('day');
   const keepDay = dsel.value;
-  dsel.replaceChildren(...days.map((d) => new Option(hasPlaces(d) ? day(d) : t('slot.day_full', { date: day(d) }), d)));
+  dsel.replaceChildren(...days.map((d) => new Option(hasPlaces(d) ? day(d) : t(wordOf('day_full'), { date: day(d) }), d)));
   if (keepDay && days.includes(keepDay)) dsel.value = keepDay;
   else if (days.some(hasPlaces)) dsel.value = days.find(hasPlaces);
   drawSlots(open);
@@ -305,16 +334,25 @@ function drawSlots(open = openSlots()) {
     const span = (cls, text) => Object.assign(document.createElement('span'), { className: cls, textContent: text });
     lab.append(inp, span('slot-time', r.time));
     if (r.minutes) lab.append(span('slot-len', t('slot.minutes', { n: r.minutes })));
-    lab.append(span('slot-left', full ? t('slot.full') : t('slot.left', { n: r.available })));
+    lab.append(span('slot-left', full ? t(wordOf('full')) : isSeats() ? seatsLeft(r) : t('slot.left', { n: r.available })));
+    lab.dataset.left = String(r.available);
     return lab;
   }));
   const kept = mine.find((r) => slotName(r) === chosen);
   const choice = kept ? (kept.available > 0 ? kept : null) : mine.find((r) => r.available > 0);
   if (!kept) chosen = choice ? slotName(choice) : '';
   if (choice) list.querySelector(`input[value="${CSS.escape(slotName(choice))}"]`).checked = true;
-  const zone = t('slot.zone', { zone: sale.time_zone || 'UTC' });
+  const zone = t(wordOf('zone'), { zone: sale.time_zone || 'UTC' });
   if ($('slot-zone').textContent !== zone) $('slot-zone').textContent = zone;
   fillQuantity();
+}
+
+// seatsLeft says a departure's seats: those left, and when its vehicles
+// split them, the most a group can book together ("4 seats left · up to 2
+// together": two vehicles with 2 each).
+function seatsLeft(r) {
+  const left = count('seat.left', r.left);
+  return r.left > r.available ? left + ' · ' + t('seat.together', { n: r.available }) : left;
 }
 
 // fillQuantity offers 1 to the fewer of the chosen slot's places and the
@@ -477,7 +515,10 @@ async function buy() {
       ptoken = tk.body.token;
     }
     let want;
-    if (isSlot()) {
+    if (isSeats()) {
+      const p = pick();
+      want = { token: ptoken, departure: p.slot, seats: p.quantity };
+    } else if (isSlot()) {
       const p = pick();
       want = { token: ptoken, slot: p.slot, quantity: p.quantity };
     } else {
@@ -494,7 +535,7 @@ async function buy() {
     // The purchase's answer may be the short one (order, status, amount,
     // hold): a slot's order says what it holds from the first moment,
     // from what was asked and accepted, until the order's read says it.
-    order = isSlot() ? { slot: want.slot, rooms: want.quantity, ...p.body } : p.body;
+    order = isSeats() ? { slot: want.departure, rooms: want.seats, ...p.body } : isSlot() ? { slot: want.slot, rooms: want.quantity, ...p.body } : p.body;
     // The attempt is over; the order speaks from here. Left at 'buying'
     // (sticky), the button stayed disabled after the hold expired or the
     // guest cancelled, until a reload (issue 23).
@@ -840,8 +881,9 @@ function render() {
   $('stay').hidden = slot;
   $('slots').hidden = !slot;
   $('per-night').hidden = slot;
-  for (const [id, stayKey, slotKey] of [['per', 'per_night', 'slot.per_place'], ['left-label', 'rooms_left', 'slot.places_left']]) {
-    const k = slot ? slotKey : stayKey;
+  for (const [id, stayKey, slotKey] of [['per', 'per_night', 'per_place'], ['left-label', 'rooms_left', 'places_left'], ['quantity-label', '', 'guests'], ['slot-legend', '', 'time']]) {
+    const k = slot ? wordOf(slotKey) : stayKey;
+    if (!k) continue;
     if ($(id).dataset.i18n !== k) { $(id).dataset.i18n = k; $(id).textContent = t(k); }
   }
   const tiers = sale.price_tiers || [];
@@ -850,7 +892,7 @@ function render() {
   if ($('tiers').dataset.shown !== shownTiers) {
     $('tiers').replaceChildren(...tiers.map((tr) => {
       const li = document.createElement('li');
-      li.textContent = t(slot ? 'slot.tier' : 'tier', { n: tr.rooms, price: money(tr.price, sale.currency) });
+      li.textContent = t(slot ? wordOf('tier') : 'tier', { n: tr.rooms, price: money(tr.price, sale.currency) });
       return li;
     }));
     $('tiers').dataset.shown = shownTiers;
@@ -861,7 +903,7 @@ function render() {
     const q = pick().quantity;
     const unit = unitPrice(q);
     total = unit * q;
-    amount = t('slot.amount', { amount: money(total, sale.currency), guests: count('guests_n', q), unit: money(unit, sale.currency) });
+    amount = t('slot.amount', { amount: money(total, sale.currency), guests: count(isSeats() ? 'seats_n' : 'guests_n', q), unit: money(unit, sale.currency) });
   } else {
     const s = stay();
     const unit = unitPrice(s.rooms);
@@ -902,7 +944,7 @@ function render() {
   const el = $('state');
   if (el.dataset.state !== st) tellParent({ type: 'flashsale.state', sale_id: id, state: st, order_id: order ? order.order_id : undefined });
   if (el.dataset.state !== st || el.dataset.text !== JSON.stringify(v) || el.dataset.lang !== lang) {
-    el.textContent = st === 'loading' ? t('loading') : t(slot && SLOT_WORDS.includes(st) ? 'slot.state.' + st : 'state.' + st, v);
+    el.textContent = st === 'loading' ? t('loading') : t(slot && SLOT_WORDS.includes(st) ? wordOf('state.' + st) : 'state.' + st, v);
     el.dataset.state = st;
     el.dataset.text = JSON.stringify(v);
     el.dataset.lang = lang;
@@ -911,7 +953,7 @@ function render() {
   // is, and the places.
   const booked = $('booked');
   const what = order && order.slot && ['pending', 'held', 'paid'].includes(order.status) ? t('slot.booked', { date: day(order.slot.slice(0, 10)),
-    time: order.slot.slice(11), zone: sale.time_zone || 'UTC', guests: count('guests_n', order.rooms) }) : '';
+    time: order.slot.slice(11), zone: sale.time_zone || 'UTC', guests: count(isSeats() ? 'seats_n' : 'guests_n', order.rooms) }) : '';
   if (booked.textContent !== what) booked.textContent = what;
   booked.hidden = !what;
   booked.dataset.slot = what ? order.slot : '';

@@ -23,9 +23,11 @@ const FIELDS = {
 
 // elementsOf returns a field's input and error line, nights rows included.
 function elementsOf(key) {
-  const m = /^nights\[(\d+)\]\.(date|time|minutes|stock|min_stay|max_stay|closed_to_arrival|closed_to_departure|stop_sell)$/.exec(key);
+  const m = /^nights\[(\d+)\]\.(date|time|minutes|vehicles|stock|min_stay|max_stay|closed_to_arrival|closed_to_departure|stop_sell)$/.exec(key);
   if (m) {
-    const row = $('nights-rows').children[Number(m[1])];
+    // A seats sale's unit is a vehicle: its row is its departure's.
+    const i = kind() === 'seats' ? (unitRow[Number(m[1])] ?? Number(m[1])) : Number(m[1]);
+    const row = $('nights-rows').children[i];
     if (row) return [row.querySelector(`[data-part="${m[2]}"]`), row.querySelector('.err')];
   }
   const f = FIELDS[key];
@@ -49,32 +51,43 @@ const utf8 = new TextEncoder();
 // For slots each row is a slot: its date, its start and length in the
 // venue's time zone (then required), and its places; stay rules do not
 // apply and are hidden, and the form's words say places, not rooms.
-export const kind = () => ($('f-kind').value === 'slot' ? 'slot' : 'stay');
+//
+// Shuttle seats (kind seats) are timed the same way, each row a departure:
+// its date, start, length, vehicles and seats per vehicle, sent as one
+// unit per vehicle (the server's representation: a departure's vehicles
+// one after another with the same date and time).
+export const kind = () => (['slot', 'seats'].includes($('f-kind').value) ? $('f-kind').value : 'stay');
+
+// timed reports whether a kind's units start at a time (slots, departures).
+export const timed = (k = kind()) => k === 'slot' || k === 'seats';
 
 // WORDS are the elements whose words change with the kind: [selector,
-// a stay's key, a slot sale's key].
+// a stay's key, a slot sale's key, a seats sale's key].
 const WORDS = [
-  ['#l-nights', 'f.nights', 'f.slots'], ['#add-night', 'f.add_night', 'f.add_slot'],
-  ['label[for="f-hotel"]', 'f.hotel', 'f.venue'], ['label[for="f-room_type"]', 'f.room_type', 'f.service'],
-  ['label[for="f-time_zone"]', 'f.time_zone', 'f.venue_time_zone'], ['#h-time_zone', 'f.time_zone_hint', 'f.venue_time_zone_hint'],
-  ['#l-prices', 'f.prices', 'f.slot_prices'], ['label[for="f-per_user_limit"]', 'f.per_user_limit', 'f.per_user_places'],
-  ['label[for="f-price_tiers"]', 'f.price_tiers', 'f.slot_price_tiers'], ['#nights-rows label.stock-label', 'f.night_stock', 'f.slot_stock'],
-  ['#nights-rows label.date-label', 'f.night_date', 'f.slot_date'],
+  ['#l-nights', 'f.nights', 'f.slots', 'f.departures'], ['#add-night', 'f.add_night', 'f.add_slot', 'f.add_departure'],
+  ['label[for="f-hotel"]', 'f.hotel', 'f.venue', 'f.seat_venue'], ['label[for="f-room_type"]', 'f.room_type', 'f.service', 'f.seat_service'],
+  ['label[for="f-time_zone"]', 'f.time_zone', 'f.venue_time_zone', 'f.venue_time_zone'], ['#h-time_zone', 'f.time_zone_hint', 'f.venue_time_zone_hint', 'f.seat_time_zone_hint'],
+  ['#l-prices', 'f.prices', 'f.slot_prices', 'f.seat_prices'], ['label[for="f-per_user_limit"]', 'f.per_user_limit', 'f.per_user_places', 'f.per_user_seats'],
+  ['label[for="f-price_tiers"]', 'f.price_tiers', 'f.slot_price_tiers', 'f.seat_price_tiers'],
+  ['#nights-rows label.stock-label', 'f.night_stock', 'f.slot_stock', 'f.seat_stock'],
+  ['#nights-rows label.date-label', 'f.night_date', 'f.slot_date', 'f.slot_date'],
 ];
+
+// wordFor is a WORDS entry's key for kind k.
+const wordFor = (w, k) => w[{ stay: 1, slot: 2, seats: 3 }[k] || 1];
 
 // setKind shows the form for a kind: its words, its rows' parts, the time
 // zone required or not.
 export function setKind(k) {
   $('f-kind').value = k;
   $('create').dataset.kind = k;
-  const slot = k === 'slot';
-  for (const [css, stayKey, slotKey] of WORDS) {
-    for (const e of document.querySelectorAll(css)) {
-      e.dataset.i18n = slot ? slotKey : stayKey;
+  for (const w of WORDS) {
+    for (const e of document.querySelectorAll(w[0])) {
+      e.dataset.i18n = wordFor(w, k);
       e.textContent = t(e.dataset.i18n);
     }
   }
-  $('f-time_zone').required = slot;
+  $('f-time_zone').required = timed(k);
   labelRemoveButtons();
 }
 
@@ -150,14 +163,18 @@ export function addNight(date = '', stock = '', rules = {}) {
   const [tl, ti] = mk('time', 'time', 'f.slot_time', rules.time || '');
   const [ml, mi] = mk('minutes', 'number', 'f.slot_minutes', rules.minutes || '');
   Object.assign(mi, { max: '1440', placeholder: '–' });
-  for (const [l, inp] of [[tl, ti], [ml, mi]]) {
+  // A departure's vehicles (a seats sale's only).
+  const [vl, vi] = mk('vehicles', 'number', 'f.seat_vehicles', rules.vehicles || 1);
+  Object.assign(vi, { min: '1', max: '100' });
+  for (const [l, inp] of [[tl, ti], [ml, mi], [vl, vi]]) {
     const f = document.createElement('span');
+    if (inp === vi) f.className = 'vehicles-field';
     f.append(l, inp);
     slotFields.append(f);
   }
-  const [sl, si] = mk('stock', 'number', kind() === 'slot' ? 'f.slot_stock' : 'f.night_stock', stock);
+  const [sl, si] = mk('stock', 'number', wordFor(WORDS[9], kind()), stock);
   sl.className = 'stock-label';
-  const [dl, di] = mk('date', 'date', kind() === 'slot' ? 'f.slot_date' : 'f.night_date', date);
+  const [dl, di] = mk('date', 'date', wordFor(WORDS[10], kind()), date);
   dl.className = 'date-label';
   row.append(dl, di, sl, si, rm, slotFields, group, err);
   $('nights-rows').append(row);
@@ -205,7 +222,7 @@ export function labelRemoveButtons() {
   const rows = [...$('nights-rows').children];
   rows.forEach((row, i) => {
     const b = row.querySelector('.remove-night');
-    b.setAttribute('aria-label', t(kind() === 'slot' ? 'f.remove_slot' : 'f.remove_night', { n: i + 1 }));
+    b.setAttribute('aria-label', t({ slot: 'f.remove_slot', seats: 'f.remove_departure' }[kind()] || 'f.remove_night', { n: i + 1 }));
     b.disabled = rows.length === 1;
     summarize(row);
   });
@@ -255,8 +272,8 @@ export function read({ full = false } = {}) {
   }
   // The browser's own IANA list: a name it does not know, the server's
   // would not either.
-  const slot = kind() === 'slot';
-  if (slot) body.kind = 'slot'; // a stay's body is as it was before kinds
+  const slot = timed();
+  if (slot) body.kind = kind(); // a stay's body is as it was before kinds
   const timeZone = val('f-time_zone').trim();
   if (timeZone || full) body.time_zone = timeZone;
   if (timeZone && !TIME_ZONES.has(timeZone)) bad('time_zone', 'v.time_zone');
@@ -351,32 +368,53 @@ function readNights(rows, body, bad) {
   });
 }
 
+// unitRow maps a seats sale's units, as last read, to their rows: a
+// vehicle's error (the server's, by unit) is shown at its departure.
+let unitRow = [];
+
 // readSlots reads a slot sale's slots: each a date, a start and maybe a
 // length in the venue's zone, and its places, checked as
 // Sale.validateSlots checks them (a start the clocks skip or repeat that
-// day is the server's to name).
+// day is the server's to name). A seats sale's row is a departure, sent
+// as a unit per vehicle, each of the row's seats per vehicle: its errors
+// are keyed by its first unit.
 function readSlots(rows, body, bad) {
+  const seats = kind() === 'seats';
   const part = (row, k) => row.querySelector(`[data-part="${k}"]`).value.trim();
-  body.nights = rows.map((row) => {
+  const read = rows.map((row) => {
     const n = { date: part(row, 'date'), time: part(row, 'time'), stock: intOf(part(row, 'stock')) };
     const m = part(row, 'minutes');
     if (m !== '') n.minutes = intOf(m);
     return n;
   });
+  const vehicles = rows.map((row) => (seats ? intOf(part(row, 'vehicles')) : 1));
+  const first = []; // each row's first unit
+  unitRow = [];
+  body.nights = [];
+  read.forEach((n, i) => {
+    first.push(body.nights.length);
+    const v = Number.isInteger(vehicles[i]) && vehicles[i] >= 1 && vehicles[i] <= 100 ? vehicles[i] : 1;
+    for (let k = 0; k < v; k++) { body.nights.push(n); unitRow.push(i); }
+  });
   if (body.nights.length < 1 || body.nights.length > 366) bad('nights', 'v.nights_count');
   let prev = '';
-  body.nights.forEach((n, i) => {
+  read.forEach((n, r) => {
+    const i = first[r];
     if (!DATE.test(n.date)) bad(`nights[${i}].date`, 'v.night_date');
     if (!CLOCK.test(n.time)) bad(`nights[${i}].time`, 'v.slot_time');
     else if (DATE.test(n.date)) {
+      // A departure's rows may repeat its start (vehicles of two sizes,
+      // one after another); a slot's may not.
       const at = n.date + 'T' + n.time;
-      if (prev && at <= prev) bad(`nights[${i}].time`, 'v.slot_order');
+      if (prev && (seats ? at < prev : at <= prev)) bad(`nights[${i}].time`, seats ? 'v.seat_order' : 'v.slot_order');
       prev = at;
     }
     if ('minutes' in n && !(Number.isInteger(n.minutes) && n.minutes >= 0 && n.minutes <= 1440)) bad(`nights[${i}].minutes`, 'v.slot_minutes');
     if (n.minutes === 0) delete n.minutes;
-    if (!Number.isInteger(n.stock) || n.stock < 0 || n.stock > 1e6) bad(`nights[${i}].stock`, 'v.slot_stock');
+    if (seats && !(Number.isInteger(vehicles[r]) && vehicles[r] >= 1 && vehicles[r] <= 100)) bad(`nights[${i}].vehicles`, 'v.seat_vehicles');
+    if (!Number.isInteger(n.stock) || n.stock < 0 || n.stock > 1e6) bad(`nights[${i}].stock`, seats ? 'v.seat_stock' : 'v.slot_stock');
   });
+  body.nights = body.nights.map((n) => ({ ...n })); // a unit per vehicle, each its own object
 }
 
 // readTiers parses "rooms:price, rooms:price" and checks it as
@@ -407,7 +445,7 @@ export function readTiers(text, price, perUser) {
 export function fieldOfMessage(msg) {
   if (/^starts_at and ends_at/.test(msg)) return 'ends_at';
   if (/^challenge needs/.test(msg)) return 'challenge.difficulty';
-  const m = /^((?:nights\[\d+\]\.(?:date|time|minutes|stock|min_stay|max_stay|closed_to_arrival|closed_to_departure|stop_sell))|(?:eligibility\.[a-z_0-9]+)|(?:limits\.[a-z_]+)|(?:waiting_room\.[a-z_]+)|(?:challenge\.difficulty)|[a-z_]+)/.exec(msg || '');
+  const m = /^((?:nights\[\d+\]\.(?:date|time|minutes|vehicles|stock|min_stay|max_stay|closed_to_arrival|closed_to_departure|stop_sell))|(?:eligibility\.[a-z_0-9]+)|(?:limits\.[a-z_]+)|(?:waiting_room\.[a-z_]+)|(?:challenge\.difficulty)|[a-z_]+)/.exec(msg || '');
   if (!m) return '';
   const key = m[1];
   return elementsOf(key)[1] ? key : '';
@@ -473,8 +511,17 @@ export function fill(v) {
   const set = (id, x) => { $(id).value = x == null ? '' : String(x); };
   for (const k of ['title', 'description', 'hotel', 'room_type', 'time_zone', 'price', 'original_price', 'currency', 'per_user_limit', 'hold_seconds']) set('f-' + k, v[k]);
   $('nights-rows').replaceChildren();
-  setKind(v.kind === 'slot' ? 'slot' : 'stay');
-  for (const n of v.nights || []) addNight(n.date, n.stock, n);
+  setKind(timed(v.kind) ? v.kind : 'stay');
+  if (v.kind === 'seats') {
+    // A departure's vehicles of one size are one row.
+    const rows = [];
+    for (const n of v.nights || []) {
+      const last = rows[rows.length - 1];
+      if (last && last.date === n.date && last.time === n.time && last.stock === n.stock && (last.minutes || 0) === (n.minutes || 0)) last.vehicles++;
+      else rows.push({ ...n, vehicles: 1 });
+    }
+    for (const n of rows) addNight(n.date, n.stock, n);
+  } else for (const n of v.nights || []) addNight(n.date, n.stock, n);
   set('f-price_tiers', (v.price_tiers || []).map((x) => `${x.rooms}:${x.price}`).join(', '));
   set('f-starts_at', localValue(new Date(v.starts_at)));
   set('f-ends_at', localValue(new Date(v.ends_at)));
