@@ -32,9 +32,17 @@ func mustBrowser(t *testing.T) context.Context {
 		}
 		t.Skip("chromium is not installed: apt-get install -y chromium")
 	}
+	// The profile's directory is ours to remove, not t.TempDir's: the
+	// browser's helper processes may still write to it for a moment after
+	// the allocator's cancel, and t.TempDir fails the test when its
+	// RemoveAll meets a file created meanwhile ("directory not empty").
+	profile, err := os.MkdirTemp("", "flashsale-chromium-")
+	if err != nil {
+		t.Fatal(err)
+	}
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(path),
-		chromedp.UserDataDir(t.TempDir()),
+		chromedp.UserDataDir(profile),
 		chromedp.Flag("headless", true),
 		chromedp.Flag("no-sandbox", true),
 		chromedp.Flag("disable-gpu", true),
@@ -63,6 +71,12 @@ func mustBrowser(t *testing.T) context.Context {
 		cancelTime()
 		cancelTab()
 		cancelAlloc()
+		for try := 0; ; try++ {
+			if err := os.RemoveAll(profile); err == nil || try == 20 {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
 	})
 	if err := chromedp.Do(ctx); err != nil { // starts the browser
 		t.Fatalf("start chromium: %v", err)
