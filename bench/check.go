@@ -36,7 +36,8 @@ type Check struct {
 	Invariants []Invariant `json:"invariants"`
 	// Stock, Held and Sold are the first night's of a stay (every bench
 	// purchase buys one room of it), the sum of the slots' of a slot sale
-	// (every purchase one place of one), as the audit read them last.
+	// (every purchase one place of one) or of the vehicles' of a seats
+	// sale, as the audit read them last.
 	Stock int `json:"stock"`
 	Held  int `json:"held"`
 	Sold  int `json:"sold"`
@@ -113,7 +114,7 @@ func Verify(ctx context.Context, c *Client, saleID string, perUserLimit int, res
 			break
 		}
 	}
-	ck := judge(audit, byOrder, statuses, perUserLimit, res.Unknown, drained, res.Slots)
+	ck := judge(audit, byOrder, statuses, perUserLimit, res.Unknown, drained, res.units())
 	ck.SaleID = saleID
 	if res.Loop == LoopSoldOut {
 		ck.Invariants = append(ck.Invariants, soldOutAnswers(res))
@@ -121,8 +122,10 @@ func Verify(ctx context.Context, c *Client, saleID string, perUserLimit int, res
 	return ck, nil
 }
 
-// judge is Verify's verdict on what it read. slots are a slot sale's
-// (Result.Slots), the i-th the audit's i-th unit; none for a stay.
+// judge is Verify's verdict on what it read. slots are the slot of each
+// of the audit's units, in order (Result.units): a slot sale's slots, a
+// seats sale's departures once per vehicle, whose places are their
+// vehicles' sum; none for a stay.
 func judge(audit Audit, byOrder map[string][]Accepted, statuses map[string]Order, perUserLimit, unknown int, drained bool, slots []string) *Check {
 	ck := &Check{Orders: map[string]int{}}
 	units := audit.Nights[:min(1, len(audit.Nights))] // the units the purchases took
@@ -132,12 +135,20 @@ func judge(audit Audit, byOrder map[string][]Accepted, statuses map[string]Order
 	for _, n := range units {
 		ck.Stock, ck.Held, ck.Sold = ck.Stock+n.Stock, ck.Held+n.Held, ck.Sold+n.Sold
 	}
-	// unit is the audit's unit of a slot sale's slot (nil: none).
+	// unit is the audit's units of a slot (or departure) added up (nil:
+	// none).
 	unit := func(slot string) *AuditNight {
-		if i := slices.Index(slots, slot); slot != "" && i >= 0 && i < len(audit.Nights) {
-			return &audit.Nights[i]
+		var u *AuditNight
+		for i, s := range slots {
+			if slot != "" && s == slot && i < len(audit.Nights) {
+				if u == nil {
+					u = &AuditNight{Date: audit.Nights[i].Date}
+				}
+				n := audit.Nights[i]
+				u.Stock, u.Held, u.Sold = u.Stock+n.Stock, u.Held+n.Held, u.Sold+n.Sold
+			}
 		}
-		return nil
+		return u
 	}
 	kinds := map[string]bool{}
 	for _, f := range audit.Findings {
@@ -211,7 +222,7 @@ func judge(audit Audit, byOrder map[string][]Accepted, statuses map[string]Order
 		ck.Oversold = max(ck.Oversold, active-ck.Stock)
 		oversold = append(oversold, fmt.Sprintf("the client holds %d active 202s for %d rooms", active, ck.Stock))
 	}
-	for _, slot := range slots {
+	for _, slot := range slices.Compact(slices.Clone(slots)) { // a departure once
 		if u := unit(slot); u != nil && perSlot[slot] > u.Stock {
 			ck.Oversold = max(ck.Oversold, perSlot[slot]-u.Stock)
 			oversold = append(oversold, fmt.Sprintf("the client holds %d active 202s of the slot %s for %d places", perSlot[slot], slot, u.Stock))

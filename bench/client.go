@@ -175,8 +175,8 @@ type Sale struct {
 	Title    string `json:"title"`
 	Hotel    string `json:"hotel"`
 	RoomType string `json:"room_type"`
-	// Kind is what the sale sells, stay ("") or slot (AsSlots), and
-	// TimeZone the venue's, which a slot sale requires.
+	// Kind is what the sale sells, stay (""), slot (AsSlots) or seats
+	// (AsSeats), and TimeZone the venue's, which those two require.
 	Kind          flashsale.Kind `json:"kind,omitempty"`
 	TimeZone      string         `json:"time_zone,omitempty"`
 	Nights        []Night        `json:"nights"`
@@ -246,18 +246,78 @@ func (s Sale) AsSlots() Sale {
 	return s
 }
 
-// SlotNames are a slot sale's slots as a purchase names them
-// ("2026-12-24T19:00"), in the sale's order, which is its audit's; nil
-// for a stay.
+// SeatsVehicles is how many vehicles a bench seats sale's departure has.
+const SeatsVehicles = 2
+
+// AsSeats is s, a sale of one night, as a shuttle's seats sale of the
+// same places in all on the night's date: one departure per SlotTimes of
+// SeatsVehicles vehicles each, fewer departures when there are fewer
+// seats than departures (one for none) and one vehicle each when there
+// are fewer than two a departure. The seats are spread evenly over the
+// departures, the first ones taking the remainder, then over each one's
+// vehicles: no two vehicles, nor two departures, differ by more than a
+// seat. A load spread evenly over its departures sells it out.
+func (s Sale) AsSeats() Sale {
+	stock := 0
+	for _, n := range s.Nights {
+		stock += n.Stock
+	}
+	date := s.Nights[0].Date
+	k := min(len(SlotTimes), max(1, stock))
+	v := SeatsVehicles
+	if stock < v*k {
+		v = 1
+	}
+	s.Kind, s.TimeZone = flashsale.KindSeats, SlotTimeZone
+	s.Hotel, s.RoomType = "Bench Shuttle", "Seat"
+	s.Nights = make([]Night, 0, k*v)
+	for i := range k {
+		seats := stock / k
+		if i < stock%k {
+			seats++
+		}
+		for j := range v {
+			n := Night{Date: date, Time: SlotTimes[i], Minutes: SlotMinutes, Stock: seats / v}
+			if j < seats%v {
+				n.Stock++
+			}
+			s.Nights = append(s.Nights, n)
+		}
+	}
+	return s
+}
+
+// SlotNames are a slot sale's slots, or a seats sale's departures, as a
+// purchase names them ("2026-12-24T19:00"), in the sale's order, which is
+// its audit's (a departure once for its vehicles); nil for a stay.
 func (s Sale) SlotNames() []string {
-	if s.Kind != flashsale.KindSlot {
+	if s.Kind != flashsale.KindSlot && s.Kind != flashsale.KindSeats {
 		return nil
 	}
-	names := make([]string, len(s.Nights))
-	for i, n := range s.Nights {
-		names[i] = n.Date + "T" + n.Time
+	var names []string
+	for _, n := range s.Nights {
+		if name := n.Date + "T" + n.Time; len(names) == 0 || s.Kind == flashsale.KindSlot || names[len(names)-1] != name {
+			names = append(names, name)
+		}
 	}
 	return names
+}
+
+// Vehicles are a seats sale's vehicles per departure, SlotNames' order;
+// nil for any other kind.
+func (s Sale) Vehicles() []int {
+	if s.Kind != flashsale.KindSeats {
+		return nil
+	}
+	var vs []int
+	for i, n := range s.Nights {
+		if i > 0 && n.Date == s.Nights[i-1].Date && n.Time == s.Nights[i-1].Time {
+			vs[len(vs)-1]++
+		} else {
+			vs = append(vs, 1)
+		}
+	}
+	return vs
 }
 
 // CreateSale creates s as the operator and returns its ID.
@@ -319,7 +379,8 @@ type Order struct {
 	UserID  string `json:"user_id"`
 	Status  string `json:"status"`
 	Rooms   int    `json:"rooms"`
-	// Slot is a slot sale's order's slot, as the purchase named it.
+	// Slot is a slot sale's order's slot, or a seats sale's departure, as
+	// the purchase named it.
 	Slot string `json:"slot,omitempty"`
 }
 
@@ -332,16 +393,28 @@ func (c *Client) Purchase(ctx context.Context, saleID, user, token, key string) 
 // PurchaseSlot is Purchase of one place of a slot sale's slot
 // ("2026-12-24T19:00", quantity 1); with no slot, one room of a stay.
 func (c *Client) PurchaseSlot(ctx context.Context, saleID, user, token, key, slot string) (Order, Response, error) {
-	var h http.Header
-	if key != "" {
-		h = http.Header{"Idempotency-Key": {key}}
-	}
 	body := []byte(`{}`)
 	switch {
 	case slot != "":
-		body, _ = json.Marshal(purchaseBody{Token: token, Slot: slot, Quantity: 1})
+		body = slotBody(token, slot, false)
 	case token != "":
 		body, _ = json.Marshal(map[string]string{"token": token})
+	}
+	return c.purchase(ctx, saleID, user, key, body)
+}
+
+// PurchaseDeparture is Purchase of one seat of a seats sale's departure
+// ("2026-12-24T09:00", seats 1): the server takes it from the first of
+// the departure's vehicles with room.
+func (c *Client) PurchaseDeparture(ctx context.Context, saleID, user, token, key, departure string) (Order, Response, error) {
+	return c.purchase(ctx, saleID, user, key, slotBody(token, departure, true))
+}
+
+// purchase posts body as user's purchase under key (empty: none).
+func (c *Client) purchase(ctx context.Context, saleID, user, key string, body []byte) (Order, Response, error) {
+	var h http.Header
+	if key != "" {
+		h = http.Header{"Idempotency-Key": {key}}
 	}
 	r, err := c.Do(ctx, "POST", "/api/sales/"+saleID+"/purchase", c.JWT(user), body, h)
 	var o Order
@@ -353,11 +426,25 @@ func (c *Client) PurchaseSlot(ctx context.Context, saleID, user, token, key, slo
 	return o, r, err
 }
 
-// purchaseBody is a slot purchase's body.
+// purchaseBody is a slot purchase's body (slot, quantity) or a seats
+// purchase's (departure, seats).
 type purchaseBody struct {
-	Token    string `json:"token,omitempty"`
-	Slot     string `json:"slot"`
-	Quantity int    `json:"quantity"`
+	Token     string `json:"token,omitempty"`
+	Slot      string `json:"slot,omitempty"`
+	Quantity  int    `json:"quantity,omitempty"`
+	Departure string `json:"departure,omitempty"`
+	Seats     int    `json:"seats,omitempty"`
+}
+
+// slotBody is the body of a purchase of one place of slot, as a seats
+// sale's departure when seats.
+func slotBody(token, slot string, seats bool) []byte {
+	p := purchaseBody{Token: token, Slot: slot, Quantity: 1}
+	if seats {
+		p = purchaseBody{Token: token, Departure: slot, Seats: 1}
+	}
+	b, _ := json.Marshal(p)
+	return b
 }
 
 // Order reads one of user's orders as user.

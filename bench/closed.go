@@ -79,7 +79,7 @@ func runLoop(ctx context.Context, cfg Config, l Loop) (*Result, error) {
 		jwt := c.JWT(user)
 		body := soldOutBody
 		if slot != "" {
-			body, _ = json.Marshal(purchaseBody{Token: "t", Slot: slot, Quantity: 1})
+			body = slotBody("t", slot, len(cfg.Vehicles) > 0)
 		}
 		once = func(ctx context.Context, _ int) {
 			t := time.Now()
@@ -123,7 +123,7 @@ func (r *run) accepted(ctx context.Context, i int) {
 		return
 	}
 	slot := r.slot(i)
-	o, resp, err := r.cfg.Client.PurchaseSlot(ctx, r.cfg.SaleID, user, tok, "", slot)
+	o, resp, err := r.purchase(ctx, user, tok, "", slot)
 	r.purchased(Normal, user, slot, t, o, resp, err)
 }
 

@@ -105,6 +105,13 @@ spread evenly over them; every purchase names its slot, the sessions
 spread evenly over the slots, quantity 1; the check adds up the slots
 and wants each 202's order of its own slot. Not with --waiting-room.
 
+--kind seats makes every sale a shuttle's seats sale of the same places:
+a departure at each of those times, 2 vehicles each (fewer departures
+and one vehicle each with fewer seats), the seats spread evenly over
+them; every purchase names its departure, seats 1, and the check is
+the slot's with a departure's places its vehicles' sum. Not with
+--waiting-room.
+
 The database's load is read from the server's own metrics (/metrics, or
 --metrics URL) once a second. The source's pulse at full size is
 --peak 8000 --duration 52s; the defaults are that pulse scaled to a
@@ -147,8 +154,9 @@ type flags struct {
 	// admit_per_second.
 	waitingRoom, streams int
 	admitRate            float64
-	// kind is what the bench's sales sell: stay (one night of rooms) or
-	// slot (Sale.AsSlots: the same places as a venue's slots).
+	// kind is what the bench's sales sell: stay (one night of rooms),
+	// slot (Sale.AsSlots: the same places as a venue's slots) or seats
+	// (Sale.AsSeats: as a shuttle's departures).
 	kind string
 }
 
@@ -195,8 +203,8 @@ func Command(ctx context.Context, args []string, getenv func(string) string, std
 	fset.DurationVar(&f.duration, "duration", 20*time.Second, "length of the shape: pulse, constant, ramp, soldout, accepted")
 	fset.IntVar(&f.guests, "guests", 2000, "guests arriving at once: burst")
 	fset.StringVar(&f.mix, "mix", DefaultMix.String(), "shares of guests: normal, scalper, broken")
-	fset.IntVar(&f.stock, "stock", 100, "rooms in the sale (one night; with --kind slot, places spread over its slots); soldout and accepted choose their own")
-	fset.StringVar(&f.kind, "kind", string(flashsale.KindStay), "what the sale sells: stay (one night of rooms) or slot (the same places as up to 4 time slots of one day, each purchase naming its slot, quantity 1)")
+	fset.IntVar(&f.stock, "stock", 100, "rooms in the sale (one night; with --kind slot or seats, places spread over its slots or departures); soldout and accepted choose their own")
+	fset.StringVar(&f.kind, "kind", string(flashsale.KindStay), "what the sale sells: stay (one night of rooms) slot (the same places as up to 4 time slots of one day, each purchase naming its slot, quantity 1) or seats (a shuttle: up to 4 departures of 2 vehicles, each purchase naming its departure, seats 1)")
 	fset.IntVar(&f.hold, "hold", 10, "the sale's hold_seconds")
 	fset.IntVar(&f.difficulty, "difficulty", 0, "the sale's proof-of-work difficulty (0: none)")
 	fset.DurationVar(&f.think, "think", ThinkDefault, "mean time a guest with a 202 takes to pay")
@@ -305,8 +313,8 @@ func (f *flags) validate() (Shape, Mix, error) {
 		return nil, mix, errors.New("bench: --pay is a share from 0 to 1")
 	case f.progress != "auto" && f.progress != "on" && f.progress != "off":
 		return nil, mix, errors.New("bench: --progress is auto, on or off")
-	case f.kind != string(flashsale.KindStay) && f.kind != string(flashsale.KindSlot):
-		return nil, mix, fmt.Errorf("bench: unknown --kind %q (%s, %s)", f.kind, flashsale.KindStay, flashsale.KindSlot)
+	case f.kind != string(flashsale.KindStay) && f.kind != string(flashsale.KindSlot) && f.kind != string(flashsale.KindSeats):
+		return nil, mix, fmt.Errorf("bench: unknown --kind %q (%s, %s, %s)", f.kind, flashsale.KindStay, flashsale.KindSlot, flashsale.KindSeats)
 	}
 	if err := f.validateWaitingRoom(); err != nil {
 		return nil, mix, err
@@ -444,11 +452,11 @@ func (f *flags) validateWaitingRoom() error {
 		}
 	}
 	switch {
-	case f.kind == string(flashsale.KindSlot):
+	case f.kind == string(flashsale.KindSlot) || f.kind == string(flashsale.KindSeats):
 		// Its queue admits guests against the sale's places in all, and
 		// admitted_could_buy wants every one admitted to buy: of a sale of
-		// several slots, a guest admitted for a full slot cannot.
-		return errors.New("bench: --kind slot does not go with --waiting-room: its scenario sells a night of rooms (the queue admits against the places in all, and every guest admitted must be able to buy)")
+		// several slots or departures, a guest admitted for a full one cannot.
+		return fmt.Errorf("bench: --kind %s does not go with --waiting-room: its scenario sells a night of rooms (the queue admits against the places in all, and every guest admitted must be able to buy)", f.kind)
 	case f.waitingRoom < 0 || f.streams < 0:
 		return errors.New("bench: --waiting-room and --streams must not be negative")
 	case f.stock < 1:

@@ -55,8 +55,18 @@ func TestSaleAsSlots(t *testing.T) {
 // evenly over the slots (normal guests, scalpers, the sold-out and the
 // accepted loops alike), and the broken client's forged token comes with
 // its slot, so that the token is what is refused.
-func TestRunSlots(t *testing.T) {
+func TestRunSlots(t *testing.T) { testRunSlots(t, nil) }
+
+// TestRunSeats is TestRunSlots of a seats sale: every purchase names its
+// departure, seats 1 (the departures of 2, 1 and 2 vehicles spread evenly
+// over the sessions all the same), and the result keeps the vehicles for
+// the check.
+func TestRunSeats(t *testing.T) { testRunSlots(t, []int{2, 1, 2}) }
+
+// testRunSlots is TestRunSlots, of a seats sale with vehicles.
+func testRunSlots(t *testing.T, vehicles []int) {
 	slots := []string{"2026-12-24T12:00", "2026-12-24T13:30", "2026-12-24T19:00"}
+	seats := vehicles != nil
 	var (
 		mu     sync.Mutex
 		bodies []purchaseBody
@@ -66,7 +76,15 @@ func TestRunSlots(t *testing.T) {
 		if strings.HasSuffix(r.URL.Path, "/purchase") {
 			b, _ := io.ReadAll(r.Body)
 			var p purchaseBody
-			if json.Unmarshal(b, &p) == nil && p.Slot != "" {
+			if json.Unmarshal(b, &p) == nil && (p.Slot != "" || p.Departure != "") {
+				if seats {
+					if p.Slot != "" || p.Quantity != 0 {
+						p.Seats = -1 // a slot's body: refused below
+					}
+					p.Slot, p.Quantity = p.Departure, p.Seats
+				} else if p.Departure != "" || p.Seats != 0 {
+					p.Quantity = -1
+				}
 				mu.Lock()
 				if p.Token == forgedToken {
 					forged++
@@ -97,14 +115,14 @@ func TestRunSlots(t *testing.T) {
 			mu.Lock()
 			bodies, forged = nil, 0
 			mu.Unlock()
-			res, err := Run(t.Context(), Config{Client: c, SaleID: "x", Shape: tt.shape, Mix: tt.mix, Hammer: 1, Slots: slots})
+			res, err := Run(t.Context(), Config{Client: c, SaleID: "x", Shape: tt.shape, Mix: tt.mix, Hammer: 1, Slots: slots, Vehicles: vehicles})
 			if err != nil {
 				t.Fatal(err)
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			if !slices.Equal(res.Slots, slots) {
-				t.Errorf("result's slots %v", res.Slots)
+			if !slices.Equal(res.Slots, slots) || !slices.Equal(res.Vehicles, vehicles) {
+				t.Errorf("result's slots %v, vehicles %v", res.Slots, res.Vehicles)
 			}
 			if tt.name == "Broken" {
 				if forged != 10 || len(bodies) != 0 {
@@ -131,6 +149,112 @@ func TestRunSlots(t *testing.T) {
 			for _, s := range slots {
 				if n := per[s]; n < len(bodies)/len(slots) || n > len(bodies)/len(slots)+1 {
 					t.Errorf("slot %s named %d times of %d: %v, want them spread evenly", s, n, len(bodies), per)
+				}
+			}
+		})
+	}
+}
+
+// TestSaleAsSeats: a bench sale as seats keeps its places in all as a
+// shuttle: up to four departures of its night's date of two vehicles each
+// (fewer with fewer seats), the seats spread evenly over the departures
+// and then their vehicles, each departure named once as a purchase names
+// it, its vehicles counted.
+func TestSaleAsSeats(t *testing.T) {
+	for _, tt := range []struct {
+		stock    int
+		want     []int
+		vehicles []int
+	}{
+		{100, []int{13, 12, 13, 12, 13, 12, 13, 12}, []int{2, 2, 2, 2}},
+		{20, []int{3, 2, 3, 2, 3, 2, 3, 2}, []int{2, 2, 2, 2}},
+		{10, []int{2, 1, 2, 1, 1, 1, 1, 1}, []int{2, 2, 2, 2}},
+		{8, []int{1, 1, 1, 1, 1, 1, 1, 1}, []int{2, 2, 2, 2}},
+		{7, []int{2, 2, 2, 1}, []int{1, 1, 1, 1}},
+		{2, []int{1, 1}, []int{1, 1}},
+		{0, []int{0}, []int{1}},
+		{AcceptedStock, []int{125_000, 125_000, 125_000, 125_000, 125_000, 125_000, 125_000, 125_000}, []int{2, 2, 2, 2}},
+	} {
+		stay := NewSale(tt.stock, 10)
+		s := stay.AsSeats()
+		var got []int
+		for i, n := range s.Nights {
+			got = append(got, n.Stock)
+			d := i / tt.vehicles[0]
+			if n.Date != stay.Nights[0].Date || n.Time != SlotTimes[d] || n.Minutes != SlotMinutes {
+				t.Errorf("stock %d: vehicle %d is %+v", tt.stock, i, n)
+			}
+		}
+		if !slices.Equal(got, tt.want) || s.Kind != flashsale.KindSeats || s.TimeZone != SlotTimeZone || !s.PurchaseToken || s.PerUserLimit != 1 {
+			t.Errorf("stock %d: %+v, seats %v, want %v", tt.stock, s, got, tt.want)
+		}
+		if v := s.Vehicles(); !slices.Equal(v, tt.vehicles) {
+			t.Errorf("stock %d: vehicles %v, want %v", tt.stock, v, tt.vehicles)
+		}
+		names := s.SlotNames()
+		if len(names) != len(tt.vehicles) || names[0] != stay.Nights[0].Date+"T12:00" || names[len(names)-1] != stay.Nights[0].Date+"T"+SlotTimes[len(names)-1] {
+			t.Errorf("stock %d: departure names %v", tt.stock, names)
+		}
+		if stay.Vehicles() != nil || stay.AsSlots().Vehicles() != nil {
+			t.Errorf("the stay or its slots have vehicles")
+		}
+	}
+}
+
+// TestJudgeSeats: the check of a seats sale adds up a departure's
+// vehicles: an order failed while its departure's other vehicle has room
+// is lost, one failed on a full departure is not, and a departure
+// oversold is its vehicles' seats in all exceeded.
+func TestJudgeSeats(t *testing.T) {
+	deps := []string{"2026-12-24T12:00", "2026-12-24T19:00"}
+	units := (&Result{Slots: deps, Vehicles: []int{2, 1}}).units()
+	if want := []string{deps[0], deps[0], deps[1]}; !slices.Equal(units, want) {
+		t.Fatalf("units %v, want %v", units, want)
+	}
+	audit := func(h0, h1, h2 int) Audit {
+		return Audit{Nights: []AuditNight{
+			{Date: testenv.Night(0), Stock: 1, Held: h0, InFlight: new(int)},
+			{Date: testenv.Night(0), Stock: 1, Held: h1, InFlight: new(int)},
+			{Date: testenv.Night(0), Stock: 2, Held: h2, InFlight: new(int)},
+		}}
+	}
+	acc := func(id, dep string) Accepted { return Accepted{OrderID: id, User: "u" + id, Slot: dep} }
+	held := func(dep string) Order { return Order{Status: "held", Rooms: 1, Slot: dep} }
+	failed := func(dep string) Order { return Order{Status: "failed", Rooms: 1, Slot: dep} }
+	for _, tt := range []struct {
+		name     string
+		audit    Audit
+		accepted []Accepted
+		orders   map[string]Order
+		broken   string
+		detail   string
+	}{
+		{name: "OK", audit: audit(1, 1, 0), accepted: []Accepted{acc("o1", deps[0]), acc("o2", deps[0])},
+			orders: map[string]Order{"o1": held(deps[0]), "o2": held(deps[0])}},
+		{name: "FailedOnFullDeparture", audit: audit(1, 1, 0), accepted: []Accepted{acc("o1", deps[0]), acc("o2", deps[0]), acc("o3", deps[0])},
+			orders: map[string]Order{"o1": held(deps[0]), "o2": held(deps[0]), "o3": failed(deps[0])}},
+		{name: "FailedWithAVehicleLeft", audit: audit(1, 0, 0), accepted: []Accepted{acc("o1", deps[0]), acc("o2", deps[0])},
+			orders: map[string]Order{"o1": held(deps[0]), "o2": failed(deps[0])},
+			broken: InvLost, detail: "order o2 (a 202) failed with rooms left"},
+		{name: "DepartureOversold", audit: audit(1, 1, 1), accepted: []Accepted{acc("o1", deps[0]), acc("o2", deps[0]), acc("o3", deps[0])},
+			orders: map[string]Order{"o1": held(deps[0]), "o2": held(deps[0]), "o3": held(deps[0])},
+			broken: InvOversold, detail: "3 active 202s of the slot 2026-12-24T12:00 for 2 places"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			byOrder := map[string][]Accepted{}
+			for _, a := range tt.accepted {
+				byOrder[a.OrderID] = append(byOrder[a.OrderID], a)
+			}
+			ck := judge(tt.audit, byOrder, tt.orders, 9, 0, true, units)
+			if got := strings.Join(ck.Broken(), ","); got != tt.broken {
+				t.Fatalf("broken %q, want %q: %+v", got, tt.broken, ck.Invariants)
+			}
+			if ck.Stock != 4 {
+				t.Errorf("stock %d: want the vehicles' 4 seats", ck.Stock)
+			}
+			for _, inv := range ck.Invariants {
+				if inv.Name == tt.broken && !strings.Contains(inv.Detail, tt.detail) {
+					t.Errorf("%s: %q, want it to say %q", inv.Name, inv.Detail, tt.detail)
 				}
 			}
 		})

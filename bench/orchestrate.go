@@ -46,14 +46,15 @@ func benchRounds(ctx context.Context, f *flags, shape Shape, mix Mix, t benchTar
 	if f.parts {
 		rep.Notes = append(rep.Notes, partsNote(loop))
 	}
-	if s := f.newSale(shape); s.Kind == flashsale.KindSlot {
+	if s := f.newSale(shape); s.Kind == flashsale.KindSlot || s.Kind == flashsale.KindSeats {
 		rep.Kind = string(s.Kind)
 		rep.Notes = append(rep.Notes, slotsNote(s))
 	}
 	for round := range f.rounds {
+		sale := f.newSale(shape) // the ceiling's guests send the same bodies
 		cfg := Config{Shape: shape, Mix: mix, Think: f.think, Pay: f.pay, Hammer: f.hammer,
 			Progress: progress, Seed: uint64(round), Users: fmt.Sprintf("b%s-%sr%d-", RunID(), t.name, round),
-			Slots: f.newSale(shape).SlotNames()} // the ceiling's guests send the same bodies
+			Slots: sale.SlotNames(), Vehicles: sale.Vehicles()}
 		if ceiling != nil {
 			cfg.Client, cfg.SaleID = ceiling, "x"
 			if progress != nil {
@@ -75,8 +76,8 @@ func benchRounds(ctx context.Context, f *flags, shape Shape, mix Mix, t benchTar
 				rep.PartsRounds = append(rep.PartsRounds, p)
 			}
 		}
-		sale := f.newSale(shape)
-		cfg.Slots = sale.SlotNames()
+		sale = f.newSale(shape)
+		cfg.Slots, cfg.Vehicles = sale.SlotNames(), sale.Vehicles()
 		id, err := target.CreateSale(ctx, sale)
 		if err != nil {
 			return nil, fmt.Errorf("bench: %w", err)
@@ -120,14 +121,18 @@ func benchRounds(ctx context.Context, f *flags, shape Shape, mix Mix, t benchTar
 }
 
 // newSale is a round's sale: --stock rooms of a night, or the loop's; a
-// slot sale of as many places with --kind slot.
+// slot sale of as many places with --kind slot, a shuttle's seats with
+// --kind seats.
 func (f *flags) newSale(shape Shape) Sale {
 	sale := NewSale(f.stock, f.hold)
 	if l, ok := shape.(Loop); ok {
 		sale = l.Sale(f.hold, f.drain)
 	}
-	if f.kind == string(flashsale.KindSlot) {
+	switch flashsale.Kind(f.kind) {
+	case flashsale.KindSlot:
 		sale = sale.AsSlots()
+	case flashsale.KindSeats:
+		sale = sale.AsSeats()
 	}
 	sale.Test = !f.realSales
 	if f.difficulty > 0 {
@@ -138,11 +143,17 @@ func (f *flags) newSale(shape Shape) Sale {
 	return sale
 }
 
-// slotsNote says what a slot sale the rounds sell is.
+// slotsNote says what a slot or seats sale the rounds sell is.
 func slotsNote(s Sale) string {
 	places := 0
 	for _, n := range s.Nights {
 		places += n.Stock
+	}
+	if s.Kind == flashsale.KindSeats {
+		deps := s.SlotNames()
+		return fmt.Sprintf("Seats sales (--kind seats): each round's sale is a shuttle's %d seats in %d departure(s) of %s (%s in %s) of %d vehicle(s) each; "+
+			"each purchase names its departure (the sessions spread evenly over them), seats 1; the check adds up the departures, a departure's places its vehicles'.",
+			places, len(deps), s.Nights[0].Date, strings.Join(SlotTimes[:len(deps)], ", "), s.TimeZone, s.Vehicles()[0])
 	}
 	return fmt.Sprintf("Slot sales (--kind slot): each round's sale is %d places in %d slot(s) of %s (%s in %s, %d min); "+
 		"each purchase names its slot (the sessions spread evenly over them), quantity 1; the check adds up the slots.",

@@ -252,6 +252,25 @@ type Result struct {
 	// Slots are a slot sale's slots the purchases named (Config.Slots),
 	// in the sale's order, which is its audit's; none for a stay.
 	Slots []string `json:"slots,omitempty"`
+	// Vehicles are a seats sale's vehicles per departure (Slots are its
+	// departures; Config.Vehicles); none for any other kind.
+	Vehicles []int `json:"vehicles,omitempty"`
+}
+
+// units are the slot of each of the audit's units, in order: a slot
+// sale's slots, a seats sale's departures once per vehicle; none for a
+// stay.
+func (r *Result) units() []string {
+	if len(r.Vehicles) == 0 {
+		return r.Slots
+	}
+	var units []string
+	for i, d := range r.Slots {
+		for j := 0; i < len(r.Vehicles) && j < r.Vehicles[i]; j++ {
+			units = append(units, d)
+		}
+	}
+	return units
 }
 
 // EndpointStats is one endpoint's latency, in milliseconds from each

@@ -17,7 +17,8 @@ type Report struct {
 	Ceiling string `json:"ceiling,omitempty"` // what the ceiling was, when one ran
 	Shape   string `json:"shape"`
 	Mix     string `json:"mix"`
-	// Kind is the sales' kind when it is not a stay ("slot", --kind).
+	// Kind is the sales' kind when it is not a stay ("slot", "seats",
+	// --kind).
 	Kind string `json:"kind,omitempty"`
 	// Notes are what the reader must know of how it was measured that the
 	// figures do not say (where the server ran, what was forced).

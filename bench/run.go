@@ -3,7 +3,6 @@ package bench
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -39,6 +38,10 @@ type Config struct {
 	// the sessions: session i names the i-th modulo their number, quantity
 	// 1; none for a stay.
 	Slots []string
+	// Vehicles are a seats sale's vehicles per departure (Sale.Vehicles),
+	// Slots being its departures: each purchase names its departure, seats
+	// 1. None for a slot sale or a stay.
+	Vehicles []int
 	// ScalperAccounts is how many user accounts the scalpers share: fewer
 	// accounts than sessions, so their per-user limit is tested.
 	ScalperAccounts int
@@ -148,7 +151,7 @@ func (r *run) measure(ctx context.Context, shape Shape, mix Mix, load func(start
 	stop()
 	res := r.rec.result(r.cfg.Client.Base, shape, mix)
 	res.DB, res.DBMissing = stopDB(start)
-	res.Slots = r.cfg.Slots
+	res.Slots, res.Vehicles = r.cfg.Slots, r.cfg.Vehicles
 	return res
 }
 
@@ -174,6 +177,15 @@ func (r *run) slot(i int) string {
 		return ""
 	}
 	return r.cfg.Slots[i%len(r.cfg.Slots)]
+}
+
+// purchase is user's purchase of one place of slot (r.slot; a seats
+// sale's departure), or of one room of a stay with none.
+func (r *run) purchase(ctx context.Context, user, tok, key, slot string) (Order, Response, error) {
+	if len(r.cfg.Vehicles) > 0 && slot != "" {
+		return r.cfg.Client.PurchaseDeparture(ctx, r.cfg.SaleID, user, tok, key, slot)
+	}
+	return r.cfg.Client.PurchaseSlot(ctx, r.cfg.SaleID, user, tok, key, slot)
 }
 
 // progress prints a line a second to cfg.Progress until stopped.
@@ -245,7 +257,7 @@ func (r *run) normal(ctx context.Context, i int, due time.Time, rng *rand.Rand) 
 	key, slot := user+"-1", r.slot(i)
 	var o Order
 	for attempt := 0; ; attempt++ {
-		o, resp, err = c.PurchaseSlot(ctx, r.cfg.SaleID, user, tok, key, slot)
+		o, resp, err = r.purchase(ctx, user, tok, key, slot)
 		r.rec.record(epPurchase, t, resp, err)
 		if err != nil {
 			r.rec.lost()
@@ -289,7 +301,7 @@ func (r *run) normal(ctx context.Context, i int, due time.Time, rng *rand.Rand) 
 // and fires Hammer purchases back to back with it, never waiting as
 // Retry-After asks and never paying.
 func (r *run) scalper(ctx context.Context, i int, due time.Time) {
-	c, user := r.cfg.Client, r.user(Scalper, i)
+	user := r.user(Scalper, i)
 	t := due
 	r.mu.Lock()
 	tok, reuse := r.tokens[user]
@@ -305,7 +317,7 @@ func (r *run) scalper(ctx context.Context, i int, due time.Time) {
 	}
 	slot := r.slot(i)
 	for range r.cfg.Hammer {
-		o, resp, err := c.PurchaseSlot(ctx, r.cfg.SaleID, user, tok, "", slot)
+		o, resp, err := r.purchase(ctx, user, tok, "", slot)
 		r.purchased(Scalper, user, slot, t, o, resp, err)
 		t = time.Now()
 	}
@@ -339,7 +351,7 @@ func (r *run) broken(ctx context.Context, i int, due time.Time) {
 	case n < len(brokenBodies):
 		body := brokenBodies[n]
 		if slot := r.slot(i); n == forgedBody && slot != "" {
-			body, _ = json.Marshal(purchaseBody{Token: forgedToken, Slot: slot, Quantity: 1})
+			body = slotBody(forgedToken, slot, len(r.cfg.Vehicles) > 0)
 		}
 		resp, err := c.Do(ctx, "POST", path, c.JWT(fmt.Sprintf("%sb%d", r.cfg.Users, i)), body, nil)
 		r.rec.record(epBroken, due, resp, err)
