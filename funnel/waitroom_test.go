@@ -199,8 +199,11 @@ func testWaitingRoom(t *testing.T, e *env) {
 			bought[r] = o
 		}
 	}
-	// Every room is held: the queue is sold out for everyone waiting, and
-	// their streams are woken at that step.
+	// Every room is held: the first step to find that notes it, the next
+	// (no admission used between them) turns the queue sold out for
+	// everyone waiting, and their streams are woken at that step.
+	e.clock.Advance(time.Second)
+	e.svc.AdmitStep(ctx)
 	moved, err := e.svc.QueueMoved(ctx, sale.ID)
 	if err != nil {
 		t.Fatal(err)

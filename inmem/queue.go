@@ -37,6 +37,12 @@ type room struct {
 	head    int      // index in order of the first place not yet admitted or skipped
 	byUser  map[string]*place
 	soldOut bool
+	// low is set by a step that found no room for those waiting, with the
+	// used count it saw (lowUsed): the flag turns sold out at the next
+	// such step only if no admission was used in between (queuetest
+	// SoldOutSettles).
+	low     bool
+	lowUsed int
 	// live are the admissions not yet used or lapsed, in admission order:
 	// few (the funnel admits no more than the rooms left), so lapsing
 	// walks them, never the queue.
@@ -162,9 +168,11 @@ func (q *Queue) Admit(_ context.Context, saleID string, at time.Time, rule flash
 	// room is what Left allows; sure is room less the admissions used
 	// since Left was read, which may have taken their rooms after the read
 	// (or before it: then sure counts them twice). Admissions go by sure
-	// (never one too many); the flag turns sold out only when even room
-	// says so and opens only when sure says so, and otherwise stays as it
-	// was, so a purchase between the reads never flips it for one step.
+	// (never one too many); the flag opens only when sure says so, and
+	// turns sold out only when room says so at two steps in a row with no
+	// admission used between them: a purchase that took its room before
+	// Left was read but spends its admission after this step is counted
+	// twice by room too, and it has spent it by the next step.
 	room := rule.Left - len(r.live)
 	sure := room - max(r.used-rule.Used, 0)
 	n := min(int(r.owe(at, rule.Rate)), sure)
@@ -187,10 +195,15 @@ func (q *Queue) Admit(_ context.Context, saleID string, at time.Time, rule flash
 	}
 	r.owed -= float64(len(a.Admitted))
 	switch {
-	case room-len(a.Admitted) <= 0:
+	case room-len(a.Admitted) > 0:
+		r.low = false
+		if sure-len(a.Admitted) > 0 {
+			r.soldOut = false
+		}
+	case r.low && r.lowUsed == r.used:
 		r.soldOut = true
-	case sure-len(a.Admitted) > 0:
-		r.soldOut = false
+	default:
+		r.low, r.lowUsed = true, r.used
 	}
 	a.Stats = r.stats()
 	return a, nil

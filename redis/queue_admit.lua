@@ -17,7 +17,7 @@ if redis.call('EXISTS', QUEUE) == 0 then
   return {stats(), {}, {}}
 end
 lapse(at)
-local q = redis.call('HMGET', QUEUE, 'drawn', 'owed', 'last', 'head', 'used', 'soldout')
+local q = redis.call('HMGET', QUEUE, 'drawn', 'owed', 'last', 'head', 'used', 'soldout', 'low')
 if not q[1] then
   return {stats(), {}, {}}
 end
@@ -32,12 +32,14 @@ elseif at > last then
   owed = math.min(owed + rate * (at - last) / 1000, math.max(rate, 1))
   last = at
 end
--- room is what the rooms left allow; sure is room less the admissions
--- used since those were read, which may have taken their rooms after the
--- read (or before it: then sure counts them twice). Admissions go by sure
--- (never one too many); the flag turns sold out only when even room says
--- so and opens only when sure says so, and otherwise stays as it was, so
--- a purchase between the reads never flips it either way for one step.
+-- room is what the rooms left allow; sure is room less the admissions used
+-- since those were read, which may have taken their rooms after the read
+-- (or before it: then sure counts them twice). Admissions go by sure
+-- (never one too many); the flag opens only when sure says so, and turns
+-- sold out only when room says so at two steps in a row with no admission
+-- used between them ('low' keeps the used count of the first): a purchase
+-- that took its room before the read but spends its admission after this
+-- step is counted twice by room too, and has spent it by the next step.
 local room = tonumber(ARGV[5]) - redis.call('ZCARD', LIVE)
 local sure = room - math.max((tonumber(q[5]) or 0) - tonumber(ARGV[7]), 0)
 local n = math.min(math.floor(owed), sure)
@@ -69,16 +71,21 @@ while admitted < n do
     redis.call('HSET', PLACES, u, format(p))
   end
 end
-local soldout = q[6] or '0'
-if room - admitted <= 0 then
+local soldout, low, used = q[6] or '0', q[7] or '', q[5] or '0'
+if room - admitted > 0 then
+  low = ''
+  if sure - admitted > 0 then
+    soldout = '0'
+  end
+elseif low == used then
   soldout = '1'
-elseif sure - admitted > 0 then
-  soldout = '0'
+else
+  low = used
 end
 if #skipped > 0 then
   redis.call('HINCRBY', QUEUE, 'expired', #skipped)
 end
-redis.call('HSET', QUEUE, 'head', head, 'owed', string.format('%.17g', owed - admitted), 'last', string.format('%d', last), 'soldout', soldout)
+redis.call('HSET', QUEUE, 'head', head, 'owed', string.format('%.17g', owed - admitted), 'last', string.format('%d', last), 'soldout', soldout, 'low', low)
 if admitted > 0 then
   -- The live set is made here, and kept as long as the rest.
   redis.call('PEXPIRE', LIVE, ARGV[6])
