@@ -82,14 +82,45 @@ func ParseRate(v string) (Rate, error) {
 // Every is the time between two refills.
 func (r Rate) Every() time.Duration { return r.Per / time.Duration(r.N) }
 
-// Limiter decides whether one more request under a key fits its rate. The
-// in-process one (inmem) counts in this process; the Redis one counts for
-// every instance that shares the Redis, so a scalper cannot multiply his
-// allowance by the number of instances behind the load balancer.
+// Share is r's part for one of n instances that each count a key alone:
+// n times slower and its burst n times smaller (at least one), so n such
+// parts allow the key r once, not n times.
+func (r Rate) Share(n int) Rate {
+	if r.Off() || n <= 1 {
+		return r
+	}
+	return Rate{N: r.N, Per: r.Per * time.Duration(n), Burst: max((r.Burst+n-1)/n, 1)}
+}
+
+// Limiter decides whether one more request under a key fits its rate. It
+// counts in this process (inmem); instances behind a load balancer each
+// count their share of every rate (Shared), so a scalper cannot multiply
+// his allowance by the number of instances.
 type Limiter interface {
 	// Allow takes one request from key's allowance. When it does not fit,
-	// ok is false and retryAfter says when the next one will.
+	// ok is false and retryAfter says when the next one will. A key asked
+	// with another Rate than before (a sale's limit edited, the instances'
+	// share changed) is held to the new one from then on.
 	Allow(ctx context.Context, key string, r Rate) (ok bool, retryAfter time.Duration, err error)
+}
+
+// Shared is l allowing each rate's share (Rate.Share) for one of the
+// instances() that share the load: each instance counts alone, so a limit
+// costs no round trip to a shared store and no key takes every request of
+// a hot sale, while together the instances allow a key about its rate.
+// About: exactly when the load balancer spreads a key's requests evenly;
+// a balancer that pins a client to one instance holds it to one share.
+// A change in the instances is felt once the count follows it (the
+// heartbeats' few seconds).
+func Shared(l Limiter, instances func() int) Limiter { return shared{l, instances} }
+
+type shared struct {
+	l         Limiter
+	instances func() int
+}
+
+func (s shared) Allow(ctx context.Context, key string, r Rate) (bool, time.Duration, error) {
+	return s.l.Allow(ctx, key, r.Share(s.instances()))
 }
 
 // RateLimitedError is a request refused by a limit, with when to retry: the

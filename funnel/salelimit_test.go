@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,46 +12,18 @@ import (
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/funnel"
 	"github.com/flashsale/flashsale/inmem"
-	"github.com/flashsale/flashsale/internal/testenv"
-	"github.com/flashsale/flashsale/redis"
 )
 
 // TestSaleLimits: a sale's own limits stand in for the instance's, each
-// holding within 10% over a two-second burst, on the in-process limiter
-// and on Redis's: a per-sale override above the default, a per-address
-// limit turned off for one sale, a per-user override counted under the
-// sale's own key, so it leaves the guest's allowance elsewhere untouched;
-// a sale without overrides keeps the defaults.
+// holding within 10% over a two-second burst: a per-sale override above
+// the default, a per-address limit turned off for one sale, a per-user
+// override counted under the sale's own key, so it leaves the guest's
+// allowance elsewhere untouched; a sale without overrides keeps the
+// defaults. (Instances sharing limits: the root's TestShared.)
 func TestSaleLimits(t *testing.T) {
-	for _, l := range []struct {
-		name string
-		open func(testing.TB) flashsale.Limiter
-	}{
-		{"InMemory", func(tb testing.TB) flashsale.Limiter {
-			l := inmem.NewLimiter()
-			tb.Cleanup(func() { l.Close() })
-			return l
-		}},
-		{"Redis", func(tb testing.TB) flashsale.Limiter {
-			url := testenv.URL(tb, testenv.Redis)
-			prefix := testenv.Name("fs-salelimit-") + ":"
-			e, err := redis.Open(context.Background(), url, redis.Options{Prefix: prefix}, slog.New(slog.DiscardHandler))
-			if err != nil {
-				tb.Fatal(err)
-			}
-			local := inmem.NewLimiter()
-			tb.Cleanup(func() {
-				local.Close()
-				e.Close()
-				if err := testenv.DeleteKeys(url, prefix); err != nil {
-					tb.Error(err)
-				}
-			})
-			return e.Limiter(local)
-		}},
-	} {
-		t.Run(l.name, func(t *testing.T) { testSaleLimits(t, l.open(t)) })
-	}
+	l := inmem.NewLimiter()
+	t.Cleanup(func() { l.Close() })
+	testSaleLimits(t, l)
 }
 
 func testSaleLimits(t *testing.T, limiter flashsale.Limiter) {

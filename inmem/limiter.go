@@ -32,16 +32,22 @@ func NewLimiter() *Limiter {
 }
 
 // Allow implements flashsale.Limiter. A key's bucket is made with the
-// first Rate it is asked with; every caller passes one Rate per key.
+// first Rate it is asked with and keeps its tokens when asked with
+// another: the new rate and burst apply from then on.
 func (l *Limiter) Allow(_ context.Context, key string, r flashsale.Rate) (bool, time.Duration, error) {
 	if r.Off() {
 		return true, 0, nil
 	}
+	limit, burst := rate.Every(r.Every()), max(r.Burst, 1)
 	b, ok := l.buckets.GetIfPresent(key)
 	if !ok {
-		b, _ = l.buckets.SetIfAbsent(key, rate.NewLimiter(rate.Every(r.Every()), max(r.Burst, 1)))
+		b, _ = l.buckets.SetIfAbsent(key, rate.NewLimiter(limit, burst))
 	}
 	now := time.Now()
+	if b.Limit() != limit || b.Burst() != burst {
+		b.SetLimitAt(now, limit)
+		b.SetBurstAt(now, burst)
+	}
 	if b.AllowN(now, 1) {
 		return true, 0, nil
 	}

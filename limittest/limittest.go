@@ -1,6 +1,6 @@
 // Package limittest is the conformance suite every flashsale.Limiter
-// passes: the in-process one and the Redis one run the same tests. Each
-// test uses keys of its own, so limiters may share a server.
+// passes: the in-process one, alone and as one instance's share
+// (flashsale.Shared). Each test uses keys of its own.
 package limittest
 
 import (
@@ -20,6 +20,7 @@ func Run(t *testing.T, newLimiter func(tb testing.TB) flashsale.Limiter) {
 	t.Run("Keys", func(t *testing.T) { testKeys(t, newLimiter(t)) })
 	t.Run("Off", func(t *testing.T) { testOff(t, newLimiter(t)) })
 	t.Run("Sustained", func(t *testing.T) { testSustained(t, newLimiter(t)) })
+	t.Run("RateChanged", func(t *testing.T) { testRateChanged(t, newLimiter(t)) })
 }
 
 func key(name string) string { return name + ":" + rand.Text()[:12] }
@@ -53,6 +54,33 @@ func testBurst(t *testing.T, l flashsale.Limiter) {
 	time.Sleep(after + 20*time.Millisecond)
 	if ok, _ := allow(t, l, k, r); !ok {
 		t.Fatalf("refused again %v after the Retry-After it gave", after)
+	}
+}
+
+// testRateChanged: a key asked with a new Rate (a sale's limit edited, the
+// instances' share changed) is held to it at once, not to the first.
+func testRateChanged(t *testing.T, l flashsale.Limiter) {
+	slow, fast := flashsale.Rate{N: 1, Per: time.Minute, Burst: 2}, flashsale.PerSecond(100, 5)
+	k := key("changed")
+	allow(t, l, k, slow)
+	allow(t, l, k, slow)
+	if ok, _ := allow(t, l, k, slow); ok {
+		t.Fatal("a third request at 1/m,2 allowed")
+	}
+	allow(t, l, k, fast) // the change: 100/s from now
+	time.Sleep(50 * time.Millisecond)
+	if ok, after := allow(t, l, k, fast); !ok {
+		t.Fatalf("50 ms after the rate went from 1/m to 100/s the key is still refused (Retry-After %v)", after)
+	}
+	// And back: at 1/m again, the burst left at 100/s is cut to 2 at most.
+	n := 0
+	for range 10 {
+		if ok, _ := allow(t, l, k, slow); ok {
+			n++
+		}
+	}
+	if n > slow.Burst {
+		t.Fatalf("%d allowed right after the rate went back to 1/m,2", n)
 	}
 }
 

@@ -141,6 +141,15 @@ func (m *Metrics) WatchStock(src StockSource) {
 // WatchBreaker reports the stock engine's circuit breaker.
 func (m *Metrics) WatchBreaker(b flashsale.Breaker) { m.reg.MustRegister(&breakerCollector{b: b}) }
 
+// WatchInstances reports how many instances share the stock engine's
+// Redis, as this one counts them: what it divides every rate limit by
+// (flashsale.Shared).
+func (m *Metrics) WatchInstances(n func() int) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: namespace + "_instances",
+		Help: "The instances sharing the stock engine's Redis, by their heartbeats: each allows its share (1/n) of every rate limit."},
+		func() float64 { return float64(n()) }))
+}
+
 // WatchSelling reports the sell mode (db mode).
 func (m *Metrics) WatchSelling(fn func() (flashsale.SellMode, flashsale.Selling)) {
 	m.reg.MustRegister(&sellingCollector{fn: fn})

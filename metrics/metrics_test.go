@@ -88,6 +88,7 @@ func mustExercise(tb testing.TB) *metrics.Metrics {
 	m := metrics.New(metrics.Config{MaxSales: 2})
 	m.WatchStock(fakeStock{})
 	m.WatchBreaker(fakeBreaker{})
+	m.WatchInstances(func() int { return 2 })
 	m.WatchSelling(func() (flashsale.SellMode, flashsale.Selling) {
 		return flashsale.SellMode{Phase: flashsale.PhaseDB, Epoch: 3}, flashsale.SellingDB
 	})

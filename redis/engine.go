@@ -139,6 +139,10 @@ type Engine struct {
 	done   chan struct{} // closed when the subscriber goroutine has returned
 
 	lazy lazyWriter // writes nobody waits for: confirms, stale index entries
+
+	// live is how many instances beat at the last Beat (fence.go), for
+	// Instances; 0 before the first.
+	live atomic.Int64
 }
 
 // Roles is the engine as the service takes it, its own outbox included:

@@ -68,12 +68,15 @@ func (e *Engine) Healing(ctx context.Context) (string, error) {
 }
 
 // Beat records that instance is alive and which epoch its consumer is
-// paused for ("" when it consumes).
+// paused for ("" when it consumes), and counts the live instances for
+// Instances.
 func (e *Engine) Beat(ctx context.Context, instance, paused string) error {
 	now := time.Now()
+	var live *goredis.IntCmd
 	_, err := e.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
 		p.ZAdd(ctx, e.prefix+"instances", goredis.Z{Score: float64(now.UnixMilli()), Member: instance})
 		p.ZRemRangeByScore(ctx, e.prefix+"instances", "-inf", "("+strconv.FormatInt(now.Add(-fenceStale).UnixMilli(), 10))
+		live = p.ZCard(ctx, e.prefix+"instances")
 		if paused == "" {
 			p.HDel(ctx, e.prefix+"paused", instance)
 		} else {
@@ -84,8 +87,16 @@ func (e *Engine) Beat(ctx context.Context, instance, paused string) error {
 	if err != nil {
 		return unavailable("fence: beat", err)
 	}
+	e.live.Store(live.Val())
 	return nil
 }
+
+// Instances is how many instances share this Redis, as the last Beat
+// counted them (each beats every quarter second; one gone is forgotten
+// after fenceStale): what each counts its share of the rate limits for
+// (flashsale.Shared). Until the first beat, and while Redis does not
+// answer, the last count stands (1 before any).
+func (e *Engine) Instances() int { return int(max(e.live.Load(), 1)) }
 
 // Paused lists the live instances whose consumers are not yet paused for epoch.
 func (e *Engine) Paused(ctx context.Context, epoch string) (waiting []string, err error) {

@@ -21,11 +21,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/flashsale/flashsale"
-	"github.com/flashsale/flashsale/inmem"
 	"github.com/flashsale/flashsale/internal/faultproxy"
 	"github.com/flashsale/flashsale/internal/fixture"
 	"github.com/flashsale/flashsale/internal/testenv"
-	"github.com/flashsale/flashsale/limittest"
 	"github.com/flashsale/flashsale/stocktest"
 )
 
@@ -845,61 +843,34 @@ func TestNoDriverRetry(t *testing.T) {
 	}
 }
 
-func TestLimiter(t *testing.T) {
-	e := MustOpenEngine(t, redisURL(t), newPrefix())
-	local := inmem.NewLimiter()
-	t.Cleanup(func() { local.Close() })
-	limittest.Run(t, func(testing.TB) flashsale.Limiter { return e.Limiter(local) })
-	t.Run("Shared", func(t *testing.T) {
-		// Two instances on one Redis: a key's burst is spent once.
-		other := MustOpenEngine(t, redisURL(t), e.prefix)
-		a, b := e.Limiter(local), other.Limiter(local)
-		r := flashsale.PerSecond(1, 4)
-		k := "shared:" + rand.Text()[:10]
-		n := 0
-		for i := range 8 {
-			l := a
-			if i%2 == 1 {
-				l = b
-			}
-			if ok, _, err := l.Allow(t.Context(), k, r); err != nil {
-				t.Fatal(err)
-			} else if ok {
-				n++
-			}
-		}
-		if n != r.Burst {
-			t.Fatalf("%d of 8 allowed across two instances, want the one burst of %d", n, r.Burst)
-		}
-	})
-	t.Run("FallsBack", func(t *testing.T) {
-		// Redis gone: limits still hold, counted in this process.
-		rs := testenv.StartRedis(t)
-		dead, err := Open(t.Context(), rs.URL(), Options{Prefix: newPrefix(), Timeout: 100 * time.Millisecond}, slog.New(slog.DiscardHandler))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { dead.Close() })
-		rs.Kill()
-		l := dead.Limiter(local)
-		r := flashsale.PerSecond(1, 3)
-		k := "fallback:" + rand.Text()[:10]
-		n, start := 0, time.Now()
-		for range 6 {
-			ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
-			ok, _, err := l.Allow(ctx, k, r)
-			cancel()
-			if err != nil {
-				t.Fatalf("Allow with Redis dead: %v, want the local answer", err)
-			}
-			if ok {
-				n++
-			}
-		}
-		// Each call waits for the dead Redis first, so a token may refill.
-		refill := int(time.Since(start).Seconds()) + 1
-		if n < r.Burst || n > r.Burst+refill || n == 6 {
-			t.Fatalf("%d of 6 allowed with Redis dead in %v, want the local burst of %d (+%d refilled)", n, time.Since(start), r.Burst, refill)
-		}
-	})
+// TestInstances: each Beat counts the instances that beat within
+// fenceStale, the count every instance divides its rate limits by
+// (flashsale.Shared); one that stopped beating is forgotten.
+func TestInstances(t *testing.T) {
+	ctx := t.Context()
+	prefix := newPrefix()
+	a := MustOpenEngine(t, redisURL(t), prefix)
+	b := MustOpenEngine(t, redisURL(t), prefix)
+	if n := a.Instances(); n != 1 {
+		t.Fatalf("before any beat: %d instances, want 1", n)
+	}
+	// A third that beat long ago and stopped.
+	if err := a.client.ZAdd(ctx, prefix+"instances", goredis.Z{Score: float64(time.Now().Add(-2 * fenceStale).UnixMilli()), Member: "gone"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Beat(ctx, "a", ""); err != nil {
+		t.Fatal(err)
+	}
+	if n := a.Instances(); n != 1 {
+		t.Fatalf("a alone beat: %d instances, want 1 (not the one gone)", n)
+	}
+	if err := b.Beat(ctx, "b", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Beat(ctx, "a", ""); err != nil {
+		t.Fatal(err)
+	}
+	if na, nb := a.Instances(), b.Instances(); na != 2 || nb != 2 {
+		t.Fatalf("after a, b, a beat: a counts %d, b %d; want 2 each", na, nb)
+	}
 }

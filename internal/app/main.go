@@ -268,12 +268,11 @@ func (m *Main) openStock(ctx context.Context) error {
 			m.engine = brk.Roles()
 			m.metrics.WatchBreaker(brk)
 		}
-		// Limits every instance shares, counted locally while Redis is out.
-		shared := e.Limiter(local)
-		if brk != nil {
-			shared.Down = func() bool { return !brk.Closed() }
-		}
-		m.limiter = shared
+		// Each instance counts its share of every limit, in process: no
+		// Redis round trip before a reserve, no key every purchase of a
+		// hot sale touches.
+		m.limiter = flashsale.Shared(local, e.Instances)
+		m.metrics.WatchInstances(e.Instances)
 	}
 	m.engine = m.metrics.Engine(m.engine)
 	m.engine = m.tracing.Engine(m.engine, engineSystem(cfg))
