@@ -65,12 +65,15 @@ const readStockSQL = `SELECT idx, date, start_time, stock - held - sold FROM nig
 // transaction takes any (the writer holds the database, so nothing else
 // moves them).
 func readStock(ctx context.Context, q queryer, saleID, currency string) (*sqlrows.Stock, error) {
-	rows, err := q.QueryContext(ctx, readStockSQL, saleID)
-	return scanStock(rows, err, currency)
+	nights, err := scanNights(q.QueryContext(ctx, readStockSQL, saleID))
+	if err != nil {
+		return nil, err
+	}
+	return sqlrows.NewStock(currency, nights), nil
 }
 
-// scanStock reads readStockSQL's rows (and the error of the query).
-func scanStock(rows *sql.Rows, err error, currency string) (*sqlrows.Stock, error) {
+// scanNights reads readStockSQL's rows (and the error of the query).
+func scanNights(rows *sql.Rows, err error) ([]sqlrows.Night, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -83,10 +86,7 @@ func scanStock(rows *sql.Rows, err error, currency string) (*sqlrows.Stock, erro
 		}
 		nights = append(nights, n)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return sqlrows.NewStock(currency, nights), nil
+	return nights, rows.Err()
 }
 
 // ClaimNotices leases transport's cursor to owner until until and returns

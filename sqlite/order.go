@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"iter"
+	"math/bits"
 	"slices"
 	"strings"
 	"time"
@@ -16,11 +18,9 @@ import (
 
 // The statements of the order path. Every counter change is a conditional
 // update whose rows-affected count is checked: the database decides, never
-// a value read earlier in Go.
+// a value read earlier in Go, except in PlaceOrders, whose transaction
+// decides on what it read (see there) and keeps the nights' guard.
 const (
-	insertOrderSQL = `INSERT INTO orders (id, sale_id, user_id, idempotency_key, status, first_night, nights,
-		rooms, amount, currency, hold_expires_at_ms, failure_reason, created_at_ms, updated_at_ms)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	// failOrderSQL writes a failed order with the sale's currency, so no
 	// row means no such sale. It touches no counter.
 	failOrderSQL = `INSERT INTO orders (id, sale_id, user_id, idempotency_key, status, first_night, nights,
@@ -47,6 +47,32 @@ const (
 		FROM orders o LEFT JOIN nights n ON n.sale_id = o.sale_id AND n.idx = o.first_night `
 )
 
+// The set-based statements of PlaceOrders: %s is a VALUES list (see
+// execValues), and each is prepared on the writer for each size of chunk.
+const (
+	// readOrdersSQL tells, for each (i, order ID, sale, user, key) row,
+	// whether the ID is taken, whether the user's key is taken, and the
+	// user's rooms so far.
+	readOrdersSQL = `SELECT v.column1,
+		EXISTS (SELECT 1 FROM orders WHERE id = v.column2),
+		EXISTS (SELECT 1 FROM orders WHERE sale_id = v.column3 AND user_id = v.column4 AND idempotency_key = v.column5),
+		coalesce((SELECT rooms FROM user_rooms WHERE sale_id = v.column3 AND user_id = v.column4), 0)
+		FROM (VALUES %s) AS v`
+	insertOrdersSQL = `INSERT INTO orders (id, sale_id, user_id, idempotency_key, status, first_night, nights,
+		rooms, amount, currency, hold_expires_at_ms, failure_reason, created_at_ms, updated_at_ms)
+		VALUES %s`
+	// addUserRoomsSQL adds rooms to users' counts; PlaceOrders checked the limit.
+	addUserRoomsSQL = `INSERT INTO user_rooms (sale_id, user_id, rooms) VALUES %s
+		ON CONFLICT (sale_id, user_id) DO UPDATE SET rooms = user_rooms.rooms + excluded.rooms`
+)
+
+// The widths of the VALUES rows of the set-based statements.
+const (
+	readOrdersWidth  = 5
+	insertOrderWidth = 14
+	addUserWidth     = 3
+)
+
 // saleTerms is what the order path needs to know about a sale. A sale
 // changes (UpdateSale) only on the single writer, so what the batch's
 // transaction reads holds until it commits.
@@ -56,11 +82,26 @@ type saleTerms struct {
 }
 
 // PlaceOrders writes a batch of reservations in one transaction; see
-// flashsale.Store. Each reservation runs under its own SAVEPOINT, so one
-// that fails a guard is rolled back alone and inserted as failed while the
-// rest of the batch commits. Besides the documented results, a reservation
-// for an unknown sale gets ErrNotFound and one with no rooms or nights
-// ErrInvalid; neither writes a row.
+// flashsale.Store. It is set-based, as the MySQL and PostgreSQL stores
+// are, but simpler: its transaction runs on the one writer connection and
+// holds SQLite's write lock from BEGIN IMMEDIATE, so nothing else changes
+// the database while it runs and what it reads stays true. It
+// reads the state the batch needs once (each sale's terms and nights, and
+// in one statement whether each order's ID and key are taken and its
+// user's rooms), decides every reservation in Go in batch order, each
+// seeing the IDs, keys, user rooms and nights of the ones before it, and
+// writes the outcome with a few statements: one multi-row INSERT of the
+// orders (held, or failed with the refusal's code), one multi-row upsert
+// of the users' added rooms, and one conditional UPDATE per stay (sale,
+// first night, nights) with its total. That UPDATE stays the database's
+// final guard: one that changes fewer nights than the stay has fails the
+// batch, as the books disagree with what was read. Every statement is
+// prepared on the writer, the set-based ones for each size of chunk (see
+// chunks), so a batch costs no parse.
+//
+// Besides the documented results, a reservation for an unknown sale gets
+// ErrNotFound and one with no rooms or nights ErrInvalid; neither writes a
+// row.
 func (s *Store) PlaceOrders(ctx context.Context, rs []flashsale.Reservation) ([]error, error) {
 	results := make([]error, len(rs))
 	if len(rs) == 0 {
@@ -75,16 +116,16 @@ func (s *Store) PlaceOrders(ctx context.Context, rs []flashsale.Reservation) ([]
 		return nil, fmt.Errorf("place orders: %w", err)
 	}
 	defer tx.Rollback()
-	p := placer{tx: tx, now: time.Now().UnixMilli(), sales: make(map[string]*saleTerms), stocks: make(map[string]*sqlrows.Stock)}
+	p := placer{tx: tx, rs: rs, results: results, now: time.Now().UnixMilli(),
+		sales: make(map[string]*saleTerms), stocks: make(map[string]*sqlrows.Stock), avail: make(map[night]int),
+		added: make(map[user]int), stayRooms: make(map[stay]int)}
 	// The writer has one connection, so these reuse the statements prepared
-	// on it instead of parsing the SQL again for every reservation.
-	p.savepoint, p.rollbackTo, p.release = tx.StmtContext(ctx, st.savepoint), tx.StmtContext(ctx, st.rollbackTo), tx.StmtContext(ctx, st.release)
-	p.insertOrder, p.takeUserRooms, p.holdNights = tx.StmtContext(ctx, st.insertOrder), tx.StmtContext(ctx, st.takeUserRooms), tx.StmtContext(ctx, st.holdNights)
-	p.readTerms, p.readStock, p.insertNotice = tx.StmtContext(ctx, st.readTerms), tx.StmtContext(ctx, st.readStock), tx.StmtContext(ctx, st.insertNotice)
-	for i := range rs {
-		if results[i], err = p.place(ctx, &rs[i]); err != nil {
-			return nil, fmt.Errorf("place orders: order=%s: %w", rs[i].OrderID, err)
-		}
+	// on it instead of parsing the SQL again.
+	p.readTerms, p.readStock = tx.StmtContext(ctx, st.readTerms), tx.StmtContext(ctx, st.readStock)
+	p.holdNights, p.insertNotice = tx.StmtContext(ctx, st.holdNights), tx.StmtContext(ctx, st.insertNotice)
+	p.stmts = st
+	if err := p.run(ctx); err != nil {
+		return nil, fmt.Errorf("place orders: %w", err)
 	}
 	if err := s.writeNotices(ctx, tx, p.insertNotice, sqlrows.PlaceNotices(rs, results, p.stocks, p.now)); err != nil {
 		return nil, fmt.Errorf("place orders: %w", err)
@@ -97,121 +138,214 @@ func (s *Store) PlaceOrders(ctx context.Context, rs []flashsale.Reservation) ([]
 
 // placer carries one PlaceOrders transaction.
 type placer struct {
-	tx     *sql.Tx
-	now    int64
-	sales  map[string]*saleTerms
-	stocks map[string]*sqlrows.Stock // the outbox's view of each known sale, read before the batch
+	tx      *sql.Tx
+	rs      []flashsale.Reservation
+	results []error
+	now     int64
+	sales   map[string]*saleTerms
+	stocks  map[string]*sqlrows.Stock // the outbox's view of each known sale, read before the batch
+	avail   map[night]int             // the rooms each night has left as the batch takes them
 
-	savepoint, rollbackTo, release         *sql.Stmt
-	insertOrder, takeUserRooms, holdNights *sql.Stmt
-	readTerms, readStock, insertNotice     *sql.Stmt
+	// What the batch writes, gathered in batch order.
+	orderRows []any        // insertOrdersSQL's arguments
+	users     []user       // the users of held orders, in batch order
+	added     map[user]int // the rooms each user's held orders add
+	stays     []stay       // the stays of held orders, in batch order
+	stayRooms map[stay]int // the rooms each stay's held orders take
+
+	readTerms, readStock, holdNights, insertNotice *sql.Stmt // bound to tx
+	stmts                                          *statements
 }
 
-// place writes one reservation. The first return is its result; the second
-// is a failure of the whole transaction.
-func (p *placer) place(ctx context.Context, r *flashsale.Reservation) (error, error) {
-	if r.Rooms < 1 || r.Nights < 1 || r.FirstNight < 0 {
-		return flashsale.ErrInvalid, nil
+// The keys of what the batch reads and follows: a night, a user's rooms,
+// a user's idempotency key, a stay.
+type (
+	night struct {
+		sale string
+		idx  int
 	}
-	terms, err := p.terms(ctx, r.SaleID)
-	if err != nil {
-		return nil, err
+	user    struct{ sale, id string }
+	userKey struct{ sale, user, key string }
+	stay    struct {
+		sale          string
+		first, nights int
 	}
-	if terms == nil {
-		return flashsale.ErrNotFound, nil
-	}
+)
 
-	if _, err := p.savepoint.ExecContext(ctx); err != nil {
-		return nil, err
-	}
-	result, err := p.take(ctx, r, terms)
-	if err != nil {
-		return nil, err
-	}
-	switch {
-	case result == nil, errors.Is(result, flashsale.ErrDuplicate), errors.Is(result, flashsale.ErrKeyConflict):
-		// Done: inserted as held, nothing written, or inserted as failed.
-	default:
-		// A guard refused: undo the order row and any counter taken, then
-		// record the order as failed, keeping its key.
-		if _, err := p.rollbackTo.ExecContext(ctx); err != nil {
-			return nil, err
-		}
-		if err := p.insert(ctx, r, terms, flashsale.OrderFailed, r.IdempotencyKey, flashsale.ErrorCode(result)); err != nil {
-			return nil, err
-		}
-	}
-	if _, err := p.release.ExecContext(ctx); err != nil {
-		return nil, err
-	}
-	return result, nil
+// orders is the state of the orders the batch has seen so far: what its
+// transaction read, plus what the reservations before the current one did.
+type orders struct {
+	ids   map[string]bool
+	keys  map[userKey]bool
+	rooms map[user]int
 }
 
-// take inserts the order as held and takes the user's rooms and the
-// nights' stock. ErrSoldOut and ErrLimitExceeded leave work for the caller
-// to roll back.
-func (p *placer) take(ctx context.Context, r *flashsale.Reservation, terms *saleTerms) (error, error) {
-	err := p.insert(ctx, r, terms, flashsale.OrderHeld, r.IdempotencyKey, "")
-	switch constraint(err) {
-	case 0:
+func (p *placer) run(ctx context.Context) error {
+	live := make([]int, 0, len(p.rs)) // the reservations with a valid stay of a known sale
+	for i := range p.rs {
+		r := &p.rs[i]
+		if r.Rooms < 1 || r.Nights < 1 || r.FirstNight < 0 {
+			p.results[i] = flashsale.ErrInvalid
+			continue
+		}
+		terms, err := p.terms(ctx, r.SaleID)
+		if err != nil {
+			return fmt.Errorf("sale=%s: %w", r.SaleID, err)
+		}
+		if terms == nil {
+			p.results[i] = flashsale.ErrNotFound
+			continue
+		}
+		live = append(live, i)
+	}
+	seen, err := p.read(ctx, live)
+	if err != nil {
+		return fmt.Errorf("read orders: %w", err)
+	}
+	for _, i := range live {
+		p.results[i] = p.place(&p.rs[i], seen)
+	}
+	return p.write(ctx)
+}
+
+// read reads the state of the orders of the reservations rs[i] for i in
+// live: which IDs and keys are taken, and their users' rooms.
+func (p *placer) read(ctx context.Context, live []int) (*orders, error) {
+	seen := &orders{ids: make(map[string]bool), keys: make(map[userKey]bool), rooms: make(map[user]int, len(live))}
+	for k := range chunks(len(live)) {
+		chunk := live[:1<<k]
+		live = live[len(chunk):]
+		args := make([]any, 0, readOrdersWidth*len(chunk))
+		for _, i := range chunk {
+			r := &p.rs[i]
+			args = append(args, i, r.OrderID, r.SaleID, r.UserID, nullKey(r.IdempotencyKey))
+		}
+		rows, err := p.tx.StmtContext(ctx, p.stmts.readOrders[k]).QueryContext(ctx, args...)
 		if err != nil {
 			return nil, err
 		}
-	case sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
-		return flashsale.ErrDuplicate, nil
-	case sqlite3.SQLITE_CONSTRAINT_UNIQUE:
-		// Another order holds the key. This one is recorded as failed
-		// without it, unless it turns out to be a redelivery after all.
-		err := p.insert(ctx, r, terms, flashsale.OrderFailed, "", flashsale.ErrorCode(flashsale.ErrKeyConflict))
-		if constraint(err) == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY {
-			return flashsale.ErrDuplicate, nil
-		} else if err != nil {
+		for rows.Next() {
+			var (
+				i                 int
+				idTaken, keyTaken bool
+				rooms             int
+			)
+			if err := rows.Scan(&i, &idTaken, &keyTaken, &rooms); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			r := &p.rs[i]
+			if idTaken {
+				seen.ids[r.OrderID] = true
+			}
+			if keyTaken {
+				seen.keys[userKey{r.SaleID, r.UserID, r.IdempotencyKey}] = true
+			}
+			seen.rooms[user{r.SaleID, r.UserID}] = rooms
+		}
+		if err := rows.Close(); err != nil {
 			return nil, err
 		}
-		return flashsale.ErrKeyConflict, nil
-	default:
-		return nil, err
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
 	}
-
-	if r.Rooms > terms.limit {
-		return flashsale.ErrLimitExceeded, nil
-	}
-	res, err := p.takeUserRooms.ExecContext(ctx, r.SaleID, r.UserID, r.Rooms, terms.limit)
-	if err != nil {
-		return nil, err
-	}
-	if n, err := res.RowsAffected(); err != nil {
-		return nil, err
-	} else if n != 1 {
-		return flashsale.ErrLimitExceeded, nil
-	}
-
-	res, err = p.holdNights.ExecContext(ctx, r.Rooms, r.SaleID, r.FirstNight, r.FirstNight+r.Nights, r.Rooms)
-	if err != nil {
-		return nil, err
-	}
-	if n, err := res.RowsAffected(); err != nil {
-		return nil, err
-	} else if n != int64(r.Nights) {
-		return flashsale.ErrSoldOut, nil
-	}
-	return nil, nil
+	return seen, nil
 }
 
-// insert writes the order row in status st with key (none if empty) and
-// the reason it failed (empty unless st is failed).
-func (p *placer) insert(ctx context.Context, r *flashsale.Reservation, terms *saleTerms, st flashsale.OrderStatus, key, reason string) error {
-	_, err := p.insertOrder.ExecContext(ctx,
-		r.OrderID, r.SaleID, r.UserID, nullKey(key), string(st),
-		r.FirstNight, r.Nights, r.Rooms, r.Amount, terms.currency, ms(r.HoldExpiresAt), reason, p.now, p.now)
-	return err
+// place decides r's result from the orders seen before it, which it
+// updates, and gathers what the batch writes for it.
+func (p *placer) place(r *flashsale.Reservation, seen *orders) error {
+	if seen.ids[r.OrderID] {
+		return flashsale.ErrDuplicate
+	}
+	seen.ids[r.OrderID] = true
+	key, u := userKey{r.SaleID, r.UserID, r.IdempotencyKey}, user{r.SaleID, r.UserID}
+	if r.IdempotencyKey != "" && seen.keys[key] {
+		// Recorded as failed without the key, which stays its holder's.
+		p.addOrder(r, "", flashsale.ErrKeyConflict)
+		return flashsale.ErrKeyConflict
+	}
+	// Held or refused by a guard, the order keeps its key, so a retry finds it.
+	if r.IdempotencyKey != "" {
+		seen.keys[key] = true
+	}
+	var result error
+	switch {
+	case seen.rooms[u]+r.Rooms > p.sales[r.SaleID].limit:
+		result = flashsale.ErrLimitExceeded
+	case !p.take(r):
+		result = flashsale.ErrSoldOut
+	default:
+		seen.rooms[u] += r.Rooms
+		if p.added[u] == 0 {
+			p.users = append(p.users, u)
+		}
+		p.added[u] += r.Rooms
+		st := stay{r.SaleID, r.FirstNight, r.Nights}
+		if p.stayRooms[st] == 0 {
+			p.stays = append(p.stays, st)
+		}
+		p.stayRooms[st] += r.Rooms
+	}
+	p.addOrder(r, r.IdempotencyKey, result)
+	return result
+}
+
+// take takes r's rooms from every night of its stay if each has them, and
+// reports whether it did. A night past the sale's last has none.
+func (p *placer) take(r *flashsale.Reservation) bool {
+	for i := r.FirstNight; i < r.FirstNight+r.Nights; i++ {
+		if p.avail[night{r.SaleID, i}] < r.Rooms {
+			return false
+		}
+	}
+	for i := r.FirstNight; i < r.FirstNight+r.Nights; i++ {
+		p.avail[night{r.SaleID, i}] -= r.Rooms
+	}
+	return true
+}
+
+// addOrder gathers r's order row with key (none if empty): held if result
+// is nil, else failed with result's code as the reason.
+func (p *placer) addOrder(r *flashsale.Reservation, key string, result error) {
+	status, reason := flashsale.OrderHeld, ""
+	if result != nil {
+		status, reason = flashsale.OrderFailed, flashsale.ErrorCode(result)
+	}
+	p.orderRows = append(p.orderRows, r.OrderID, r.SaleID, r.UserID, nullKey(key), string(status), r.FirstNight,
+		r.Nights, r.Rooms, r.Amount, p.sales[r.SaleID].currency, ms(r.HoldExpiresAt), reason, p.now, p.now)
+}
+
+// write writes what the batch gathered: its orders, its users' rooms, and
+// each stay's total rooms with one conditional UPDATE, the database's final
+// guard.
+func (p *placer) write(ctx context.Context) error {
+	if err := execValues(ctx, p.tx, &p.stmts.insertOrders, insertOrdersSQL, insertOrderWidth, p.orderRows); err != nil {
+		return fmt.Errorf("insert orders: %w", err)
+	}
+	args := make([]any, 0, addUserWidth*len(p.users))
+	for _, u := range p.users {
+		args = append(args, u.sale, u.id, p.added[u])
+	}
+	if err := execValues(ctx, p.tx, &p.stmts.addUserRooms, addUserRoomsSQL, addUserWidth, args); err != nil {
+		return fmt.Errorf("user rooms: %w", err)
+	}
+	for _, st := range p.stays {
+		rooms := p.stayRooms[st]
+		res, err := p.holdNights.ExecContext(ctx, rooms, st.sale, st.first, st.first+st.nights, rooms)
+		if err := changed(res, err, st.nights); err != nil {
+			return fmt.Errorf("nights: sale=%s first=%d rooms=%d: %w", st.sale, st.first, rooms, err)
+		}
+	}
+	return nil
 }
 
 // nullKey stores an empty idempotency key as NULL, which the unique key ignores.
 func nullKey(k string) sql.NullString { return sql.NullString{String: k, Valid: k != ""} }
 
 // terms returns a sale's terms, cached for the batch, or nil if the sale
-// does not exist.
+// does not exist. It reads the sale's nights with them.
 func (p *placer) terms(ctx context.Context, saleID string) (*saleTerms, error) {
 	if t, ok := p.sales[saleID]; ok {
 		return t, nil
@@ -224,10 +358,14 @@ func (p *placer) terms(ctx context.Context, saleID string) (*saleTerms, error) {
 		return nil, err
 	}
 	if t != nil {
-		rows, err := p.readStock.QueryContext(ctx, saleID)
-		if p.stocks[saleID], err = scanStock(rows, err, t.currency); err != nil {
+		nights, err := scanNights(p.readStock.QueryContext(ctx, saleID))
+		if err != nil {
 			return nil, err
 		}
+		for _, n := range nights {
+			p.avail[night{saleID, n.Idx}] = n.Available
+		}
+		p.stocks[saleID] = sqlrows.NewStock(t.currency, nights)
 	}
 	p.sales[saleID] = t
 	return t, nil
@@ -517,16 +655,16 @@ func (s *Store) expireHolds(ctx context.Context, now time.Time, limit int) ([]*f
 	for k, rooms := range nights {
 		nightArgs = append(nightArgs, k.sale, k.idx, rooms)
 	}
-	if err := execValues(ctx, tx, `UPDATE nights SET held = held - d.column3 FROM (VALUES %s) AS d
-		WHERE nights.sale_id = d.column1 AND nights.idx = d.column2`, nightArgs); err != nil {
+	if err := execValues(ctx, tx, nil, `UPDATE nights SET held = held - d.column3 FROM (VALUES %s) AS d
+		WHERE nights.sale_id = d.column1 AND nights.idx = d.column2`, 3, nightArgs); err != nil {
 		return nil, fmt.Errorf("nights: %w", err)
 	}
 	userArgs := make([]any, 0, 3*len(users))
 	for k, rooms := range users {
 		userArgs = append(userArgs, k.sale, k.user, rooms)
 	}
-	if err := execValues(ctx, tx, `UPDATE user_rooms SET rooms = rooms - d.column3 FROM (VALUES %s) AS d
-		WHERE user_rooms.sale_id = d.column1 AND user_rooms.user_id = d.column2`, userArgs); err != nil {
+	if err := execValues(ctx, tx, nil, `UPDATE user_rooms SET rooms = rooms - d.column3 FROM (VALUES %s) AS d
+		WHERE user_rooms.sale_id = d.column1 AND user_rooms.user_id = d.column2`, 3, userArgs); err != nil {
 		return nil, fmt.Errorf("user rooms: %w", err)
 	}
 	updated := sqlrows.FromMS(at)
@@ -543,17 +681,48 @@ func (s *Store) expireHolds(ctx context.Context, now time.Time, limit int) ([]*f
 }
 
 // maxRowsPerStatement bounds the rows one statement carries, keeping its
-// bound parameters (at most 3 per row) far below SQLITE_MAX_VARIABLE_NUMBER.
-const maxRowsPerStatement = 500
+// bound parameters (at most 14 per row, an order's) far below
+// SQLITE_MAX_VARIABLE_NUMBER (32766 in modernc.org/sqlite).
+const maxRowsPerStatement = 1 << (sizes - 1)
 
-// execValues runs query, whose %s is replaced by a VALUES list of
-// (column1, column2, column3) rows taken from args three at a time, in
-// chunks of maxRowsPerStatement rows. Every row must match exactly one
-// target row, so each chunk must change as many rows as it carries.
-func execValues(ctx context.Context, tx *sql.Tx, query string, args []any) error {
-	for chunk := range slices.Chunk(args, 3*maxRowsPerStatement) {
-		n := len(chunk) / 3
-		if err := execRows(ctx, tx, n, fmt.Sprintf(query, placeholders(n, 3)), chunk...); err != nil {
+// sizes is how many sizes of chunk (see chunks) there are: 1 to 512 rows.
+const sizes = 10
+
+// chunks yields the chunks n rows go in as the k of their 1<<k rows,
+// largest first: powers of two up to maxRowsPerStatement, so that 300 rows
+// are 256, 32, 8 and 4. The statements of PlaceOrders are prepared once
+// for each size, so a batch of any size costs no parse.
+func chunks(n int) iter.Seq[int] {
+	return func(yield func(int) bool) {
+		for n > 0 {
+			k := bits.Len(uint(min(n, maxRowsPerStatement))) - 1
+			if !yield(k) {
+				return
+			}
+			n -= 1 << k
+		}
+	}
+}
+
+// execValues runs query, whose %s is replaced by a VALUES list of rows of
+// width arguments taken from args, in chunks (see chunks). prepared, when
+// set, holds query prepared on tx's connection for each size of chunk.
+// Every row must change exactly one row, so each chunk must change as many
+// rows as it carries.
+func execValues(ctx context.Context, tx *sql.Tx, prepared *[sizes]*sql.Stmt, query string, width int, args []any) error {
+	for k := range chunks(len(args) / width) {
+		chunk := args[:width<<k]
+		args = args[len(chunk):]
+		var (
+			res sql.Result
+			err error
+		)
+		if prepared != nil {
+			res, err = tx.StmtContext(ctx, prepared[k]).ExecContext(ctx, chunk...)
+		} else {
+			res, err = tx.ExecContext(ctx, fmt.Sprintf(query, placeholders(1<<k, width)), chunk...)
+		}
+		if err := changed(res, err, 1<<k); err != nil {
 			return err
 		}
 	}
@@ -563,6 +732,11 @@ func execValues(ctx context.Context, tx *sql.Tx, query string, args []any) error
 // execRows runs a statement that must change exactly want rows.
 func execRows(ctx context.Context, tx *sql.Tx, want int, query string, args ...any) error {
 	res, err := tx.ExecContext(ctx, query, args...)
+	return changed(res, err, want)
+}
+
+// changed checks that a statement that ran with err changed exactly want rows.
+func changed(res sql.Result, err error, want int) error {
 	if err != nil {
 		return err
 	}
@@ -571,7 +745,7 @@ func execRows(ctx context.Context, tx *sql.Tx, want int, query string, args ...a
 		return err
 	}
 	if n != int64(want) {
-		return fmt.Errorf("update changed %d rows, want %d", n, want)
+		return fmt.Errorf("changed %d rows, want %d", n, want)
 	}
 	return nil
 }

@@ -55,9 +55,31 @@ type Store struct {
 
 // statements are the writer's prepared statements for the PlaceOrders hot path.
 type statements struct {
-	savepoint, rollbackTo, release         *sql.Stmt
-	insertOrder, takeUserRooms, holdNights *sql.Stmt
-	readTerms, readStock, insertNotice     *sql.Stmt
+	readTerms, readStock, holdNights, insertNotice *sql.Stmt
+	// The set-based statements, by size: [k] carries 1<<k rows (see chunks).
+	readOrders, insertOrders, addUserRooms [sizes]*sql.Stmt
+}
+
+// sources pairs each of st's statements with its SQL.
+func (st *statements) sources() []source {
+	srcs := []source{
+		{&st.readTerms, readTermsSQL},
+		{&st.readStock, readStockSQL},
+		{&st.holdNights, holdNightsSQL},
+		{&st.insertNotice, insertNoticesSQL(1)},
+	}
+	for k := range sizes {
+		srcs = append(srcs,
+			source{&st.readOrders[k], fmt.Sprintf(readOrdersSQL, placeholders(1<<k, readOrdersWidth))},
+			source{&st.insertOrders[k], fmt.Sprintf(insertOrdersSQL, placeholders(1<<k, insertOrderWidth))},
+			source{&st.addUserRooms[k], fmt.Sprintf(addUserRoomsSQL, placeholders(1<<k, addUserWidth))})
+	}
+	return srcs
+}
+
+type source struct {
+	stmt **sql.Stmt
+	sql  string
 }
 
 // prepared returns the writer's statements, preparing them on first use
@@ -69,26 +91,13 @@ func (s *Store) prepared(ctx context.Context) (*statements, error) {
 		return s.stmts, nil
 	}
 	var st statements
-	for _, p := range []struct {
-		stmt **sql.Stmt
-		sql  string
-	}{
-		{&st.savepoint, `SAVEPOINT reservation`},
-		{&st.rollbackTo, `ROLLBACK TO reservation`},
-		{&st.release, `RELEASE reservation`},
-		{&st.insertOrder, insertOrderSQL},
-		{&st.takeUserRooms, takeUserRoomsSQL},
-		{&st.holdNights, holdNightsSQL},
-		{&st.readTerms, readTermsSQL},
-		{&st.readStock, readStockSQL},
-		{&st.insertNotice, insertNoticesSQL(1)},
-	} {
-		stmt, err := s.write.PrepareContext(ctx, p.sql)
+	for _, src := range st.sources() {
+		stmt, err := s.write.PrepareContext(ctx, src.sql)
 		if err != nil {
 			st.close()
 			return nil, fmt.Errorf("prepare: %w", err)
 		}
-		*p.stmt = stmt
+		*src.stmt = stmt
 	}
 	s.stmts = &st
 	return s.stmts, nil
@@ -96,9 +105,9 @@ func (s *Store) prepared(ctx context.Context) (*statements, error) {
 
 func (st *statements) close() error {
 	var errs []error
-	for _, stmt := range []*sql.Stmt{st.savepoint, st.rollbackTo, st.release, st.insertOrder, st.takeUserRooms, st.holdNights, st.readTerms, st.readStock, st.insertNotice} {
-		if stmt != nil {
-			errs = append(errs, stmt.Close())
+	for _, src := range st.sources() {
+		if *src.stmt != nil {
+			errs = append(errs, (*src.stmt).Close())
 		}
 	}
 	return errors.Join(errs...)

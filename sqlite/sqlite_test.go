@@ -13,6 +13,7 @@ import (
 	"github.com/flashsale/flashsale/sqlite"
 	"github.com/flashsale/flashsale/storetest"
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"go.uber.org/goleak"
 )
 
@@ -131,6 +132,42 @@ func TestOpenInvalidPath(t *testing.T) {
 			s.Close()
 			t.Errorf("Open(%q) succeeded, want an error", path)
 		}
+	}
+}
+
+// TestPlaceOrdersLargeBatch places a batch larger than one statement
+// carries (512 rows), so PlaceOrders reads and writes it in chunks, the
+// last of one row: a reservation in the last chunk must still see the
+// first chunk's orders and users.
+func TestPlaceOrdersLargeBatch(t *testing.T) {
+	s := MustOpenStore(t)
+	if err := s.CreateSale(t.Context(), testSale("s1")); err != nil { // limit 1 per user
+		t.Fatalf("CreateSale: %v", err)
+	}
+	hold := time.Now().Add(time.Hour)
+	r := func(id, user string) flashsale.Reservation {
+		return flashsale.Reservation{OrderID: id, SaleID: "s1", UserID: user, Nights: 1, Rooms: 1, Amount: 100, HoldExpiresAt: hold}
+	}
+	var rs []flashsale.Reservation
+	want := make([]error, 1001)
+	for i := range 999 {
+		rs = append(rs, r(fmt.Sprintf("o%d", i), fmt.Sprintf("u%d", i)))
+	}
+	rs = append(rs, r("o0", "u1000"), r("o1000", "u0"))
+	want[999], want[1000] = flashsale.ErrDuplicate, flashsale.ErrLimitExceeded
+	got, err := s.PlaceOrders(t.Context(), rs)
+	if err != nil {
+		t.Fatalf("PlaceOrders: %v", err)
+	}
+	if diff := cmp.Diff(want, got, cmpopts.EquateErrors()); diff != "" {
+		t.Errorf("PlaceOrders results (-want +got):\n%s", diff)
+	}
+	nights, err := s.NightStocks(t.Context(), "s1")
+	if err != nil {
+		t.Fatalf("NightStocks: %v", err)
+	}
+	if nights[0].Held != 999 {
+		t.Errorf("held = %d, want 999", nights[0].Held)
 	}
 }
 
