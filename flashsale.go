@@ -324,6 +324,16 @@ type StockKeeper interface {
 	SetStayRules(ctx context.Context, saleID string, rules []StayRules) error
 	// Available returns the units left per night, or ErrNotLoaded.
 	Available(ctx context.Context, saleID string) ([]int, error)
+	// Missing returns the sales of saleIDs the engine does not have loaded
+	// (those Available would answer ErrNotLoaded, by the same checks, with
+	// the same effects), each once, in the order of saleIDs; none for
+	// none. It exists for the heal loop, which asks after every live sale
+	// four times a second: one Available each made an instance's idle
+	// cost grow with the number of sales nobody buys (issue 26), and one
+	// Missing is one call (a round trip per shard across the network)
+	// however many there are. An error means the engine did not answer
+	// for them all.
+	Missing(ctx context.Context, saleIDs []string) ([]string, error)
 	// Snapshot returns the engine's whole view of a sale, in the shape
 	// Store.Snapshot gives the database's: the units left per night (in
 	// NightStock.Available; Stock, Held and Sold are the store's to know)

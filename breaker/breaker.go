@@ -320,6 +320,57 @@ func (e *Engine) Available(ctx context.Context, saleID string) ([]int, error) {
 	return units, err
 }
 
+// Missing implements flashsale.StockKeeper: the sales go to the engine
+// in one call per shard, each behind its shard's breaker as each sale's
+// Available is (refused while it is open, a probe while half-open, a
+// failure counted against that shard alone), so the heal loop's tick
+// probes every shard a live sale is on and a dead master opens only its
+// own breaker. Shards are asked in the order their first sale comes in;
+// the first that fails or is refused ends the call with its error.
+func (e *Engine) Missing(ctx context.Context, saleIDs []string) ([]string, error) {
+	var parts []*part
+	shardOf := make(map[*part][]string)
+	for _, id := range saleIDs {
+		p := e.partOf(id)
+		if _, ok := shardOf[p]; !ok {
+			parts = append(parts, p)
+		}
+		shardOf[p] = append(shardOf[p], id)
+	}
+	if len(parts) == 1 {
+		return e.missing(ctx, parts[0], saleIDs)
+	}
+	gone := make(map[string]bool)
+	for _, p := range parts {
+		m, err := e.missing(ctx, p, shardOf[p])
+		if err != nil {
+			return nil, err
+		}
+		for _, id := range m {
+			gone[id] = true
+		}
+	}
+	var missing []string
+	for _, id := range saleIDs { // in order, each once
+		if gone[id] {
+			missing = append(missing, id)
+			delete(gone, id)
+		}
+	}
+	return missing, nil
+}
+
+// missing asks the engine about sales of p's shard, behind p.
+func (e *Engine) missing(ctx context.Context, p *part, saleIDs []string) ([]string, error) {
+	done, err := e.allow(p)
+	if err != nil {
+		return nil, err
+	}
+	m, err := e.next.Missing(ctx, saleIDs)
+	done(err)
+	return m, err
+}
+
 // Ping implements flashsale.StockEngine: a ping is a call like any other, so
 // /readyz both sees the breaker open and probes it.
 func (e *Engine) Ping(ctx context.Context) error {

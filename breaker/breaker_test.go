@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -77,6 +78,17 @@ func (f *flaky) Available(ctx context.Context, saleID string) ([]int, error) {
 		return nil, err
 	}
 	return []int{1}, nil
+}
+
+func (f *flaky) Missing(ctx context.Context, saleIDs []string) ([]string, error) {
+	f.calls.Add(1)
+	f.mu.Lock()
+	err := f.err
+	f.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	return f.StockEngine.Missing(ctx, saleIDs)
 }
 
 // TestCounting: only "did not answer" opens the breaker; what an engine
@@ -317,6 +329,64 @@ func (s *sharded) Available(ctx context.Context, saleID string) ([]int, error) {
 		return []int{1}, nil
 	}
 	return s.flaky.Available(ctx, saleID)
+}
+
+func (s *sharded) Missing(ctx context.Context, saleIDs []string) ([]string, error) {
+	if slices.Contains(saleIDs, "b") {
+		if len(slices.DeleteFunc(slices.Clone(saleIDs), func(id string) bool { return id == "b" })) > 0 {
+			return nil, fmt.Errorf("one call asked about shards s1 and s2: %q", saleIDs)
+		}
+		return s.flaky.StockEngine.Missing(ctx, saleIDs)
+	}
+	return s.flaky.Missing(ctx, saleIDs)
+}
+
+// TestMissing: the heal loop's one call for every live sale is counted
+// and refused as Available is, shard by shard: a dead shard opens its own
+// breaker and no other, its sales are refused, and the answer keeps the
+// order of the sales asked about across shards.
+func TestMissing(t *testing.T) {
+	ctx := context.Background()
+	t.Run("OneShard", func(t *testing.T) {
+		f := &flaky{StockEngine: inmem.NewEngine().Roles(), err: fmt.Errorf("redis: %w", flashsale.ErrUnavailable)}
+		b := breaker.New(flashsale.EngineOf(f), breaker.Config{Failures: 3, OpenFor: time.Hour, Logger: quiet})
+		for range 10 {
+			b.Missing(ctx, []string{"a", "b"})
+		}
+		if n := f.calls.Load(); n != 3 {
+			t.Fatalf("%d calls reached the engine, want 3 (one per Missing, then the breaker opened)", n)
+		}
+		if _, err := b.Missing(ctx, []string{"a"}); !errors.Is(err, breaker.ErrOpen) {
+			t.Fatalf("Missing while open: %v, want ErrOpen", err)
+		}
+		if got, err := b.Missing(ctx, nil); err != nil || len(got) != 0 {
+			t.Fatalf("Missing(none) while open: %q, %v; want nothing asked, nothing refused", got, err)
+		}
+	})
+	t.Run("Shards", func(t *testing.T) {
+		s := &sharded{flaky: flaky{StockEngine: inmem.NewEngine().Roles()}}
+		b := breaker.New(flashsale.EngineOf(s), breaker.Config{Failures: 3, OpenFor: time.Hour, Logger: quiet})
+		got, err := b.Missing(ctx, []string{"b", "a", "x", "b", "a"})
+		if want := []string{"b", "a", "x"}; err != nil || !slices.Equal(got, want) {
+			t.Fatalf("Missing across shards = %q, %v; want %q", got, err, want)
+		}
+		s.set(fmt.Errorf("redis: %w", flashsale.ErrUnavailable))
+		for range 10 {
+			b.Missing(ctx, []string{"a", "b"})
+		}
+		if n := s.calls.Load(); n != 1+3 {
+			t.Fatalf("%d calls reached the dead shard, want 3 (then its breaker opened)", n-1)
+		}
+		if _, err := b.Missing(ctx, []string{"b", "a"}); !errors.Is(err, breaker.ErrOpen) {
+			t.Fatalf("a sale on the dead shard: %v, want ErrOpen", err)
+		}
+		if got, err := b.Missing(ctx, []string{"b"}); err != nil || !slices.Equal(got, []string{"b"}) {
+			t.Fatalf("a sale on the live shard: %q, %v; want an answer", got, err)
+		}
+		if st := b.Status(); st.State != flashsale.BreakerClosed || st.ConsecutiveFailures != 0 {
+			t.Fatalf("the whole engine's breaker: %+v, want closed", st)
+		}
+	})
 }
 
 // TestShards: on an engine of shards (a Redis Cluster), a dead shard opens

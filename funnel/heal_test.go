@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -111,6 +112,24 @@ func (e *losingEngine) Available(ctx context.Context, id string) ([]int, error) 
 		return nil, flashsale.ErrNotLoaded
 	}
 	return e.Engine.Available(ctx, id)
+}
+
+// Missing is the lost sales and those the engine never had, as
+// Available answers them.
+func (e *losingEngine) Missing(ctx context.Context, ids []string) ([]string, error) {
+	var missing []string
+	for _, id := range ids {
+		_, err := e.Available(ctx, id)
+		switch {
+		case errors.Is(err, flashsale.ErrNotLoaded):
+			if !slices.Contains(missing, id) {
+				missing = append(missing, id)
+			}
+		case err != nil:
+			return nil, err
+		}
+	}
+	return missing, nil
 }
 
 func (e *losingEngine) Load(ctx context.Context, snap *flashsale.StockSnapshot, now time.Time) error {

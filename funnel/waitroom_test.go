@@ -858,7 +858,7 @@ func TestQueueReadsSpareTheEngine(t *testing.T) {
 }
 
 // losingKeeper is an engine that can lose its sales (a Redis restarted
-// empty): Available then answers ErrNotLoaded.
+// empty): Available then answers ErrNotLoaded, and Missing names every sale.
 type losingKeeper struct {
 	flashsale.StockKeeper
 	lost atomic.Bool
@@ -869,6 +869,19 @@ func (k *losingKeeper) Available(ctx context.Context, saleID string) ([]int, err
 		return nil, flashsale.ErrNotLoaded
 	}
 	return k.StockKeeper.Available(ctx, saleID)
+}
+
+func (k *losingKeeper) Missing(ctx context.Context, saleIDs []string) ([]string, error) {
+	if k.lost.Load() {
+		var missing []string
+		for _, id := range saleIDs {
+			if !slices.Contains(missing, id) {
+				missing = append(missing, id)
+			}
+		}
+		return missing, nil
+	}
+	return k.StockKeeper.Missing(ctx, saleIDs)
 }
 
 // TestQueueEngineLost: the moment the engine has lost the sale (and its

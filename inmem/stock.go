@@ -370,6 +370,30 @@ func (e *Engine) Available(ctx context.Context, saleID string) ([]int, error) {
 	return append([]int(nil), s.avail...), nil
 }
 
+// Missing returns the sales of saleIDs not loaded, each once, in order,
+// under one read of the engine's lock: a sale is loaded from its Load on,
+// as Available sees it.
+func (e *Engine) Missing(ctx context.Context, saleIDs []string) ([]string, error) {
+	if len(saleIDs) == 0 {
+		return nil, nil
+	}
+	var missing []string
+	var seen map[string]bool // of missing, made at the first
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	for _, id := range saleIDs {
+		if e.sales[id] != nil || seen[id] {
+			continue
+		}
+		if seen == nil {
+			seen = make(map[string]bool)
+		}
+		seen[id] = true
+		missing = append(missing, id)
+	}
+	return missing, nil
+}
+
 // Shard implements flashsale.StockEngine: the process's memory is one part.
 func (e *Engine) Shard(string) string { return "" }
 

@@ -15,7 +15,7 @@ func (m *Metrics) Engine(next flashsale.StockEngine) flashsale.StockEngine {
 	e := &engine{next: next,
 		load: op("load"), reserve: op("reserve"), reserveSpending: op("reserve_spending"),
 		release: op("release"), retake: op("retake"), lookup: op("lookup"),
-		reservation: op("reservation"), available: op("available"), adjustStock: op("adjust_stock"), stayRules: op("set_stay_rules"), snapshot: op("snapshot"),
+		reservation: op("reservation"), available: op("available"), missing: op("missing"), adjustStock: op("adjust_stock"), stayRules: op("set_stay_rules"), snapshot: op("snapshot"),
 		ping: op("ping"), confirm: op("outbox_confirm"), unconfirmed: op("outbox_unconfirmed"),
 	}
 	w := flashsale.StockEngine{Reserver: e, StockKeeper: e, Breaker: next.Breaker}
@@ -30,7 +30,7 @@ type engine struct {
 
 	load, reserve, reserveSpending, release, retake, lookup *call
 	reservation, available, snapshot, ping, adjustStock     *call
-	stayRules                                               *call
+	stayRules, missing                                      *call
 	confirm, unconfirmed                                    *call
 }
 
@@ -102,6 +102,13 @@ func (e *engine) Available(ctx context.Context, saleID string) ([]int, error) {
 	a, err := e.next.Available(ctx, saleID)
 	e.available.done(start, err)
 	return a, err
+}
+
+func (e *engine) Missing(ctx context.Context, saleIDs []string) ([]string, error) {
+	start := time.Now()
+	m, err := e.next.Missing(ctx, saleIDs)
+	e.missing.done(start, err)
+	return m, err
 }
 
 func (e *engine) Snapshot(ctx context.Context, saleID string) (*flashsale.StockSnapshot, error) {

@@ -95,6 +95,11 @@ func (e *engine) Available(ctx context.Context, saleID string) ([]int, error) {
 		saleKey.String(saleID))
 }
 
+func (e *engine) Missing(ctx context.Context, saleIDs []string) ([]string, error) {
+	return call(&e.calls, ctx, "missing", func(ctx context.Context) ([]string, error) { return e.next.Missing(ctx, saleIDs) },
+		semconv.DBOperationBatchSize(len(saleIDs)))
+}
+
 func (e *engine) Snapshot(ctx context.Context, saleID string) (*flashsale.StockSnapshot, error) {
 	return call(&e.calls, ctx, "snapshot", func(ctx context.Context) (*flashsale.StockSnapshot, error) {
 		return e.next.Snapshot(ctx, saleID)
