@@ -51,6 +51,10 @@ type Config struct {
 	// SaleRefresh is how often the current sales are reread to pick up
 	// other instances' changes (default SaleRefreshDefault).
 	SaleRefresh time.Duration
+	// ViewMaxAge is how old the rooms left shown by the public view and
+	// the sale list may be (views.go): 0 reads the engine for every view;
+	// ViewMaxAgeShared for an engine the instances share.
+	ViewMaxAge time.Duration
 	// Sinks deliver the outbox of order events, one dispatcher each
 	// (notices.go); NoticePoll is how often an idle one looks for more
 	// (default NoticePollDefault).
@@ -128,7 +132,8 @@ type Config struct {
 type Service struct {
 	parts
 	signer  *signer
-	sales   *catalog // every sale this instance has seen (catalog.go)
+	sales   *catalog   // every sale this instance has seen (catalog.go)
+	left    *leftCache // the rooms left the public views show (views.go)
 	admit   *admission
 	events  *dispatcher // the order events' delivery (notices.go)
 	reaper  *reaper     // releases expired holds (reap.go)
@@ -244,6 +249,7 @@ func New(cfg Config) *Service {
 			log: log, now: cfg.Now, obs: obs, instance: instance, queued: cfg.Queued},
 		signer: sg,
 		sales:  sales,
+		left:   newLeftCache(cfg.Engine.Available, cfg.ViewMaxAge),
 		events: &dispatcher{store: cfg.Store, sales: sales, log: log, now: cfg.Now, instance: instance,
 			sinks: cfg.Sinks, poll: cmp.Or(cfg.NoticePoll, NoticePollDefault), retention: cfg.OutboxRetention},
 		admit: newAdmission(cfg.MaxInFlight, cfg.MaxInFlightPerSale, cfg.Limiter, cfg.Limits, cfg.Facts),
@@ -315,6 +321,7 @@ func (s *Service) Start(ctx context.Context) error {
 func (s *Service) Close() error {
 	s.loops.stop()
 	s.sales.close()
+	s.left.close()
 	return nil
 }
 
@@ -460,7 +467,7 @@ func (s *Service) PublicSale(ctx context.Context, id string) (*flashsale.SaleVie
 }
 
 func (s *Service) publicView(ctx context.Context, sale *flashsale.Sale) (*flashsale.SaleView, error) {
-	avail, err := s.engine.Available(ctx, sale.ID)
+	avail, err := s.left.get(ctx, sale.ID)
 	if errors.Is(err, flashsale.ErrNotLoaded) {
 		avail, err = make([]int, len(sale.Nights)), nil
 		if s.now().Before(sale.EndsAt) {

@@ -156,12 +156,16 @@ func (m *Main) open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	var viewAge time.Duration // the in-process engine's read is a map lookup
+	if m.fence != nil {
+		viewAge = funnel.ViewMaxAgeShared // Redis: one read a sale every 100 ms, not one a view
+	}
 	m.svc = funnel.New(funnel.Config{
 		Store: m.store, Engine: m.engine, Writer: m.writer, Sinks: sinks, OutboxRetention: cfg.OutboxRetention,
 		Secret: []byte(jwtSecret), TokenKeys: cfg.TokenKeys, ReapInterval: cfg.ReapInterval, QueueIdle: cmp.Or(cfg.QueueIdle, -1), Logger: m.log,
 		Fence: m.fence, Drainer: m.drainer, Republish: m.republish, AuditInterval: cfg.AuditInterval, PhantomInterval: cfg.PhantomInterval,
-		AuditGrace: cfg.AuditGrace,
-		SellLease:  cfg.SellLease, DirectLimit: cfg.DirectLimit,
+		AuditGrace: cfg.AuditGrace, ViewMaxAge: viewAge,
+		SellLease: cfg.SellLease, DirectLimit: cfg.DirectLimit,
 		MaxInFlight: cfg.MaxInFlight, MaxInFlightPerSale: cfg.MaxInFlightPerSale,
 		Limiter: m.limiter, Limits: cfg.Limits, Facts: facts,
 		Queued: cfg.AMQPURL != "", Observer: m.metrics.Funnel(), Queue: m.queue,
