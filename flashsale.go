@@ -334,6 +334,15 @@ type StockKeeper interface {
 	// however many there are. An error means the engine did not answer
 	// for them all.
 	Missing(ctx context.Context, saleIDs []string) ([]string, error)
+	// Forget drops a sale that is over for good (ended, its last hold run
+	// out and the late payments' window passed) from what the engine
+	// keeps of it, so memory follows the live sales, not history: from
+	// then on every call about it answers ErrNotLoaded, as after a
+	// restart, and a late payment is refused as too late. The database
+	// keeps every order; a reservation the order path has not confirmed
+	// yet (Outbox) stays until it is. Forgetting an unknown sale does
+	// nothing.
+	Forget(ctx context.Context, saleID string) error
 	// Snapshot returns the engine's whole view of a sale, in the shape
 	// Store.Snapshot gives the database's: the units left per night (in
 	// NightStock.Available; Stock, Held and Sold are the store's to know)

@@ -401,6 +401,12 @@ func (e *Engine) SetStayRules(ctx context.Context, saleID string, rules []flashs
 	return e.next.SetStayRules(ctx, saleID, rules)
 }
 
+// Forget implements flashsale.StockKeeper, past the breaker: a sale long
+// over is dropped whether or not purchases are being refused.
+func (e *Engine) Forget(ctx context.Context, saleID string) error {
+	return e.next.Forget(ctx, saleID)
+}
+
 // SoldOut implements flashsale.Reserver: no I/O, nothing to break.
 func (e *Engine) SoldOut(saleID string, firstNight, nights int) bool {
 	return e.next.SoldOut(saleID, firstNight, nights)

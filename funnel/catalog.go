@@ -187,6 +187,17 @@ func validID(id string) bool {
 	return true
 }
 
+// all are the cached sales.
+func (c *catalog) all() []*flashsale.Sale {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	sales := make([]*flashsale.Sale, 0, len(c.sales))
+	for _, sale := range c.sales {
+		sales = append(sales, sale)
+	}
+	return sales
+}
+
 // live are the cached sales that have not ended.
 func (c *catalog) live() []string {
 	now := c.now()

@@ -51,6 +51,10 @@ type Config struct {
 	// SaleRefresh is how often the current sales are reread to pick up
 	// other instances' changes (default SaleRefreshDefault).
 	SaleRefresh time.Duration
+	// LatePayments is how long after a sale's last hold can end a late
+	// payment may still retake an expired hold; then the engine forgets
+	// the sale (forget.go). Default LatePaymentsDefault; negative: none.
+	LatePayments time.Duration
 	// ViewMaxAge is how old the rooms left shown by the public view and
 	// the sale list may be (views.go): 0 reads the engine for every view;
 	// ViewMaxAgeShared for an engine the instances share.
@@ -131,15 +135,17 @@ type Config struct {
 // Service implements flashsale.Service.
 type Service struct {
 	parts
-	signer  *signer
-	sales   *catalog   // every sale this instance has seen (catalog.go)
-	left    *leftCache // the rooms left the public views show (views.go)
-	admit   *admission
-	events  *dispatcher // the order events' delivery (notices.go)
-	reaper  *reaper     // releases expired holds (reap.go)
-	audit   *auditor    // the audit and its repairs (audit.go)
-	wait    *waiter     // the waiting rooms (waitroom.go)
-	soldOut soldOutLog
+	signer *signer
+	sales  *catalog   // every sale this instance has seen (catalog.go)
+	left   *leftCache // the rooms left the public views show (views.go)
+	// latePayments is Config.LatePayments (forget.go).
+	latePayments time.Duration
+	admit        *admission
+	events       *dispatcher // the order events' delivery (notices.go)
+	reaper       *reaper     // releases expired holds (reap.go)
+	audit        *auditor    // the audit and its repairs (audit.go)
+	wait         *waiter     // the waiting rooms (waitroom.go)
+	soldOut      soldOutLog
 
 	// lifeMu serialises this instance's operator changes of sales
 	// (lifecycle.go), so a pause does not keep losing its conditional
@@ -247,9 +253,10 @@ func New(cfg Config) *Service {
 	s := &Service{
 		parts: parts{store: cfg.Store, engine: cfg.Engine, writer: cfg.Writer,
 			log: log, now: cfg.Now, obs: obs, instance: instance, queued: cfg.Queued},
-		signer: sg,
-		sales:  sales,
-		left:   newLeftCache(cfg.Engine.Available, cfg.ViewMaxAge),
+		signer:       sg,
+		sales:        sales,
+		left:         newLeftCache(cfg.Engine.Available, cfg.ViewMaxAge),
+		latePayments: max(cmp.Or(cfg.LatePayments, LatePaymentsDefault), 0), // negative: none
 		events: &dispatcher{store: cfg.Store, sales: sales, log: log, now: cfg.Now, instance: instance,
 			sinks: cfg.Sinks, poll: cmp.Or(cfg.NoticePoll, NoticePollDefault), retention: cfg.OutboxRetention},
 		admit: newAdmission(cfg.MaxInFlight, cfg.MaxInFlightPerSale, cfg.Limiter, cfg.Limits, cfg.Facts),
@@ -299,7 +306,7 @@ func (s *Service) Start(ctx context.Context) error {
 		}
 		s.sales.put(sale)
 	}
-	runs := []func(context.Context){s.reaper.run, s.sales.run, s.events.run, s.audit.run, s.wait.run}
+	runs := []func(context.Context){s.reaper.run, s.sales.run, s.events.run, s.audit.run, s.wait.run, s.forgetLoop}
 	if s.force != nil {
 		s.force.step(ctx) // an instance starting while the switch is on follows it from the start
 		runs = append(runs, s.force.run)

@@ -343,9 +343,10 @@ func (s *Service) SetNightRules(ctx context.Context, id, date string, p flashsal
 }
 
 // DeleteSale removes a test sale (the store refuses a real one). This
-// instance forgets it at once; the others when their refresh finds it no
-// longer current though not due to end, as after a close. The engine's
-// copy is left to expire: nothing can buy from a sale that is not found.
+// instance forgets it at once, the in-process engine too (its orders went
+// with the sale); the others when their refresh finds it no longer
+// current though not due to end, as after a close: nothing can buy from a
+// sale that is not found.
 func (s *Service) DeleteSale(ctx context.Context, id string) error {
 	s.lifeMu.Lock()
 	defer s.lifeMu.Unlock()
@@ -353,6 +354,16 @@ func (s *Service) DeleteSale(ctx context.Context, id string) error {
 		return err
 	}
 	s.sales.forget(id)
+	s.admit.sales.Delete(id)
+	// The in-process engine lets it go now. One the instances share
+	// (Redis, fenced) keeps it until its keys expire: unloaded there, a
+	// sale the other instances still hold live for a moment would look
+	// lost to them and start a fenced rebuild.
+	if s.healing.fence == nil {
+		if err := s.engine.Forget(ctx, id); err != nil {
+			s.log.Warn("test sale deleted; the stock engine keeps it", "sale_id", id, "err", err)
+		}
+	}
 	s.log.Info("test sale deleted", "sale_id", id)
 	return nil
 }

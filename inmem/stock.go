@@ -370,6 +370,16 @@ func (e *Engine) Available(ctx context.Context, saleID string) ([]int, error) {
 	return append([]int(nil), s.avail...), nil
 }
 
+// Forget implements flashsale.StockKeeper: the sale, its units and every
+// record of its reservations go (its orders are in the database: the
+// writer commits before a purchase is answered).
+func (e *Engine) Forget(_ context.Context, saleID string) error {
+	e.mu.Lock()
+	delete(e.sales, saleID)
+	e.mu.Unlock()
+	return nil
+}
+
 // Missing returns the sales of saleIDs not loaded, each once, in order,
 // under one read of the engine's lock: a sale is loaded from its Load on,
 // as Available sees it.

@@ -15,7 +15,7 @@ func (m *Metrics) Engine(next flashsale.StockEngine) flashsale.StockEngine {
 	e := &engine{next: next,
 		load: op("load"), reserve: op("reserve"), reserveSpending: op("reserve_spending"),
 		release: op("release"), retake: op("retake"), lookup: op("lookup"),
-		reservation: op("reservation"), available: op("available"), missing: op("missing"), adjustStock: op("adjust_stock"), stayRules: op("set_stay_rules"), snapshot: op("snapshot"),
+		reservation: op("reservation"), available: op("available"), missing: op("missing"), forget: op("forget"), adjustStock: op("adjust_stock"), stayRules: op("set_stay_rules"), snapshot: op("snapshot"),
 		ping: op("ping"), confirm: op("outbox_confirm"), unconfirmed: op("outbox_unconfirmed"),
 	}
 	w := flashsale.StockEngine{Reserver: e, StockKeeper: e, Breaker: next.Breaker}
@@ -30,7 +30,7 @@ type engine struct {
 
 	load, reserve, reserveSpending, release, retake, lookup *call
 	reservation, available, snapshot, ping, adjustStock     *call
-	stayRules, missing                                      *call
+	stayRules, missing, forget                              *call
 	confirm, unconfirmed                                    *call
 }
 
@@ -109,6 +109,13 @@ func (e *engine) Missing(ctx context.Context, saleIDs []string) ([]string, error
 	m, err := e.next.Missing(ctx, saleIDs)
 	e.missing.done(start, err)
 	return m, err
+}
+
+func (e *engine) Forget(ctx context.Context, saleID string) error {
+	start := time.Now()
+	err := e.next.Forget(ctx, saleID)
+	e.forget.done(start, err)
+	return err
 }
 
 func (e *engine) Snapshot(ctx context.Context, saleID string) (*flashsale.StockSnapshot, error) {

@@ -131,3 +131,16 @@ func (e *Engine) Unload(ctx context.Context, saleID string) error {
 	e.flags.clearSale(saleID)
 	return nil
 }
+
+// Forget implements flashsale.StockKeeper: the sale's meta goes, as in
+// Unload, so every instance answers ErrNotLoaded for it at once, and this
+// process's cache of its keys goes too. Its other keys (records, the
+// outbox) expire on their own a day after its last hold (expireAt): an
+// unconfirmed reservation is still republished until then.
+func (e *Engine) Forget(ctx context.Context, saleID string) error {
+	if err := e.Unload(ctx, saleID); err != nil {
+		return err
+	}
+	e.keys.Delete(saleID)
+	return nil
+}

@@ -10,13 +10,6 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
-// unloader is an engine that can lose a loaded sale on purpose (the Redis
-// engine's Unload, which the fenced rebuild uses): where the engine under
-// test has it, Missing must see the sale go.
-type unloader interface {
-	Unload(ctx context.Context, saleID string) error
-}
-
 // testMissing checks the heal loop's one question, asked of every live
 // sale at once: which has the engine not got? A wrapper that dropped the
 // answer, or an engine that gave a different one from Available's
@@ -54,18 +47,14 @@ func testMissing(t *testing.T, newEngine func(tb testing.TB) flashsale.StockEngi
 		checkMissing(t, e, loaded, nil)
 		checkMissing(t, e, unknown[2:3], unknown[2:3])
 	})
-	t.Run("Unloaded", func(t *testing.T) {
+	t.Run("Forgotten", func(t *testing.T) {
 		e := newEngine(t)
-		u, ok := e.StockKeeper.(unloader)
-		if !ok {
-			t.Skip("the engine cannot lose a sale on purpose")
-		}
 		ctx := t.Context()
 		kept, lost := newSnapshot(1, 3), newSnapshot(1, 3)
 		mustLoad(t, e, kept, before(kept))
 		mustLoad(t, e, lost, before(lost))
-		if err := u.Unload(ctx, lost.Sale.ID); err != nil {
-			t.Fatalf("Unload: %v", err)
+		if err := e.Forget(ctx, lost.Sale.ID); err != nil {
+			t.Fatalf("Forget: %v", err)
 		}
 		ids := []string{kept.Sale.ID, lost.Sale.ID}
 		checkMissing(t, e, ids, []string{lost.Sale.ID})
@@ -73,6 +62,51 @@ func testMissing(t *testing.T, newEngine func(tb testing.TB) flashsale.StockEngi
 		mustLoad(t, e, lost, before(lost))
 		checkMissing(t, e, ids, nil)
 	})
+}
+
+// testForget: a sale over for good is dropped, reservations and all, and
+// every call about it answers ErrNotLoaded (a late payment's Retake
+// included); another sale is untouched, and forgetting an unknown sale or
+// the same one twice does nothing. An engine that kept a forgotten sale
+// would keep every order of history in memory (issue 26).
+func testForget(t *testing.T, newEngine func(tb testing.TB) flashsale.StockEngine) {
+	e := newEngine(t)
+	ctx := t.Context()
+	over, live := newSnapshot(2, 3, 3), newSnapshot(2, 3)
+	mustLoad(t, e, over, before(over))
+	mustLoad(t, e, live, before(live))
+	kept := mustReserve(t, e, newReservation(live, "guest", 0, 1, 1, "k"))
+	mustReserve(t, e, newReservation(over, "guest", 0, 2, 1, "k"))
+	released := mustReserve(t, e, newReservation(over, "other", 0, 1, 2, ""))
+	if err := e.Release(ctx, over.Sale.ID, released.OrderID); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := e.Forget(ctx, over.Sale.ID); err != nil {
+			t.Fatalf("Forget: %v", err)
+		}
+	}
+	if err := e.Forget(ctx, newID("sale")); err != nil {
+		t.Fatalf("Forget of an unknown sale: %v", err)
+	}
+	if _, err := e.Available(ctx, over.Sale.ID); !errors.Is(err, flashsale.ErrNotLoaded) {
+		t.Fatalf("Available of a forgotten sale: %v, want ErrNotLoaded", err)
+	}
+	if _, err := e.Reserve(ctx, newReservation(over, "late", 0, 1, 1, "")); !errors.Is(err, flashsale.ErrNotLoaded) {
+		t.Fatalf("Reserve on a forgotten sale: %v, want ErrNotLoaded", err)
+	}
+	if err := e.Retake(ctx, over.Sale.ID, released.OrderID); !errors.Is(err, flashsale.ErrNotLoaded) {
+		t.Fatalf("Retake (a late payment) on a forgotten sale: %v, want ErrNotLoaded", err)
+	}
+	if _, err := e.Snapshot(ctx, over.Sale.ID); !errors.Is(err, flashsale.ErrNotLoaded) {
+		t.Fatalf("Snapshot of a forgotten sale: %v, want ErrNotLoaded", err)
+	}
+	if a, err := e.Available(ctx, live.Sale.ID); err != nil || a[0] != 2 {
+		t.Fatalf("the other sale after a Forget: %v, %v; want 2 left", a, err)
+	}
+	if r, err := e.Reservation(ctx, kept.OrderID); err != nil || !r.Active {
+		t.Fatalf("the other sale's reservation after a Forget: %+v, %v", r, err)
+	}
 }
 
 // checkMissing checks Missing(ids) against want, and against what

@@ -73,6 +73,10 @@ func (e *engine) SetStayRules(ctx context.Context, saleID string, rules []flashs
 	}, saleKey.String(saleID))
 }
 
+func (e *engine) Forget(ctx context.Context, saleID string) error {
+	return run(&e.calls, ctx, "forget", func(ctx context.Context) error { return e.next.Forget(ctx, saleID) }, saleKey.String(saleID))
+}
+
 func (e *engine) Retake(ctx context.Context, saleID, orderID string) error {
 	return run(&e.calls, ctx, "retake", func(ctx context.Context) error { return e.next.Retake(ctx, saleID, orderID) },
 		saleKey.String(saleID), orderKey.String(orderID))

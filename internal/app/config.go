@@ -79,6 +79,11 @@ type Config struct {
 	OrderRate float64
 	// ReapInterval bounds how late an expired hold is released. FLASHSALE_REAP_INTERVAL.
 	ReapInterval time.Duration
+	// LatePayments: how long after a sale's last hold can end a late
+	// payment may still retake an expired hold; then the instance forgets
+	// the sale's stock and records (the database keeps them).
+	// FLASHSALE_LATE_PAYMENTS.
+	LatePayments time.Duration
 	// QueueIdle: a waiting-room guest who has not read their place for
 	// longer is skipped at their turn (0: never). FLASHSALE_QUEUE_IDLE.
 	QueueIdle time.Duration
@@ -260,6 +265,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("FLASHSALE_USER_SERVICE_TIMEOUT and FLASHSALE_USER_SERVICE_STALE must be positive")
 	case c.StreamsPerClient < 0:
 		return fmt.Errorf("FLASHSALE_EVENTS_PER_CLIENT must be 0 (no cap) or positive")
+	case c.LatePayments < 0:
+		return fmt.Errorf("FLASHSALE_LATE_PAYMENTS must be 0 (no late payment once the holds are over) or positive")
 	case c.QueueIdle < 0:
 		return fmt.Errorf("FLASHSALE_QUEUE_IDLE must be 0 (never skip) or positive")
 	case c.ReapInterval <= 0:
@@ -360,6 +367,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Float64("order_rate", c.OrderRate),
 		slog.Duration("reap_interval", c.ReapInterval),
 		slog.Duration("queue_idle", c.QueueIdle),
+		slog.Duration("late_payments", c.LatePayments),
 		slog.Duration("request_timeout", c.RequestTimeout),
 		slog.Duration("redis_timeout", c.RedisTimeout),
 		slog.Duration("start_timeout", c.StartTimeout),

@@ -164,7 +164,7 @@ func (m *Main) open(ctx context.Context) error {
 		Store: m.store, Engine: m.engine, Writer: m.writer, Sinks: sinks, OutboxRetention: cfg.OutboxRetention,
 		Secret: []byte(jwtSecret), TokenKeys: cfg.TokenKeys, ReapInterval: cfg.ReapInterval, QueueIdle: cmp.Or(cfg.QueueIdle, -1), Logger: m.log,
 		Fence: m.fence, Drainer: m.drainer, Republish: m.republish, AuditInterval: cfg.AuditInterval, PhantomInterval: cfg.PhantomInterval,
-		AuditGrace: cfg.AuditGrace, ViewMaxAge: viewAge,
+		AuditGrace: cfg.AuditGrace, ViewMaxAge: viewAge, LatePayments: cmp.Or(cfg.LatePayments, -1),
 		SellLease: cfg.SellLease, DirectLimit: cfg.DirectLimit,
 		MaxInFlight: cfg.MaxInFlight, MaxInFlightPerSale: cfg.MaxInFlightPerSale,
 		Limiter: m.limiter, Limits: cfg.Limits, Facts: facts,

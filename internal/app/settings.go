@@ -214,6 +214,7 @@ var settings = withFiles([]setting{
 		c.OrderRate = f
 		return nil
 	}},
+	{env: "FLASHSALE_LATE_PAYMENTS", def: funnel.LatePaymentsDefault.String(), help: "how long after a sale's last hold can end a late payment may still take an expired hold's room back; then the instance forgets the sale's stock and order records, so its memory follows the live sales (the database keeps every order); 0: no late payment once the holds are over", set: dur(func(c *Config) *time.Duration { return &c.LatePayments })},
 	{env: "FLASHSALE_QUEUE_IDLE", def: funnel.QueueIdleDefault.String(), help: "a waiting-room guest who has not read their place (stream or poll) for longer is skipped at their turn and may join again at the back; 0: never skip", set: dur(func(c *Config) *time.Duration { return &c.QueueIdle })},
 	{env: "FLASHSALE_REAP_INTERVAL", def: funnel.ReapIntervalDefault.String(), help: "how often expired holds are released: the bound on how late one is", set: dur(func(c *Config) *time.Duration { return &c.ReapInterval })},
 	{env: "FLASHSALE_REQUEST_TIMEOUT", def: fshttp.RequestTimeoutDefault.String(), help: "every HTTP request's deadline", set: dur(func(c *Config) *time.Duration { return &c.RequestTimeout })},
