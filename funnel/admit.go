@@ -130,6 +130,10 @@ func (a *admission) enter(saleID string) (*atomic.Int64, error) {
 	return n, nil
 }
 
+// forget drops a sale's in-flight counter: the sale is deleted or over
+// for good (forget.go), so nothing enters it again.
+func (a *admission) forget(saleID string) { a.sales.Delete(saleID) }
+
 func (a *admission) leave(n *atomic.Int64) {
 	n.Add(-1)
 	a.all.Add(-1)

@@ -31,7 +31,7 @@ func (s *Service) forgetOver(ctx context.Context) {
 			continue
 		}
 		s.sales.drop(sale.ID)
-		s.admit.sales.Delete(sale.ID)
+		s.admit.forget(sale.ID)
 		s.log.Debug("sale over for good: forgotten by the stock engine", "sale_id", sale.ID)
 	}
 }

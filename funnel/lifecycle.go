@@ -354,7 +354,7 @@ func (s *Service) DeleteSale(ctx context.Context, id string) error {
 		return err
 	}
 	s.sales.forget(id)
-	s.admit.sales.Delete(id)
+	s.admit.forget(id)
 	// The in-process engine lets it go now. One the instances share
 	// (Redis, fenced) keeps it until its keys expire: unloaded there, a
 	// sale the other instances still hold live for a moment would look

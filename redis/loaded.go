@@ -61,7 +61,7 @@ func (e *Engine) Missing(ctx context.Context, saleIDs []string) ([]string, error
 		var again []int
 		for i, c := range cmds {
 			switch err := c.Err(); {
-			case goredis.HasErrorPrefix(err, "NOSCRIPT"):
+			case isNoScript(err):
 				again = append(again, i)
 			case err != nil:
 				return nil, unavailable("missing: sale="+ids[i], err)
