@@ -6,10 +6,10 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/expiring"
 	"github.com/golang-jwt/jwt/v5"
 )
 
@@ -128,7 +128,7 @@ func (s *Server) verifyUser(tok string) (flashsale.User, error) {
 	if s.jwks != nil {
 		gen = s.jwks.Gen()
 	}
-	if u, ok := s.users.get(tok, now, gen); ok {
+	if u, ok := s.users.get(tok, gen); ok {
 		return u, nil
 	}
 	var c userClaims
@@ -150,7 +150,7 @@ func (s *Server) verifyUser(tok string) (flashsale.User, error) {
 	if !ok {
 		return flashsale.User{}, errUnauthenticated
 	}
-	s.users.put(tok, cachedUser{user: u, exp: c.ExpiresAt.Time, platform: platform, gen: gen})
+	s.users.put(tok, cachedUser{user: u, platform: platform, gen: gen}, c.ExpiresAt.Time)
 	return u, nil
 }
 
@@ -327,46 +327,53 @@ func (s *Server) requireAdmin(h http.HandlerFunc) http.HandlerFunc {
 // secret issue; when full it is emptied, not grown.
 const userCacheSize = 1 << 16
 
-// userCache remembers verified user JWTs until their expiry. The key is the
-// exact token string, so a hit is a token already verified byte for byte.
+const (
+	// userCacheFor is the longest a verified token is kept before it is
+	// verified again, however long it lives: a guest keeps the one token
+	// all day, and an entry per guest kept for a day held a finished
+	// sale's guests in memory (issue 26). Verifying again costs
+	// microseconds once in a while.
+	userCacheFor = 5 * time.Minute
+	// userCacheIdle is how often the cache sweeps while it holds anything.
+	userCacheIdle = time.Minute
+)
+
+// userCache remembers verified user JWTs until their expiry or for
+// userCacheFor, whichever is sooner. The key is the exact token string, so
+// a hit is a token already verified byte for byte.
 type userCache struct {
-	mu  sync.RWMutex
-	max int
-	m   map[string]cachedUser
+	now func() time.Time
+	m   *expiring.Map[string, cachedUser]
 }
 
 type cachedUser struct {
 	user flashsale.User
-	exp  time.Time
 	// platform marks a token verified with a provider key, valid while
 	// the key set's generation is gen.
 	platform bool
 	gen      uint64
 }
 
-func newUserCache(max int) *userCache {
-	return &userCache{max: max, m: make(map[string]cachedUser)}
+func newUserCache(max int, now func() time.Time) *userCache {
+	return &userCache{now: now, m: expiring.New[string, cachedUser](expiring.Config{Idle: userCacheIdle, Max: max, Now: now})}
 }
 
 // get returns the user of a cached token that has not expired and, for a
 // platform token, was verified under the key set's generation gen.
-func (c *userCache) get(tok string, now time.Time, gen uint64) (flashsale.User, bool) {
-	c.mu.RLock()
-	e, ok := c.m[tok]
-	c.mu.RUnlock()
-	if !ok || !now.Before(e.exp) || (e.platform && e.gen != gen) {
+func (c *userCache) get(tok string, gen uint64) (flashsale.User, bool) {
+	e, ok := c.m.Get(tok)
+	if !ok || (e.platform && e.gen != gen) {
 		return flashsale.User{}, false
 	}
 	return e.user, true
 }
 
-func (c *userCache) put(tok string, e cachedUser) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.m) >= c.max {
-		clear(c.m)
+// put caches a token verified to expire at exp.
+func (c *userCache) put(tok string, e cachedUser, exp time.Time) {
+	if limit := c.now().Add(userCacheFor); limit.Before(exp) {
+		exp = limit
 	}
-	c.m[tok] = e
+	c.m.Set(tok, e, exp)
 }
 
 // handleDemoLogin hands out a 24-hour user JWT for any well-formed user ID.

@@ -190,12 +190,28 @@ func TestAuthenticateCacheExpiry(t *testing.T) {
 }
 
 func TestUserCacheBounded(t *testing.T) {
-	c := newUserCache(4)
+	c := newUserCache(4, func() time.Time { return t0 })
 	for i := range 10 {
-		c.put(strings.Repeat("t", i+1), cachedUser{user: flashsale.User{ID: "u"}, exp: t0.Add(time.Hour)})
+		c.put(strings.Repeat("t", i+1), cachedUser{user: flashsale.User{ID: "u"}}, t0.Add(time.Hour))
 	}
-	if got := len(c.m); got > 4 {
+	if got := c.m.Len(); got > 4 {
 		t.Fatalf("cache holds %d entries, bound is 4", got)
+	}
+}
+
+// TestUserCacheFor: a token that lives a day is verified again after
+// userCacheFor, so a guest gone home leaves the cache (issue 26).
+func TestUserCacheFor(t *testing.T) {
+	c := &clock{t: t0}
+	uc := newUserCache(4, c.Now)
+	uc.put("tok", cachedUser{user: flashsale.User{ID: "u"}}, t0.Add(24*time.Hour))
+	c.Advance(userCacheFor - time.Second)
+	if _, ok := uc.get("tok", 0); !ok {
+		t.Fatal("a token cached a moment ago is not found")
+	}
+	c.Advance(time.Second)
+	if _, ok := uc.get("tok", 0); ok {
+		t.Fatalf("a token is still cached %v after it was verified, want at most %v", userCacheFor, userCacheFor)
 	}
 }
 

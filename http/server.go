@@ -131,7 +131,6 @@ func NewServer(svc flashsale.Service, cfg Config) *Server {
 		demo:      cfg.Demo,
 		now:       cfg.Now,
 		log:       cfg.Logger,
-		users:     newUserCache(userCacheSize),
 		jwks:      cfg.JWKS,
 		issuer:    cfg.JWTIssuer,
 		audience:  cfg.JWTAudience,
@@ -148,6 +147,7 @@ func NewServer(svc flashsale.Service, cfg Config) *Server {
 	if s.now == nil {
 		s.now = time.Now
 	}
+	s.users = newUserCache(userCacheSize, s.now)
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

@@ -8,9 +8,7 @@ type SpentTokens = spentTokens
 // NewSpentTokens returns an empty set whose clock is now, so tests can
 // expire tokens.
 func NewSpentTokens(now func() time.Time) *SpentTokens {
-	s := newSpentTokens()
-	s.now = now
-	return s
+	return newSpentTokens(now)
 }
 
 func (s *SpentTokens) Spend(id string, expires time.Time) bool { return s.spend(id, expires) }

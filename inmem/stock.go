@@ -59,7 +59,7 @@ type userKey struct{ user, key string }
 
 // NewEngine returns an empty engine.
 func NewEngine() *Engine {
-	return &Engine{sales: make(map[string]*sale), tokens: newSpentTokens()}
+	return &Engine{sales: make(map[string]*sale), tokens: newSpentTokens(nil)}
 }
 
 // Load installs a sale's stock from a snapshot. Reloading before the sale

@@ -1,55 +1,33 @@
 package inmem
 
 import (
-	"sync"
 	"time"
+
+	"github.com/flashsale/flashsale/internal/expiring"
 )
 
-// spentSweepMin is the size below which the set never sweeps: a small map
-// costs nothing to keep.
-const spentSweepMin = 1024
+// spentIdle is how often a set that holds tokens sweeps the expired ones
+// while nobody spends: the tokens of a sale that ended leave within
+// their lifetime and this.
+const spentIdle = 30 * time.Second
 
 // spentTokens remembers spent purchase tokens in memory until they expire.
-// Expired entries are swept lazily: when the map has doubled since the last
-// sweep, so memory stays within twice the live tokens and the sweep's cost
-// is amortised over the spends that grew the map.
+// It never forgets a live one (no size bound): forgotten, it could be
+// spent twice.
 type spentTokens struct {
-	now func() time.Time // for tests
-
-	mu        sync.Mutex
-	spent     map[string]time.Time // token ID -> expiry
-	nextSweep int
+	m *expiring.Map[string, struct{}]
 }
 
-func newSpentTokens() *spentTokens {
-	return &spentTokens{now: time.Now, spent: make(map[string]time.Time), nextSweep: spentSweepMin}
+func newSpentTokens(now func() time.Time) *spentTokens {
+	return &spentTokens{m: expiring.New[string, struct{}](expiring.Config{Idle: spentIdle, Now: now})}
 }
 
 // spend marks id used until expires and reports whether this call was the
 // first. A token whose entry expired is forgotten, so spending it again
 // succeeds; callers reject expired tokens before spending them.
 func (s *spentTokens) spend(id string, expires time.Time) bool {
-	now := s.now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if exp, ok := s.spent[id]; ok && now.Before(exp) {
-		return false
-	}
-	s.spent[id] = expires
-	if len(s.spent) >= s.nextSweep {
-		for k, exp := range s.spent {
-			if !now.Before(exp) {
-				delete(s.spent, k)
-			}
-		}
-		s.nextSweep = max(2*len(s.spent), spentSweepMin)
-	}
-	return true
+	return s.m.Add(id, struct{}{}, expires)
 }
 
 // len returns the number of remembered tokens, expired or not.
-func (s *spentTokens) len() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.spent)
-}
+func (s *spentTokens) len() int { return s.m.Len() }
