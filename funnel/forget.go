@@ -32,6 +32,7 @@ func (s *Service) forgetOver(ctx context.Context) {
 		}
 		s.sales.drop(sale.ID)
 		s.admit.forget(sale.ID)
+		s.gate.forget(sale.ID)
 		s.log.Debug("sale over for good: forgotten by the stock engine", "sale_id", sale.ID)
 	}
 }

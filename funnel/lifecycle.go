@@ -355,6 +355,7 @@ func (s *Service) DeleteSale(ctx context.Context, id string) error {
 	}
 	s.sales.forget(id)
 	s.admit.forget(id)
+	s.gate.forget(id)
 	// The in-process engine lets it go now. One the instances share
 	// (Redis, fenced) keeps it until its keys expire: unloaded there, a
 	// sale the other instances still hold live for a moment would look

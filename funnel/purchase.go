@@ -104,28 +104,24 @@ func (s *Service) purchase(ctx context.Context, u flashsale.User, req flashsale.
 		if locked = true; s.sellingEngine() != nil {
 			return nil, errSwitching
 		}
-		o, err := s.replay(ctx, u, sale, req, first)
-		if !errors.Is(err, flashsale.ErrNotFound) {
-			return o, err
-		}
 	}
-	now = s.now() // after the replay's I/O
+	now = s.now() // after the admission's I/O
 	if err := sale.Open(now); err != nil {
-		return nil, err
+		return s.refuse(ctx, u, sale, req, first, err)
 	}
 	// The stay rules as this instance last read the sale: a refusal that
 	// costs no I/O and names the night. The engine judges again inside
 	// the reserve, by the rules in force then (an operator's stop-sell
 	// reaches it before this instance's copy of the sale).
 	if err := sale.CheckStayRules(first, req.Nights); err != nil {
-		return nil, err
+		return s.refuse(ctx, u, sale, req, first, err)
 	}
 	if err := s.eligible(ctx, u, sale); err != nil {
-		return nil, err
+		return s.refuse(ctx, u, sale, req, first, err)
 	}
 	if soldOut(s.engine, sale.ID, first, req.Nights, choices) {
 		s.logSoldOut(ctx, sale.ID)
-		return nil, flashsale.ErrSoldOut
+		return s.refuse(ctx, u, sale, req, first, flashsale.ErrSoldOut)
 	}
 	if admitted == nil {
 		if admitted, err = s.admitPurchase(ctx, u, sale, req.ClientIP); err != nil {
@@ -144,15 +140,28 @@ func (s *Service) purchase(ctx context.Context, u flashsale.User, req flashsale.
 	if sale.PurchaseToken {
 		c, err := s.signer.check(req.Token, u, sale, now)
 		if err != nil {
-			return nil, err
+			return s.refuse(ctx, u, sale, req, first, err)
 		}
 		token = &c
+	}
+	// A burst waits for the engine here, and hears the sold-out flag
+	// when its turn comes rather than from the engine (gate.go).
+	slots, err := s.gate.enter(ctx, sale.ID)
+	if err != nil {
+		return nil, err
+	}
+	defer s.gate.leave(slots)
+	if soldOut(s.engine, sale.ID, first, req.Nights, choices) {
+		s.logSoldOut(ctx, sale.ID)
+		return s.refuse(ctx, u, sale, req, first, flashsale.ErrSoldOut)
 	}
 
 	r := newReservation(ulid.Make().String(), sale, u, req, first, now)
 	if choices > 1 {
 		r.Choices = choices
 	}
+	// A key an earlier attempt bound is found by the reserve itself
+	// (ErrDuplicate): one round trip, not a lookup and a reserve.
 	existing, err := s.reserve(ctx, r, token)
 	switch {
 	case errors.Is(err, flashsale.ErrDuplicate):
@@ -316,6 +325,21 @@ func (s *Service) logSoldOutSlow(ctx context.Context, saleID string) {
 type soldOutLog struct {
 	seen sync.Map
 	last atomic.Pointer[string] // the sale last looked up in seen
+}
+
+// refuse answers a purchase refused before the engine with err, unless it
+// has an idempotency key an earlier attempt bound to an order (a retry
+// after a lost 202, the sale sold out or closed since): that order is the
+// answer then, as the reserve would have given it.
+func (s *Service) refuse(ctx context.Context, u flashsale.User, sale *flashsale.Sale, req flashsale.PurchaseRequest, first int, err error) (*flashsale.Order, error) {
+	if req.IdempotencyKey == "" {
+		return nil, err
+	}
+	o, rerr := s.replay(ctx, u, sale, req, first)
+	if errors.Is(rerr, flashsale.ErrNotFound) {
+		return nil, err
+	}
+	return o, rerr
 }
 
 // replay returns the order a user's idempotency key already names, or ErrNotFound.

@@ -139,6 +139,10 @@ type Engine struct {
 	done   chan struct{} // closed when the subscriber goroutine has returned
 
 	lazy lazyWriter // writes nobody waits for: confirms, stale index entries
+	// lookups batches concurrent Lookups (lookup.go); timeout bounds one
+	// batch, whose callers may each have their own deadline.
+	lookups lookups
+	timeout time.Duration
 
 	// live is how many instances beat at the last Beat (fence.go), for
 	// Instances; 0 before the first.
@@ -170,6 +174,7 @@ func Open(ctx context.Context, url string, opts Options, logger *slog.Logger) (*
 		prefix:  prefix,
 		channel: prefix + "soldout",
 		done:    make(chan struct{}),
+		timeout: cmp.Or(opts.Timeout, TimeoutDefault),
 	}
 	if err := client.Ping(ctx).Err(); err != nil {
 		client.Close()
@@ -747,18 +752,6 @@ func (e *Engine) AdjustStock(ctx context.Context, saleID string, night, delta in
 		return e.stale(ctx, saleID)
 	}
 	return fmt.Errorf("adjust stock: sale=%s: unexpected script reply %v", saleID, reply)
-}
-
-// Lookup returns the order ID bound to a user's idempotency key.
-func (e *Engine) Lookup(ctx context.Context, saleID, userID, key string) (string, error) {
-	id, err := e.client.HGet(ctx, e.saleKeys(saleID).keys, keyField(userID, key)).Result()
-	switch {
-	case errors.Is(err, goredis.Nil):
-		return "", flashsale.ErrNotFound
-	case err != nil:
-		return "", unavailable("lookup: sale="+saleID, err)
-	}
-	return id, nil
 }
 
 // Reservation returns a recorded reservation. The order index names its
