@@ -67,6 +67,13 @@ type SaleStore interface {
 	Sale(ctx context.Context, id string) (*Sale, error)
 	// Sales returns the sales that end after now, ordered by start time.
 	Sales(ctx context.Context, now time.Time) ([]*Sale, error)
+	// Revisions returns the revision of each sale Sales(now) returns, by
+	// sale ID, and nothing else. Every instance rereads it twice a second
+	// to pick up the others' changes: the sales in full, nights and all,
+	// made that reread cost in proportion to every live sale's rows even
+	// when none changed (issue 26); with this it reads a pair per sale and
+	// then only the sales whose revision moved.
+	Revisions(ctx context.Context, now time.Time) (map[string]int64, error)
 	// ListSales returns up to q.Limit sales matching q, newest first (see
 	// SaleQuery), nights included.
 	ListSales(ctx context.Context, q SaleQuery) ([]*Sale, error)
@@ -153,6 +160,13 @@ type Books interface {
 	// NightStocks returns the database's counters for each night of a sale,
 	// in night order. Available is Stock - Held - Sold.
 	NightStocks(ctx context.Context, saleID string) ([]NightStock, error)
+	// NightStocksOf is NightStocks for many sales in one read: each sale
+	// of saleIDs that exists, by ID (an unknown one is absent, never an
+	// error); none for none, without I/O. It exists for the phantom watch,
+	// which compares every live sale's counters with the engine's every
+	// few seconds: one read per sale made an idle instance's cost grow
+	// with the number of sales nobody buys (issue 26).
+	NightStocksOf(ctx context.Context, saleIDs []string) (map[string][]NightStock, error)
 
 	// Snapshot returns what a stock engine needs to rebuild a sale.
 	Snapshot(ctx context.Context, saleID string) (*StockSnapshot, error)
@@ -324,6 +338,15 @@ type StockKeeper interface {
 	SetStayRules(ctx context.Context, saleID string, rules []StayRules) error
 	// Available returns the units left per night, or ErrNotLoaded.
 	Available(ctx context.Context, saleID string) ([]int, error)
+	// AvailableOf is Available for many sales in one call: the units left
+	// per night of each sale of saleIDs the engine has loaded, by ID; a
+	// sale Available would answer ErrNotLoaded for is absent (by the same
+	// checks, with the same effects); none for none, without I/O. It
+	// exists for the phantom watch, for the reason Missing exists for the
+	// heal loop. An error means the engine did not answer for them all;
+	// the map then holds the sales it did answer for (an engine of shards,
+	// one shard down), possibly none.
+	AvailableOf(ctx context.Context, saleIDs []string) (map[string][]int, error)
 	// Missing returns the sales of saleIDs the engine does not have loaded
 	// (those Available would answer ErrNotLoaded, by the same checks, with
 	// the same effects), each once, in the order of saleIDs; none for

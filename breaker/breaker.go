@@ -22,10 +22,12 @@
 package breaker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -328,15 +330,7 @@ func (e *Engine) Available(ctx context.Context, saleID string) ([]int, error) {
 // own breaker. Shards are asked in the order their first sale comes in;
 // the first that fails or is refused ends the call with its error.
 func (e *Engine) Missing(ctx context.Context, saleIDs []string) ([]string, error) {
-	var parts []*part
-	shardOf := make(map[*part][]string)
-	for _, id := range saleIDs {
-		p := e.partOf(id)
-		if _, ok := shardOf[p]; !ok {
-			parts = append(parts, p)
-		}
-		shardOf[p] = append(shardOf[p], id)
-	}
+	parts, shardOf := e.byShard(saleIDs)
 	if len(parts) == 1 {
 		return e.missing(ctx, parts[0], saleIDs)
 	}
@@ -358,6 +352,50 @@ func (e *Engine) Missing(ctx context.Context, saleIDs []string) ([]string, error
 		}
 	}
 	return missing, nil
+}
+
+// byShard splits saleIDs by shard, the shards in the order their first
+// sale comes in.
+func (e *Engine) byShard(saleIDs []string) ([]*part, map[*part][]string) {
+	var parts []*part
+	shardOf := make(map[*part][]string)
+	for _, id := range saleIDs {
+		p := e.partOf(id)
+		if _, ok := shardOf[p]; !ok {
+			parts = append(parts, p)
+		}
+		shardOf[p] = append(shardOf[p], id)
+	}
+	return parts, shardOf
+}
+
+// AvailableOf implements flashsale.StockKeeper as Missing does, one call
+// per shard, each behind its shard's breaker, but a shard that fails or is
+// refused does not end it: the others' sales are answered (the phantom
+// watch goes on watching them while one master is down, as it did sale by
+// sale), and the first error is returned with them.
+func (e *Engine) AvailableOf(ctx context.Context, saleIDs []string) (map[string][]int, error) {
+	parts, shardOf := e.byShard(saleIDs)
+	var out map[string][]int
+	var first error
+	for _, p := range parts {
+		done, err := e.allow(p)
+		if err != nil {
+			first = cmp.Or(first, err)
+			continue
+		}
+		units, err := e.next.AvailableOf(ctx, shardOf[p])
+		done(err)
+		if len(parts) == 1 {
+			return units, err
+		}
+		if out == nil {
+			out = make(map[string][]int, len(saleIDs))
+		}
+		maps.Copy(out, units)
+		first = cmp.Or(first, err)
+	}
+	return out, first
 }
 
 // missing asks the engine about sales of p's shard, behind p.

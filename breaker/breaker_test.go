@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -89,6 +90,21 @@ func (f *flaky) Missing(ctx context.Context, saleIDs []string) ([]string, error)
 		return nil, err
 	}
 	return f.StockEngine.Missing(ctx, saleIDs)
+}
+
+func (f *flaky) AvailableOf(ctx context.Context, saleIDs []string) (map[string][]int, error) {
+	f.calls.Add(1)
+	f.mu.Lock()
+	err := f.err
+	f.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string][]int)
+	for _, id := range saleIDs {
+		out[id] = []int{1}
+	}
+	return out, nil
 }
 
 // TestCounting: only "did not answer" opens the breaker; what an engine
@@ -339,6 +355,42 @@ func (s *sharded) Missing(ctx context.Context, saleIDs []string) ([]string, erro
 		return s.flaky.StockEngine.Missing(ctx, saleIDs)
 	}
 	return s.flaky.Missing(ctx, saleIDs)
+}
+
+func (s *sharded) AvailableOf(ctx context.Context, saleIDs []string) (map[string][]int, error) {
+	if slices.Contains(saleIDs, "b") {
+		if len(saleIDs) > 1 {
+			return nil, fmt.Errorf("one call asked about shards s1 and s2: %q", saleIDs)
+		}
+		return map[string][]int{"b": {2}}, nil
+	}
+	return s.flaky.AvailableOf(ctx, saleIDs)
+}
+
+// TestAvailableOf: the phantom watch's one call for every live sale is
+// counted and refused shard by shard, as Missing is, but a dead shard
+// does not silence the others: their sales are answered with its error.
+func TestAvailableOf(t *testing.T) {
+	ctx := context.Background()
+	s := &sharded{flaky: flaky{StockEngine: inmem.NewEngine().Roles()}}
+	b := breaker.New(flashsale.EngineOf(s), breaker.Config{Failures: 3, OpenFor: time.Hour, Logger: quiet})
+	got, err := b.AvailableOf(ctx, []string{"b", "a", "x"})
+	if want := map[string][]int{"a": {1}, "x": {1}, "b": {2}}; err != nil || !maps.EqualFunc(got, want, slices.Equal) {
+		t.Fatalf("AvailableOf across shards = %v, %v; want %v", got, err, want)
+	}
+	s.set(fmt.Errorf("redis: %w", flashsale.ErrUnavailable))
+	for range 10 {
+		got, err := b.AvailableOf(ctx, []string{"a", "b"})
+		if err == nil || len(got) != 1 || !slices.Equal(got["b"], []int{2}) {
+			t.Fatalf("AvailableOf with shard s1 dead = %v, %v; want b's figures and an error", got, err)
+		}
+	}
+	if n := s.calls.Load(); n != 1+3 {
+		t.Fatalf("%d calls reached the dead shard, want 3 (then its breaker opened)", n-1)
+	}
+	if _, err := b.AvailableOf(ctx, []string{"a"}); !errors.Is(err, breaker.ErrOpen) {
+		t.Fatalf("a sale on the dead shard: %v, want ErrOpen", err)
+	}
 }
 
 // TestMissing: the heal loop's one call for every live sale is counted

@@ -469,6 +469,11 @@ func (a *auditor) run(ctx context.Context) {
 // in a row: purchases in flight come and go and move it, stranded units
 // stay. A storm hides stranded units until it pauses or sells out; then
 // they are repaired within about two intervals.
+//
+// The engine is read for every live sale in one call (AvailableOf), then
+// the database in one query (NightStocksOf), still engine first: a read
+// per sale each made an idle instance's cost grow with the number of
+// sales nobody buys (issue 26).
 func (a *auditor) watchPhantoms(ctx context.Context, short map[string][]int) {
 	if !a.engineMode() {
 		return
@@ -479,17 +484,32 @@ func (a *auditor) watchPhantoms(ctx context.Context, short map[string][]int) {
 			delete(short, id)
 		}
 	}
+	if len(live) == 0 {
+		return
+	}
+	// An error leaves out the sales the engine did not answer for (a
+	// shard down: the breaker's); the others are watched all the same.
+	engines, _ := a.engine.AvailableOf(ctx, live)
+	loaded := make([]string, 0, len(engines))
 	for _, id := range live {
+		if _, ok := engines[id]; ok {
+			loaded = append(loaded, id) // the others are not loaded (the heal loop's) or not answering
+		}
+	}
+	if len(loaded) == 0 {
+		return
+	}
+	stocks, err := a.store.NightStocksOf(ctx, loaded)
+	if err != nil {
+		return
+	}
+	for _, id := range loaded {
 		if ctx.Err() != nil {
 			return
 		}
-		engine, err := a.engine.Available(ctx, id)
-		if err != nil {
-			continue // not loaded (the heal loop's) or not answering (the breaker's)
-		}
-		nights, err := a.store.NightStocks(ctx, id)
-		if err != nil {
-			continue
+		engine, nights := engines[id], stocks[id]
+		if nights == nil {
+			continue // deleted meanwhile
 		}
 		phantom := false
 		var gap []int // the engine's shortfall per night, nil when it has none

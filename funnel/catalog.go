@@ -223,30 +223,51 @@ func (c *catalog) current(ctx context.Context) ([]*flashsale.Sale, error) {
 
 // refresh swaps in the current sales whose revision moved, and drops the
 // cached ones that are no longer current though they were not due to end
-// (closed elsewhere): the next read loads them as they are now.
+// (closed elsewhere): the next read loads them as they are now. It reads
+// the current sales' revisions alone and then each moved sale in full:
+// reading every current sale in full, twice a second, was most of an idle
+// instance's cost with a thousand live sales (issue 26); a revision moves
+// with every change to a sale (SaleStore.UpdateSale, AdjustStock), so the
+// pairs miss nothing the full rows would show.
 func (c *catalog) refresh(ctx context.Context) error {
 	now := c.now()
-	sales, err := c.store.Sales(ctx, now)
+	revs, err := c.store.Revisions(ctx, now)
 	if err != nil {
 		return err
 	}
-	current := make(map[string]bool, len(sales))
-	changed := false
-	var missing []string
-	c.mu.Lock()
-	for _, sale := range sales {
-		current[sale.ID] = true
-		if old := c.sales[sale.ID]; old != nil && old.Revision < sale.Revision {
-			c.sales[sale.ID] = sale
-			changed = true
-		}
-	}
+	var moved, missing []string
+	c.mu.RLock()
 	for id, old := range c.sales {
-		if !current[id] && now.Before(old.EndsAt) && old.CreatedAt.Before(now.Add(-time.Second)) {
+		rev, current := revs[id]
+		switch {
+		case current && old.Revision < rev:
+			moved = append(moved, id)
+		case !current && now.Before(old.EndsAt) && old.CreatedAt.Before(now.Add(-time.Second)):
 			missing = append(missing, id)
 		}
 	}
-	c.mu.Unlock()
+	c.mu.RUnlock()
+	changed := false
+	defer func() {
+		if changed { // even when a read below failed: what was swapped in stays
+			c.changed()
+		}
+	}()
+	for _, id := range moved {
+		sale, err := c.store.Sale(ctx, id)
+		switch {
+		case errors.Is(err, flashsale.ErrNotFound): // deleted since: missing next time
+			continue
+		case err != nil:
+			return err
+		}
+		c.mu.Lock()
+		if old := c.sales[id]; old != nil && old.Revision < sale.Revision {
+			c.sales[id] = sale
+			changed = true
+		}
+		c.mu.Unlock()
+	}
 	// A sale missing from the list is read on its own before it is
 	// forgotten: absence is no proof. Once, with the database going down,
 	// an instance forgot a sale it was selling, and every purchase and
@@ -269,9 +290,6 @@ func (c *catalog) refresh(ctx context.Context) error {
 		delete(c.sales, id)
 		c.mu.Unlock()
 		changed = true
-	}
-	if changed {
-		c.changed()
 	}
 	return nil
 }

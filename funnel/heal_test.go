@@ -114,6 +114,17 @@ func (e *losingEngine) Available(ctx context.Context, id string) ([]int, error) 
 	return e.Engine.Available(ctx, id)
 }
 
+// AvailableOf leaves out the lost sales, as Available answers them.
+func (e *losingEngine) AvailableOf(ctx context.Context, ids []string) (map[string][]int, error) {
+	out := make(map[string][]int)
+	for _, id := range ids {
+		if units, err := e.Available(ctx, id); err == nil {
+			out[id] = units
+		}
+	}
+	return out, nil
+}
+
 // Missing is the lost sales and those the engine never had, as
 // Available answers them.
 func (e *losingEngine) Missing(ctx context.Context, ids []string) ([]string, error) {

@@ -335,7 +335,7 @@ func TestTestSale(t *testing.T) {
 	}
 }
 
-// muteEngine stops answering Available (and Missing) once mute is set, as a Redis shard
+// muteEngine stops answering Available (AvailableOf, Missing) once mute is set, as a Redis shard
 // past its command timeout would, after a change's own steps succeeded.
 type muteEngine struct {
 	*inmem.Engine
@@ -347,6 +347,13 @@ func (m *muteEngine) Available(ctx context.Context, saleID string) ([]int, error
 		return nil, fmt.Errorf("%w: available: i/o timeout", flashsale.ErrUnavailable)
 	}
 	return m.Engine.Available(ctx, saleID)
+}
+
+func (m *muteEngine) AvailableOf(ctx context.Context, saleIDs []string) (map[string][]int, error) {
+	if m.mute.Load() {
+		return nil, fmt.Errorf("%w: available of: i/o timeout", flashsale.ErrUnavailable)
+	}
+	return m.Engine.AvailableOf(ctx, saleIDs)
 }
 
 func (m *muteEngine) Missing(ctx context.Context, saleIDs []string) ([]string, error) {

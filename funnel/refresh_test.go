@@ -12,8 +12,9 @@ import (
 	"github.com/flashsale/flashsale/inmem"
 )
 
-// flakyList is a store whose sale list can come back short without an
-// error, and whose sale reads can fail as a database that went down does.
+// flakyList is a store whose sale list (and the revisions of its sales)
+// can come back short without an error, and whose sale reads can fail as
+// a database that went down does.
 type flakyList struct {
 	flashsale.Store
 	short, down atomic.Bool
@@ -24,6 +25,13 @@ func (f *flakyList) Sales(ctx context.Context, now time.Time) ([]*flashsale.Sale
 		return []*flashsale.Sale{}, nil
 	}
 	return f.Store.Sales(ctx, now)
+}
+
+func (f *flakyList) Revisions(ctx context.Context, now time.Time) (map[string]int64, error) {
+	if f.short.Load() {
+		return map[string]int64{}, nil
+	}
+	return f.Store.Revisions(ctx, now)
 }
 
 func (f *flakyList) Sale(ctx context.Context, id string) (*flashsale.Sale, error) {

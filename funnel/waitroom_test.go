@@ -858,7 +858,8 @@ func TestQueueReadsSpareTheEngine(t *testing.T) {
 }
 
 // losingKeeper is an engine that can lose its sales (a Redis restarted
-// empty): Available then answers ErrNotLoaded, and Missing names every sale.
+// empty): Available then answers ErrNotLoaded, AvailableOf has no sale, and
+// Missing names every sale.
 type losingKeeper struct {
 	flashsale.StockKeeper
 	lost atomic.Bool
@@ -869,6 +870,13 @@ func (k *losingKeeper) Available(ctx context.Context, saleID string) ([]int, err
 		return nil, flashsale.ErrNotLoaded
 	}
 	return k.StockKeeper.Available(ctx, saleID)
+}
+
+func (k *losingKeeper) AvailableOf(ctx context.Context, saleIDs []string) (map[string][]int, error) {
+	if k.lost.Load() {
+		return map[string][]int{}, nil
+	}
+	return k.StockKeeper.AvailableOf(ctx, saleIDs)
 }
 
 func (k *losingKeeper) Missing(ctx context.Context, saleIDs []string) ([]string, error) {

@@ -370,6 +370,21 @@ func (e *Engine) Available(ctx context.Context, saleID string) ([]int, error) {
 	return append([]int(nil), s.avail...), nil
 }
 
+// AvailableOf implements flashsale.StockKeeper: Available's copy for each
+// loaded sale of saleIDs, each under its own sale's lock alone.
+func (e *Engine) AvailableOf(ctx context.Context, saleIDs []string) (map[string][]int, error) {
+	if len(saleIDs) == 0 {
+		return nil, nil
+	}
+	out := make(map[string][]int, len(saleIDs))
+	for _, id := range saleIDs {
+		if units, err := e.Available(ctx, id); err == nil {
+			out[id] = units
+		}
+	}
+	return out, nil
+}
+
 // Forget implements flashsale.StockKeeper: the sale, its units and every
 // record of its reservations go (its orders are in the database: the
 // writer commits before a purchase is answered).

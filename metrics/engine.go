@@ -15,7 +15,7 @@ func (m *Metrics) Engine(next flashsale.StockEngine) flashsale.StockEngine {
 	e := &engine{next: next,
 		load: op("load"), reserve: op("reserve"), reserveSpending: op("reserve_spending"),
 		release: op("release"), retake: op("retake"), lookup: op("lookup"),
-		reservation: op("reservation"), available: op("available"), missing: op("missing"), forget: op("forget"), adjustStock: op("adjust_stock"), stayRules: op("set_stay_rules"), snapshot: op("snapshot"),
+		reservation: op("reservation"), available: op("available"), availableOf: op("available_of"), missing: op("missing"), forget: op("forget"), adjustStock: op("adjust_stock"), stayRules: op("set_stay_rules"), snapshot: op("snapshot"),
 		ping: op("ping"), confirm: op("outbox_confirm"), unconfirmed: op("outbox_unconfirmed"),
 	}
 	w := flashsale.StockEngine{Reserver: e, StockKeeper: e, Breaker: next.Breaker}
@@ -30,7 +30,7 @@ type engine struct {
 
 	load, reserve, reserveSpending, release, retake, lookup *call
 	reservation, available, snapshot, ping, adjustStock     *call
-	stayRules, missing, forget                              *call
+	stayRules, missing, forget, availableOf                 *call
 	confirm, unconfirmed                                    *call
 }
 
@@ -101,6 +101,13 @@ func (e *engine) Available(ctx context.Context, saleID string) ([]int, error) {
 	start := time.Now()
 	a, err := e.next.Available(ctx, saleID)
 	e.available.done(start, err)
+	return a, err
+}
+
+func (e *engine) AvailableOf(ctx context.Context, saleIDs []string) (map[string][]int, error) {
+	start := time.Now()
+	a, err := e.next.AvailableOf(ctx, saleIDs)
+	e.availableOf.done(start, err)
 	return a, err
 }
 

@@ -32,7 +32,7 @@ var placeResults = [...]struct {
 func (m *Metrics) Store(next flashsale.Store) flashsale.Store {
 	op := func(name string) *call { return newCall(m.dbDur, m.dbCalls, name) }
 	s := &store{next: next, m: m,
-		createSale: op("create_sale"), sale: op("sale"), sales: op("sales"), nightStocks: op("night_stocks"),
+		createSale: op("create_sale"), sale: op("sale"), sales: op("sales"), revisions: op("revisions"), nightStocks: op("night_stocks"), nightStocksOf: op("night_stocks_of"),
 		placeOrders: op("place_orders"), order: op("order"), orderByKey: op("order_by_key"),
 		transition: op("transition"), expireHolds: op("expire_holds"), snapshot: op("snapshot"),
 		failOrder: op("fail_order"), ping: op("ping"), pendingMigrations: op("pending_migrations"),
@@ -58,6 +58,7 @@ type store struct {
 	m    *Metrics
 
 	createSale, sale, sales, nightStocks, placeOrders, order, orderByKey *call
+	revisions, nightStocksOf                                             *call
 	transition, expireHolds, snapshot, failOrder, ping                   *call
 	listSales, updateSale, adjustStock, saleChanges, saleOrders          *call
 	deleteSale                                                           *call
@@ -86,6 +87,20 @@ func (s *store) Sales(ctx context.Context, now time.Time) ([]*flashsale.Sale, er
 	sales, err := s.next.Sales(ctx, now)
 	s.sales.done(start, err)
 	return sales, err
+}
+
+func (s *store) Revisions(ctx context.Context, now time.Time) (map[string]int64, error) {
+	start := time.Now()
+	revs, err := s.next.Revisions(ctx, now)
+	s.revisions.done(start, err)
+	return revs, err
+}
+
+func (s *store) NightStocksOf(ctx context.Context, saleIDs []string) (map[string][]flashsale.NightStock, error) {
+	start := time.Now()
+	ns, err := s.next.NightStocksOf(ctx, saleIDs)
+	s.nightStocksOf.done(start, err)
+	return ns, err
 }
 
 func (s *store) NightStocks(ctx context.Context, saleID string) ([]flashsale.NightStock, error) {

@@ -854,7 +854,16 @@ func (e *Engine) read(ctx context.Context, saleID string, records bool) (avail [
 	n, _ := reply[1].(int64)
 	stock, _ := reply[2].([]any)
 	res, _ = reply[3].([]any)
-	avail = make([]int, n)
+	if avail, err = unitsOf(saleID, n, stock); err != nil {
+		return nil, nil, err
+	}
+	return avail, res, nil
+}
+
+// unitsOf reads a sale's stock hash (HGETALL's night, units pairs) as the
+// units left of each of its n nights.
+func unitsOf(saleID string, n int64, stock []any) ([]int, error) {
+	avail := make([]int, n)
 	for i := 0; i+1 < len(stock); i += 2 {
 		f, _ := stock[i].(string)
 		v, _ := stock[i+1].(string)
@@ -864,11 +873,11 @@ func (e *Engine) read(ctx context.Context, saleID string, records bool) (avail [
 		night, err1 := strconv.Atoi(f)
 		a, err2 := strconv.Atoi(v)
 		if err1 != nil || err2 != nil || night < 0 || night >= int(n) {
-			return nil, nil, fmt.Errorf("sale=%s: bad stock field %q=%q", saleID, f, v)
+			return nil, fmt.Errorf("sale=%s: bad stock field %q=%q", saleID, f, v)
 		}
 		avail[night] = a
 	}
-	return avail, res, nil
+	return avail, nil
 }
 
 // stale logs a sale that a script found loaded by another Redis process

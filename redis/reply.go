@@ -66,17 +66,22 @@ func scriptSource(body string) string {
 // so it is unloaded (its meta deleted, which every reader takes for "not
 // loaded") and the script answers STALE; the heal loop then rebuilds it
 // behind the fence, from the database and the drained queue.
-// node() is the run_id of the process running the script;
-// loaded(hashes, fields...) checks the meta hash (KEYS[1]) and the
-// sentinels of the hashes KEYS[2] .. KEYS[1+hashes], and returns the meta
-// hash's fields (after 'nights', which every loaded sale has), or nil and
-// the reply NOT_LOADED or STALE.
-const staleLua = `local function node() return string.match(redis.call('INFO', 'server'), 'run_id:(%x+)') end ` +
+// node() is the run_id of the process running the script, asked of INFO
+// once per script run (a script runs whole on one process, and INFO costs
+// more than the rest of a check: loaded.lua checks a hundred sales in one
+// run); loadedAt(base, hashes, fields...) checks the meta hash
+// (KEYS[base+1]) and the sentinels of the hashes KEYS[base+2] ..
+// KEYS[base+1+hashes], and returns the meta hash's fields (after
+// 'nights', which every loaded sale has), or nil and the reply NOT_LOADED
+// or STALE; loaded(hashes, fields...) is loadedAt(0, ...), a script's one
+// sale.
+const staleLua = `local run_id local function node() if not run_id then run_id = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)') end return run_id end ` +
 	`local function stale(meta, stamp) if stamp == node() then return false end redis.call('DEL', meta) return true end ` +
-	`local function loaded(hashes, ...) local m = redis.call('HMGET', KEYS[1], 'node', 'nights', ...) ` +
-	`if not m[2] then return nil, {NOT_LOADED} end if stale(KEYS[1], m[1]) then return nil, {STALE} end ` +
-	`for i = 2, 1 + hashes do if redis.call('HEXISTS', KEYS[i], '') == 0 then redis.call('DEL', KEYS[1]) return nil, {STALE} end end ` +
-	`table.remove(m, 1) return m end `
+	`local function loadedAt(base, hashes, ...) local meta = KEYS[base + 1] local m = redis.call('HMGET', meta, 'node', 'nights', ...) ` +
+	`if not m[2] then return nil, {NOT_LOADED} end if stale(meta, m[1]) then return nil, {STALE} end ` +
+	`for i = base + 2, base + 1 + hashes do if redis.call('HEXISTS', KEYS[i], '') == 0 then redis.call('DEL', meta) return nil, {STALE} end end ` +
+	`table.remove(m, 1) return m end ` +
+	`local function loaded(hashes, ...) return loadedAt(0, hashes, ...) end `
 
 // code is the first element of a script reply, or 0.
 func code(r []any) reply {

@@ -93,6 +93,20 @@ func (s *Store) Sales(ctx context.Context, now time.Time) ([]*flashsale.Sale, er
 	return sales, nil
 }
 
+// Revisions returns the revision of each sale that ends after now, by ID.
+func (s *Store) Revisions(ctx context.Context, now time.Time) (map[string]int64, error) {
+	rows, err := s.read.QueryContext(ctx, `SELECT id, revision FROM sales WHERE ends_at_ms > ?`, ms(now))
+	if err != nil {
+		return nil, fmt.Errorf("revisions: %w", err)
+	}
+	defer rows.Close()
+	revs, err := sqlrows.Revisions(rows)
+	if err != nil {
+		return nil, fmt.Errorf("revisions: %w", err)
+	}
+	return revs, nil
+}
+
 // addNights gives sales their nights from a query of (sale_id, date,
 // stock, start_time, minutes) rows in night order: one query for all of
 // them, not one each.
@@ -137,6 +151,25 @@ func (s *Store) NightStocks(ctx context.Context, saleID string) ([]flashsale.Nig
 		return nil, fmt.Errorf("night stocks: sale=%s: %w", saleID, err)
 	}
 	return nights, nil
+}
+
+// NightStocksOf returns the counters of each sale of saleIDs that exists,
+// by ID: one query per sqlrows.Batch of them.
+func (s *Store) NightStocksOf(ctx context.Context, saleIDs []string) (map[string][]flashsale.NightStock, error) {
+	out := make(map[string][]flashsale.NightStock, len(saleIDs))
+	for ids := range sqlrows.Batches(saleIDs) {
+		rows, err := s.read.QueryContext(ctx, `SELECT sale_id, date, stock, held, sold FROM nights
+			WHERE sale_id IN (`+sqlrows.Marks(len(ids))+`) ORDER BY sale_id, idx`, sqlrows.Args(ids)...)
+		if err != nil {
+			return nil, fmt.Errorf("night stocks of %d sales: %w", len(saleIDs), err)
+		}
+		err = sqlrows.SalesNightStocks(rows, out)
+		rows.Close()
+		if err != nil {
+			return nil, fmt.Errorf("night stocks of %d sales: %w", len(saleIDs), err)
+		}
+	}
+	return out, nil
 }
 
 func nightStocks(ctx context.Context, q queryer, saleID string) ([]flashsale.NightStock, error) {

@@ -53,7 +53,9 @@ type OpenFunc = func(tb testing.TB) flashsale.Store
 func Run(t *testing.T, open OpenFunc) {
 	t.Run("Sale", func(t *testing.T) { testSale(t, open) })
 	t.Run("Sales", func(t *testing.T) { testSales(t, open) })
+	t.Run("Revisions", func(t *testing.T) { testRevisions(t, open) })
 	t.Run("NightStocks", func(t *testing.T) { testNightStocks(t, open) })
+	t.Run("NightStocksOf", func(t *testing.T) { testNightStocksOf(t, open) })
 	t.Run("PlaceOrders", func(t *testing.T) { testPlaceOrders(t, open) })
 	t.Run("Order", func(t *testing.T) { testOrder(t, open) })
 	t.Run("OrderByKey", func(t *testing.T) { testOrderByKey(t, open) })

@@ -99,6 +99,12 @@ func (e *engine) Available(ctx context.Context, saleID string) ([]int, error) {
 		saleKey.String(saleID))
 }
 
+func (e *engine) AvailableOf(ctx context.Context, saleIDs []string) (map[string][]int, error) {
+	return call(&e.calls, ctx, "available_of", func(ctx context.Context) (map[string][]int, error) {
+		return e.next.AvailableOf(ctx, saleIDs)
+	}, semconv.DBOperationBatchSize(len(saleIDs)))
+}
+
 func (e *engine) Missing(ctx context.Context, saleIDs []string) ([]string, error) {
 	return call(&e.calls, ctx, "missing", func(ctx context.Context) ([]string, error) { return e.next.Missing(ctx, saleIDs) },
 		semconv.DBOperationBatchSize(len(saleIDs)))

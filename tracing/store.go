@@ -50,6 +50,16 @@ func (s *store) Sales(ctx context.Context, now time.Time) ([]*flashsale.Sale, er
 	return call(&s.calls, ctx, "sales", func(ctx context.Context) ([]*flashsale.Sale, error) { return s.next.Sales(ctx, now) })
 }
 
+func (s *store) Revisions(ctx context.Context, now time.Time) (map[string]int64, error) {
+	return call(&s.calls, ctx, "revisions", func(ctx context.Context) (map[string]int64, error) { return s.next.Revisions(ctx, now) })
+}
+
+func (s *store) NightStocksOf(ctx context.Context, saleIDs []string) (map[string][]flashsale.NightStock, error) {
+	return call(&s.calls, ctx, "night_stocks_of", func(ctx context.Context) (map[string][]flashsale.NightStock, error) {
+		return s.next.NightStocksOf(ctx, saleIDs)
+	}, semconv.DBOperationBatchSize(len(saleIDs)))
+}
+
 func (s *store) NightStocks(ctx context.Context, saleID string) ([]flashsale.NightStock, error) {
 	return call(&s.calls, ctx, "night_stocks", func(ctx context.Context) ([]flashsale.NightStock, error) {
 		return s.next.NightStocks(ctx, saleID)

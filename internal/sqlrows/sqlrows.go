@@ -11,6 +11,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -320,6 +322,68 @@ func NightStocks(rows Rows) ([]flashsale.NightStock, error) {
 		return nil, flashsale.ErrNotFound
 	}
 	return nights, nil
+}
+
+// SalesNightStocks reads (sale_id, date, stock, held, sold) rows, each
+// sale's in night order, into out.
+func SalesNightStocks(rows Rows, out map[string][]flashsale.NightStock) error {
+	for rows.Next() {
+		var id string
+		var n flashsale.NightStock
+		if err := rows.Scan(&id, &n.Date, &n.Stock, &n.Held, &n.Sold); err != nil {
+			return err
+		}
+		n.Available = n.Stock - n.Held - n.Sold
+		out[id] = append(out[id], n)
+	}
+	return rows.Err()
+}
+
+// Revisions reads (id, revision) rows.
+func Revisions(rows Rows) (map[string]int64, error) {
+	revs := make(map[string]int64)
+	for rows.Next() {
+		var id string
+		var rev int64
+		if err := rows.Scan(&id, &rev); err != nil {
+			return nil, err
+		}
+		revs[id] = rev
+	}
+	return revs, rows.Err()
+}
+
+// batch is how many IDs one IN list holds: well under every engine's limit
+// on a statement's parameters (SQLite's 32766, MySQL's and PostgreSQL's
+// 65535), and short enough for a plan that probes the primary key.
+const batch = 500
+
+// Batches yields the distinct ids in runs of at most batch, for IN lists:
+// a sale in two runs would have its rows read twice.
+func Batches(ids []string) iter.Seq[[]string] {
+	distinct := make([]string, 0, len(ids))
+	seen := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		if !seen[id] {
+			seen[id] = true
+			distinct = append(distinct, id)
+		}
+	}
+	return slices.Chunk(distinct, batch)
+}
+
+// Marks is n comma-separated placeholders.
+func Marks(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
+}
+
+// Args is ids as query arguments.
+func Args(ids []string) []any {
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	return args
 }
 
 // MS stores a time as unix milliseconds; the zero time is stored as 0 so

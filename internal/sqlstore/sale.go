@@ -92,6 +92,32 @@ func (db Store) Sales(ctx context.Context, now time.Time) ([]*flashsale.Sale, er
 	return sales, nil
 }
 
+// Revisions is flashsale.Store.Revisions: the revision of each sale that
+// ends after now, by ID.
+func (db Store) Revisions(ctx context.Context, now time.Time) (map[string]int64, error) {
+	revs, err := queryRows(ctx, db.pool, sqlrows.Revisions, `SELECT id, revision FROM sales WHERE ends_at_ms > ?`, now.UnixMilli())
+	if err != nil {
+		return nil, fmt.Errorf("revisions: %w", err)
+	}
+	return revs, nil
+}
+
+// NightStocksOf is flashsale.Store.NightStocksOf: the counters of each
+// sale of saleIDs that exists, by ID, one query per sqlrows.Batch of them.
+func (db Store) NightStocksOf(ctx context.Context, saleIDs []string) (map[string][]flashsale.NightStock, error) {
+	out := make(map[string][]flashsale.NightStock, len(saleIDs))
+	for ids := range sqlrows.Batches(saleIDs) {
+		_, err := queryRows(ctx, db.pool, func(rows sqlrows.Rows) (struct{}, error) {
+			return struct{}{}, sqlrows.SalesNightStocks(rows, out)
+		}, `SELECT sale_id, `+db.dialect.Date("date")+`, stock, held, sold FROM nights
+			WHERE sale_id IN (`+sqlrows.Marks(len(ids))+`) ORDER BY sale_id, idx`, sqlrows.Args(ids)...)
+		if err != nil {
+			return nil, fmt.Errorf("night stocks of %d sales: %w", len(saleIDs), err)
+		}
+	}
+	return out, nil
+}
+
 // NightStocks is flashsale.Store.NightStocks: the counters of each night
 // of a sale, in night order, or ErrNotFound for an unknown sale.
 func (db Store) NightStocks(ctx context.Context, saleID string) ([]flashsale.NightStock, error) {
