@@ -141,7 +141,7 @@ type Service struct {
 	// latePayments is Config.LatePayments (forget.go).
 	latePayments time.Duration
 	admit        *admission
-	gate         engineGate // reserves in flight per sale (gate.go)
+	gate         engineGate  // reserves in flight per sale (gate.go)
 	events       *dispatcher // the order events' delivery (notices.go)
 	reaper       *reaper     // releases expired holds (reap.go)
 	audit        *auditor    // the audit and its repairs (audit.go)

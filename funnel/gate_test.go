@@ -93,3 +93,57 @@ func TestBurstHearsSoldOut(t *testing.T) {
 		}
 	}
 }
+
+// barrierWriter holds each write until want of them are in flight at once,
+// or gives up after a while (timedOut).
+type barrierWriter struct {
+	flashsale.OrderWriter
+	want     int
+	mu       sync.Mutex
+	n        int
+	all      chan struct{}
+	timedOut atomic.Bool
+}
+
+func (w *barrierWriter) Write(ctx context.Context, r *flashsale.Reservation) (flashsale.OrderStatus, error) {
+	w.mu.Lock()
+	if w.n++; w.n == w.want {
+		close(w.all)
+	}
+	w.mu.Unlock()
+	select {
+	case <-w.all:
+	case <-time.After(5 * time.Second):
+		w.timedOut.Store(true)
+	}
+	return w.OrderWriter.Write(ctx, r)
+}
+
+// TestGateIsTheReservesAlone: the gate bounds reserves in flight, not the
+// order's write after it: a group commit (or a confirmed publish) takes
+// as many of a sale's orders at once as arrive. Holding the slot through
+// the write capped the group commit's batches at the gate's size, and the
+// embedded storm (cmd/flashsale TestStorm) shed 524 purchases as
+// overloaded.
+func TestGateIsTheReservesAlone(t *testing.T) {
+	const buyers = 2 * funnel.EngineInFlightPerSale
+	var bw *barrierWriter
+	e := mustOpenAudit(t, nil, func(c *funnel.Config, w *inmem.Writer) {
+		bw = &barrierWriter{OrderWriter: w, want: buyers, all: make(chan struct{})}
+		c.Writer = bw
+	})
+	sale := e.sale(t, func(s *flashsale.Sale) { s.PurchaseToken = false; s.PerUserLimit = 1 }, buyers)
+	var wg sync.WaitGroup
+	for i := range buyers {
+		wg.Go(func() {
+			u := flashsale.User{ID: fmt.Sprintf("guest-%04d", i)}
+			if _, err := e.svc.Purchase(context.Background(), u, flashsale.PurchaseRequest{SaleID: sale.ID}); err != nil {
+				t.Errorf("guest %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	if bw.timedOut.Load() {
+		t.Fatalf("%d purchases of one sale were never in the order's write at once (gate of %d)", buyers, funnel.EngineInFlightPerSale)
+	}
+}

@@ -145,13 +145,15 @@ func (s *Service) purchase(ctx context.Context, u flashsale.User, req flashsale.
 		token = &c
 	}
 	// A burst waits for the engine here, and hears the sold-out flag
-	// when its turn comes rather than from the engine (gate.go).
+	// when its turn comes rather than from the engine (gate.go). The slot
+	// is the reserve's alone: the order's write (a group commit, a
+	// confirmed publish) is not bounded by it.
 	slots, err := s.gate.enter(ctx, sale.ID)
 	if err != nil {
 		return nil, err
 	}
-	defer s.gate.leave(slots)
 	if soldOut(s.engine, sale.ID, first, req.Nights, choices) {
+		s.gate.leave(slots)
 		s.logSoldOut(ctx, sale.ID)
 		return s.refuse(ctx, u, sale, req, first, flashsale.ErrSoldOut)
 	}
@@ -163,6 +165,7 @@ func (s *Service) purchase(ctx context.Context, u flashsale.User, req flashsale.
 	// A key an earlier attempt bound is found by the reserve itself
 	// (ErrDuplicate): one round trip, not a lookup and a reserve.
 	existing, err := s.reserve(ctx, r, token)
+	s.gate.leave(slots)
 	switch {
 	case errors.Is(err, flashsale.ErrDuplicate):
 		return s.existing(ctx, u, sale, existing, req, first)
