@@ -120,8 +120,11 @@ func TestIdleEmpties(t *testing.T) {
 		return ms.HeapAlloc
 	}
 	before := heap()
-	m := New[string, int](Config{Idle: 20 * time.Millisecond})
-	exp := time.Now().Add(3 * time.Second)
+	// The entries expire when the test moves the clock, not while a loaded
+	// machine is still inserting them (CI once took over 3 s to).
+	c := &clock{t: t0}
+	m := New[string, int](Config{Idle: 20 * time.Millisecond, Now: c.Now})
+	exp := t0.Add(time.Minute)
 	for i := range n {
 		m.Set(fmt.Sprintf("a-key-as-long-as-a-token-id-%08d", i), i, exp)
 	}
@@ -129,6 +132,7 @@ func TestIdleEmpties(t *testing.T) {
 	if full < before+n*32 {
 		t.Fatalf("heap %d → %d with %d entries: the test measures nothing", before, full, n)
 	}
+	c.Add(time.Minute)
 	deadline := time.Now().Add(10 * time.Second)
 	for m.Len() > 0 || m.armed() {
 		if time.Now().After(deadline) {
