@@ -13,3 +13,6 @@ func NewSpentTokens(now func() time.Time) *SpentTokens {
 
 func (s *SpentTokens) Spend(id string, expires time.Time) bool { return s.spend(id, expires) }
 func (s *SpentTokens) Len() int                                { return s.len() }
+
+// NewLimiterClock returns a Limiter that reads the time from now.
+func NewLimiterClock(now func() time.Time) *Limiter { return newLimiter(now) }
