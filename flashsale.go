@@ -196,9 +196,12 @@ type NoticeStore interface {
 	// NoticeCursor returns transport's cursor and the outbox's last Seq,
 	// so an operator sees how far behind a transport is.
 	NoticeCursor(ctx context.Context, transport string) (cursor, last int64, err error)
-	// RecordDelivery appends an attempt to the delivery log, and
-	// Deliveries reads it newest first (q.Limit clamped like a page).
-	RecordDelivery(ctx context.Context, d Delivery) error
+	// RecordDeliveries appends attempts to the delivery log in one write,
+	// in their order (a dispatcher's batch: a row each was a round trip
+	// and a commit an event), at most MaxDeliveries; when one is invalid
+	// none is written. Deliveries reads the log newest first (q.Limit
+	// clamped like a page).
+	RecordDeliveries(ctx context.Context, ds []Delivery) error
 	Deliveries(ctx context.Context, q DeliveryQuery) ([]Delivery, error)
 	// PruneOutbox deletes, from the oldest limit notices and the oldest
 	// limit delivery-log attempts, the leading run written before before;

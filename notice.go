@@ -107,6 +107,11 @@ type Delivery struct {
 	Took time.Duration `json:"took_ns"`
 }
 
+// MaxDeliveries is the most attempts one RecordDeliveries writes: ten
+// times a dispatcher's batch, and within every store's limit of arguments
+// to one statement.
+const MaxDeliveries = 1000
+
 // DeliveryQuery selects the delivery log, newest first.
 type DeliveryQuery struct {
 	Transport string // "": every transport

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -175,8 +176,10 @@ const noticeWorkers = 16
 // outcome: nil delivered, else the error (or errNotTried after an earlier
 // notice of its order, or any notice once the receiver failed). attempts
 // holds the tries so far per notice ID; the caller counts this batch's.
+// The batch's attempts go to the delivery log in one write at its end.
 func (d *dispatcher) deliverBatch(ctx context.Context, sink flashsale.NoticeSink, ns []flashsale.Notice, attempts map[string]int) []error {
 	results := make([]error, len(ns))
+	logged := make([]flashsale.Delivery, len(ns)) // zero where not tried
 	groups := map[string][]int{}
 	var keys []string
 	for i, n := range ns {
@@ -207,7 +210,7 @@ func (d *dispatcher) deliverBatch(ctx context.Context, sink flashsale.NoticeSink
 					if sale, err := d.sales.get(ctx, n.SaleID); err == nil {
 						n.Test = sale.Test
 					}
-					results[i] = d.deliverOne(ctx, sink, n, tries[i])
+					logged[i], results[i] = d.deliverOne(ctx, sink, n, tries[i])
 					if failed = results[i] != nil; failed {
 						anyFailed.Store(true)
 					}
@@ -220,13 +223,18 @@ func (d *dispatcher) deliverBatch(ctx context.Context, sink flashsale.NoticeSink
 	}
 	close(work)
 	wg.Wait()
+	tried := slices.DeleteFunc(logged, func(l flashsale.Delivery) bool { return l.Transport == "" })
+	if err := d.store.RecordDeliveries(ctx, tried); err != nil && ctx.Err() == nil {
+		d.log.Warn("events: delivery log not written", "transport", sink.Name(), "attempts", len(tried), "err", err)
+	}
 	return results
 }
 
 var errNotTried = errors.New("not tried: an earlier event of its order is not delivered yet")
 
-// deliverOne delivers one notice and writes the attempt to the log.
-func (d *dispatcher) deliverOne(ctx context.Context, sink flashsale.NoticeSink, n flashsale.Notice, attempt int) error {
+// deliverOne delivers one notice and returns the attempt, for the log, and
+// its outcome.
+func (d *dispatcher) deliverOne(ctx context.Context, sink flashsale.NoticeSink, n flashsale.Notice, attempt int) (flashsale.Delivery, error) {
 	dctx, cancel := context.WithTimeout(ctx, deliverTimeout)
 	start := time.Now()
 	status, err := sink.Deliver(dctx, n)
@@ -236,8 +244,5 @@ func (d *dispatcher) deliverOne(ctx context.Context, sink flashsale.NoticeSink, 
 	if err != nil {
 		rec.Error = err.Error()
 	}
-	if lerr := d.store.RecordDelivery(ctx, rec); lerr != nil && ctx.Err() == nil {
-		d.log.Warn("events: delivery log not written", "transport", sink.Name(), "event_id", n.ID, "err", lerr)
-	}
-	return err
+	return rec, err
 }

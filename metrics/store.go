@@ -39,7 +39,7 @@ func (m *Metrics) Store(next flashsale.Store) flashsale.Store {
 		listSales: op("list_sales"), updateSale: op("update_sale"), adjustStock: op("adjust_stock"),
 		saleChanges: op("sale_changes"), saleOrders: op("sale_orders"), deleteSale: op("delete_sale"),
 		claimNotices: op("claim_notices"), ackNotices: op("ack_notices"), noticeCursor: op("notice_cursor"),
-		recordDelivery: op("record_delivery"), deliveries: op("deliveries"), pruneOutbox: op("prune_outbox"),
+		recordDeliveries: op("record_deliveries"), deliveries: op("deliveries"), pruneOutbox: op("prune_outbox"),
 		recordPlaces: op("record_places"), recordPassed: op("record_passed"), recordUse: op("record_use"),
 		recordDraw: op("record_draw"), queueRecord: op("queue_record"),
 	}
@@ -62,7 +62,7 @@ type store struct {
 	transition, expireHolds, snapshot, failOrder, ping                   *call
 	listSales, updateSale, adjustStock, saleChanges, saleOrders          *call
 	deleteSale                                                           *call
-	claimNotices, ackNotices, noticeCursor, recordDelivery, deliveries   *call
+	claimNotices, ackNotices, noticeCursor, recordDeliveries, deliveries *call
 	pruneOutbox, pendingMigrations                                       *call
 	recordPlaces, recordPassed, recordUse, recordDraw, queueRecord       *call
 	placed                                                               [len(placeResults)]prometheus.Counter
@@ -242,10 +242,10 @@ func (s *store) NoticeCursor(ctx context.Context, transport string) (cursor, las
 	return cursor, last, err
 }
 
-func (s *store) RecordDelivery(ctx context.Context, d flashsale.Delivery) error {
+func (s *store) RecordDeliveries(ctx context.Context, ds []flashsale.Delivery) error {
 	start := time.Now()
-	err := s.next.RecordDelivery(ctx, d)
-	s.recordDelivery.done(start, err)
+	err := s.next.RecordDeliveries(ctx, ds)
+	s.recordDeliveries.done(start, err)
 	return err
 }
 

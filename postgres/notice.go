@@ -164,15 +164,14 @@ func (s *Store) NoticeCursor(ctx context.Context, transport string) (cursor, las
 	return cursor, last, nil
 }
 
-// RecordDelivery appends an attempt to the delivery log.
-func (s *Store) RecordDelivery(ctx context.Context, d flashsale.Delivery) error {
-	args, err := sqlrows.DeliveryArgs(d)
-	if err == nil {
-		_, err = s.pool.Exec(ctx, `INSERT INTO deliveries (`+sqlrows.DeliveryColumns+`)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`, args...)
+// RecordDeliveries appends attempts to the delivery log in one INSERT.
+func (s *Store) RecordDeliveries(ctx context.Context, ds []flashsale.Delivery) error {
+	q, args, err := sqlrows.InsertDeliveries(ds, true)
+	if err == nil && q != "" {
+		_, err = s.pool.Exec(ctx, q, args...)
 	}
 	if err != nil {
-		return fmt.Errorf("record delivery: transport=%s notice=%s: %w", d.Transport, d.NoticeID, err)
+		return fmt.Errorf("record deliveries: %w", err)
 	}
 	return nil
 }

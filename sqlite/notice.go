@@ -143,15 +143,14 @@ func (s *Store) NoticeCursor(ctx context.Context, transport string) (cursor, las
 	return cursor, last, nil
 }
 
-// RecordDelivery appends an attempt to the delivery log.
-func (s *Store) RecordDelivery(ctx context.Context, d flashsale.Delivery) error {
-	args, err := sqlrows.DeliveryArgs(d)
-	if err == nil {
-		_, err = s.write.ExecContext(ctx, `INSERT INTO deliveries (`+sqlrows.DeliveryColumns+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...)
+// RecordDeliveries appends attempts to the delivery log in one INSERT.
+func (s *Store) RecordDeliveries(ctx context.Context, ds []flashsale.Delivery) error {
+	q, args, err := sqlrows.InsertDeliveries(ds, false)
+	if err == nil && q != "" {
+		_, err = s.write.ExecContext(ctx, q, args...)
 	}
 	if err != nil {
-		return fmt.Errorf("record delivery: transport=%s notice=%s: %w", d.Transport, d.NoticeID, err)
+		return fmt.Errorf("record deliveries: %w", err)
 	}
 	return nil
 }

@@ -38,10 +38,12 @@ func testDeleteSale(t *testing.T, open OpenFunc) {
 	if err != nil || !ok {
 		t.Fatalf("ClaimNotices: %v %v", ok, err)
 	}
+	var ds []flashsale.Delivery
 	for _, n := range ns {
-		if err := s.RecordDelivery(ctx, flashsale.Delivery{Transport: "webhook", NoticeID: n.ID, Seq: n.Seq, Type: n.Type, Attempt: 1, At: now, OK: true}); err != nil {
-			t.Fatal(err)
-		}
+		ds = append(ds, flashsale.Delivery{Transport: "webhook", NoticeID: n.ID, Seq: n.Seq, Type: n.Type, Attempt: 1, At: now, OK: true})
+	}
+	if err := s.RecordDeliveries(ctx, ds); err != nil {
+		t.Fatal(err)
 	}
 
 	if err := s.DeleteSale(ctx, real.ID); !errors.Is(err, flashsale.ErrNotTestSale) {

@@ -598,9 +598,11 @@ func testDeliveries(t *testing.T, open OpenFunc) {
 		d("webhook", "o2.held", 1, false, 0, long),
 		d("amqp", "o2.held", 1, false, 0, "nack"),
 	}
-	for _, d := range ds {
-		if err := s.RecordDelivery(ctx, d); err != nil {
-			t.Fatalf("RecordDelivery(%+v): %v", d, err)
+	// Written in two calls, the first of one attempt; an empty call
+	// writes nothing.
+	for _, part := range [][]flashsale.Delivery{ds[:1], nil, ds[1:]} {
+		if err := s.RecordDeliveries(ctx, part); err != nil {
+			t.Fatalf("RecordDeliveries(%+v): %v", part, err)
 		}
 	}
 	ds[3].Error = strings.Repeat("é", 1000) // the log keeps 1000 characters
@@ -634,10 +636,12 @@ func testDeliveries(t *testing.T, open OpenFunc) {
 	}
 
 	// No limit is a page of PageDefault.
-	for i := range flashsale.PageDefault {
-		if err := s.RecordDelivery(ctx, d("amqp", fmt.Sprintf("p%d.held", i), 1, true, 0, "")); err != nil {
-			t.Fatal(err)
-		}
+	page := make([]flashsale.Delivery, flashsale.PageDefault)
+	for i := range page {
+		page[i] = d("amqp", fmt.Sprintf("p%d.held", i), 1, true, 0, "")
+	}
+	if err := s.RecordDeliveries(ctx, page); err != nil {
+		t.Fatal(err)
 	}
 	for _, limit := range []int{0, -1} {
 		if got, err := s.Deliveries(ctx, flashsale.DeliveryQuery{Limit: limit}); err != nil || len(got) != flashsale.PageDefault {
@@ -647,8 +651,32 @@ func testDeliveries(t *testing.T, open OpenFunc) {
 	if got, err := s.Deliveries(ctx, flashsale.DeliveryQuery{Limit: flashsale.PageMax + 1}); err != nil || len(got) != len(ds)+flashsale.PageDefault {
 		t.Errorf("Deliveries(limit past PageMax) = %d rows, %v; want all %d", len(got), err, len(ds)+flashsale.PageDefault)
 	}
-	if err := s.RecordDelivery(ctx, flashsale.Delivery{NoticeID: "o1.held"}); flashsale.ErrorCode(err) != flashsale.EInvalid {
-		t.Errorf("RecordDelivery without a transport = %v, want %s", err, flashsale.EInvalid)
+	// An invalid attempt among valid ones, or too many at once: none is
+	// written.
+	valid := d("amqp", "bad.held", 1, true, 0, "")
+	for name, bad := range map[string][]flashsale.Delivery{
+		"no transport": {valid, {NoticeID: "o1.held"}},
+		"long notice":  {valid, {Transport: "amqp", NoticeID: strings.Repeat("n", 201)}},
+		"too many":     slices.Repeat([]flashsale.Delivery{valid}, flashsale.MaxDeliveries+1),
+	} {
+		if err := s.RecordDeliveries(ctx, bad); flashsale.ErrorCode(err) != flashsale.EInvalid {
+			t.Errorf("RecordDeliveries(%s) = %v, want %s", name, err, flashsale.EInvalid)
+		}
+	}
+	if got, err := s.Deliveries(ctx, flashsale.DeliveryQuery{NoticeID: "bad.held"}); err != nil || len(got) != 0 {
+		t.Errorf("after refused writes the log holds %d attempts of bad.held, %v; want none", len(got), err)
+	}
+	// The most at once are written, in their order.
+	most := make([]flashsale.Delivery, flashsale.MaxDeliveries)
+	for i := range most {
+		most[i] = d("webhook", "most.held", i+1, true, 204, "")
+	}
+	if err := s.RecordDeliveries(ctx, most); err != nil {
+		t.Fatalf("RecordDeliveries(%d): %v", len(most), err)
+	}
+	got, err := s.Deliveries(ctx, flashsale.DeliveryQuery{NoticeID: "most.held", Limit: flashsale.PageMax})
+	if err != nil || len(got) == 0 || got[0].Attempt != flashsale.MaxDeliveries || got[len(got)-1].Attempt != flashsale.MaxDeliveries-len(got)+1 {
+		t.Errorf("Deliveries after %d at once: %d rows, %v; want the newest first, in the order written", len(most), len(got), err)
 	}
 }
 

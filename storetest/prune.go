@@ -53,11 +53,12 @@ func testPruneOutbox(t *testing.T, open OpenFunc) {
 	}
 
 	// Delivery attempts go when old, limit at a time.
+	var ds []flashsale.Delivery
 	for i := range 3 {
-		d := flashsale.Delivery{Transport: "webhook", NoticeID: ns[1].ID, Seq: ns[1].Seq, Type: ns[1].Type, Attempt: i + 1, At: now, OK: true, Status: 204}
-		if err := s.RecordDelivery(ctx, d); err != nil {
-			t.Fatal(err)
-		}
+		ds = append(ds, flashsale.Delivery{Transport: "webhook", NoticeID: ns[1].ID, Seq: ns[1].Seq, Type: ns[1].Type, Attempt: i + 1, At: now, OK: true, Status: 204})
+	}
+	if err := s.RecordDeliveries(ctx, ds); err != nil {
+		t.Fatal(err)
 	}
 	prune(cut, 2, 0, 2)
 	prune(cut, 2, 0, 1)

@@ -179,8 +179,8 @@ func (s *store) NoticeCursor(ctx context.Context, transport string) (cursor, las
 	return cursor, last, err
 }
 
-func (s *store) RecordDelivery(ctx context.Context, d flashsale.Delivery) error {
-	return run(&s.calls, ctx, "record_delivery", func(ctx context.Context) error { return s.next.RecordDelivery(ctx, d) })
+func (s *store) RecordDeliveries(ctx context.Context, ds []flashsale.Delivery) error {
+	return run(&s.calls, ctx, "record_deliveries", func(ctx context.Context) error { return s.next.RecordDeliveries(ctx, ds) })
 }
 
 func (s *store) Deliveries(ctx context.Context, q flashsale.DeliveryQuery) ([]flashsale.Delivery, error) {

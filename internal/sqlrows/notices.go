@@ -3,6 +3,7 @@ package sqlrows
 import (
 	"database/sql"
 	"errors"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -281,15 +282,45 @@ func CheckDelivery(d flashsale.Delivery) (flashsale.Delivery, error) {
 // writes, in their order.
 const DeliveryColumns = "transport, notice_id, seq, type, attempt, at_ms, ok, status, error, took_ns"
 
-// DeliveryArgs checks d (see CheckDelivery) and returns it as the
-// arguments of DeliveryColumns, times in unix milliseconds.
-func DeliveryArgs(d flashsale.Delivery) ([]any, error) {
-	d, err := CheckDelivery(d)
-	if err != nil {
-		return nil, err
+// InsertDeliveries checks every one of ds (see CheckDelivery) and
+// returns one INSERT of them all, in their order, with its arguments
+// (times in unix milliseconds): "$n" placeholders when numbered, else "?".
+// Nothing is returned for an empty ds, or when one fails its check.
+func InsertDeliveries(ds []flashsale.Delivery, numbered bool) (string, []any, error) {
+	if len(ds) > flashsale.MaxDeliveries {
+		return "", nil, flashsale.Errorf(flashsale.EInvalid, "%d delivery attempts at once, at most %d", len(ds), flashsale.MaxDeliveries)
 	}
-	return []any{d.Transport, d.NoticeID, d.Seq, string(d.Type), d.Attempt, unixMS(d.At), d.OK, d.Status,
-		d.Error, int64(d.Took)}, nil
+	if len(ds) == 0 {
+		return "", nil, nil
+	}
+	const columns = 10 // of DeliveryColumns
+	var q strings.Builder
+	q.WriteString("INSERT INTO deliveries (" + DeliveryColumns + ") VALUES ")
+	args := make([]any, 0, columns*len(ds))
+	for i, d := range ds {
+		d, err := CheckDelivery(d)
+		if err != nil {
+			return "", nil, err
+		}
+		if i > 0 {
+			q.WriteString(", ")
+		}
+		q.WriteByte('(')
+		for c := range columns {
+			if c > 0 {
+				q.WriteString(", ")
+			}
+			if numbered {
+				q.WriteString("$" + strconv.Itoa(len(args)+c+1))
+			} else {
+				q.WriteByte('?')
+			}
+		}
+		q.WriteByte(')')
+		args = append(args, d.Transport, d.NoticeID, d.Seq, string(d.Type), d.Attempt, unixMS(d.At), d.OK, d.Status,
+			d.Error, int64(d.Took))
+	}
+	return q.String(), args, nil
 }
 
 // MaxNoticeID is the width of the notices' id column: "<sale id>.sold_out.<order id>"
