@@ -80,10 +80,11 @@ func (s *Service) purchase(ctx context.Context, u flashsale.User, req flashsale.
 		}
 		return nil, errSwitching
 	}
-	// From here on a purchase costs I/O (the idempotency lookup, the
-	// reserve): it must fit the rate limits and is admitted within the
-	// bounds or shed at once. A sold-out answer without a key costs none
-	// and is neither limited nor shed.
+	// From here on a purchase costs I/O (the reserve, or for a keyed one
+	// refused before it the lookup of an earlier attempt's order): it must
+	// fit the rate limits and is admitted within the bounds or shed at
+	// once. A sold-out answer without a key costs none and is neither
+	// limited nor shed.
 	var admitted *atomic.Int64
 	defer func() {
 		if admitted != nil {
@@ -120,8 +121,7 @@ func (s *Service) purchase(ctx context.Context, u flashsale.User, req flashsale.
 		return s.refuse(ctx, u, sale, req, first, err)
 	}
 	if soldOut(s.engine, sale.ID, first, req.Nights, choices) {
-		s.logSoldOut(ctx, sale.ID)
-		return s.refuse(ctx, u, sale, req, first, flashsale.ErrSoldOut)
+		return s.refuseSoldOut(ctx, u, sale, req, first)
 	}
 	if admitted == nil {
 		if admitted, err = s.admitPurchase(ctx, u, sale, req.ClientIP); err != nil {
@@ -154,8 +154,7 @@ func (s *Service) purchase(ctx context.Context, u flashsale.User, req flashsale.
 	}
 	if soldOut(s.engine, sale.ID, first, req.Nights, choices) {
 		s.gate.leave(slots)
-		s.logSoldOut(ctx, sale.ID)
-		return s.refuse(ctx, u, sale, req, first, flashsale.ErrSoldOut)
+		return s.refuseSoldOut(ctx, u, sale, req, first)
 	}
 
 	r := newReservation(ulid.Make().String(), sale, u, req, first, now)
@@ -375,6 +374,13 @@ func sameUnit(sale *flashsale.Sale, a, b int) bool {
 	n := len(sale.Nights)
 	return a >= 0 && b >= 0 && a < n && b < n && sale.Nights[a].Time != "" &&
 		sale.Nights[a].Date == sale.Nights[b].Date && sale.Nights[a].Time == sale.Nights[b].Time
+}
+
+// refuseSoldOut is refuse for the sold-out flag's answer, logged once a
+// sale.
+func (s *Service) refuseSoldOut(ctx context.Context, u flashsale.User, sale *flashsale.Sale, req flashsale.PurchaseRequest, first int) (*flashsale.Order, error) {
+	s.logSoldOut(ctx, sale.ID)
+	return s.refuse(ctx, u, sale, req, first, flashsale.ErrSoldOut)
 }
 
 // soldOut is the engine's SoldOut for a purchase: with choices, every one
