@@ -30,6 +30,10 @@ type catalog struct {
 
 	mu    sync.RWMutex
 	sales map[string]*flashsale.Sale
+	// queued are those of sales with a waiting room, kept beside sales
+	// (set, unset), so the waiting room's step walks its own sales and
+	// not every sale of the platform ten times a second.
+	queued map[string]*flashsale.Sale
 	// misses collapses concurrent cache misses for one sale into one read:
 	// the opening second sends thousands of requests for a sale this
 	// instance has not seen yet.
@@ -62,7 +66,7 @@ const (
 func newCatalog(store flashsale.SaleStore, obs Observer, log *slog.Logger, now func() time.Time, period time.Duration) *catalog {
 	return &catalog{
 		store: store, obs: obs, log: log, now: now, period: period,
-		sales: make(map[string]*flashsale.Sale),
+		sales: make(map[string]*flashsale.Sale), queued: make(map[string]*flashsale.Sale),
 		unknown: otter.Must(&otter.Options[string, struct{}]{
 			MaximumSize:      unknownMax,
 			ExpiryCalculator: otter.ExpiryWriting[string, struct{}](unknownTTL),
@@ -97,7 +101,7 @@ func (c *catalog) close() {
 // put caches sale, replacing what was there.
 func (c *catalog) put(sale *flashsale.Sale) {
 	c.mu.Lock()
-	c.sales[sale.ID] = sale
+	c.set(sale)
 	c.mu.Unlock()
 	c.obs.Sale(sale)
 }
@@ -106,7 +110,7 @@ func (c *catalog) put(sale *flashsale.Sale) {
 func (c *catalog) putNewer(sale *flashsale.Sale) {
 	c.mu.Lock()
 	if old := c.sales[sale.ID]; old == nil || old.Revision <= sale.Revision {
-		c.sales[sale.ID] = sale
+		c.set(sale)
 	}
 	c.mu.Unlock()
 	c.changed()
@@ -121,9 +125,25 @@ func (c *catalog) forget(id string) {
 // drop removes a sale from the cache; the next read loads it as it is now.
 func (c *catalog) drop(id string) {
 	c.mu.Lock()
-	delete(c.sales, id)
+	c.unset(id)
 	c.mu.Unlock()
 	c.changed()
+}
+
+// set caches sale; c.mu is held.
+func (c *catalog) set(sale *flashsale.Sale) {
+	c.sales[sale.ID] = sale
+	if sale.WaitingRoom != nil {
+		c.queued[sale.ID] = sale
+	} else {
+		delete(c.queued, sale.ID)
+	}
+}
+
+// unset drops a sale from the cache; c.mu is held.
+func (c *catalog) unset(id string) {
+	delete(c.sales, id)
+	delete(c.queued, id)
 }
 
 // changed drops the list of current sales, so the next read has the change.
@@ -212,6 +232,29 @@ func (c *catalog) live() []string {
 	return ids
 }
 
+// waiting are the cached sales with a waiting room that have not ended.
+func (c *catalog) waiting() []*flashsale.Sale {
+	now := c.now()
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	var sales []*flashsale.Sale
+	for _, sale := range c.queued {
+		if now.Before(sale.EndsAt) {
+			sales = append(sales, sale)
+		}
+	}
+	return sales
+}
+
+// isLive says whether id is a cached sale that has not ended.
+func (c *catalog) isLive(id string) bool {
+	now := c.now()
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	sale := c.sales[id]
+	return sale != nil && now.Before(sale.EndsAt)
+}
+
 // current is store.Sales(now) through the list cache. The cached list may
 // hold a sale that has ended since; callers filter by status at now.
 func (c *catalog) current(ctx context.Context) ([]*flashsale.Sale, error) {
@@ -263,7 +306,7 @@ func (c *catalog) refresh(ctx context.Context) error {
 		}
 		c.mu.Lock()
 		if old := c.sales[id]; old != nil && old.Revision < sale.Revision {
-			c.sales[id] = sale
+			c.set(sale)
 			changed = true
 		}
 		c.mu.Unlock()
@@ -287,7 +330,7 @@ func (c *catalog) refresh(ctx context.Context) error {
 		}
 		// Closed or deleted elsewhere: the next read loads it as it is now.
 		c.mu.Lock()
-		delete(c.sales, id)
+		c.unset(id)
 		c.mu.Unlock()
 		changed = true
 	}

@@ -2,6 +2,7 @@ package funnel_test
 
 import (
 	"context"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -118,5 +119,52 @@ func TestIdleSalesCostNoReadEach(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	if n := store.sale.Load(); n != 1 {
 		t.Fatalf("%d sale reads after one sale changed elsewhere, want 1", n)
+	}
+}
+
+// TestWaitingStepIsFlat (issue 26, item 4): the waiting rooms' step walks
+// the sales with a waiting room, not every live sale: a step allocates as
+// much beside 1 000 sales without one as beside 10 (before, it listed every
+// live sale's ID ten times a second). A sale whose waiting room is turned
+// off, or that is deleted, leaves the step's sales.
+func TestWaitingStepIsFlat(t *testing.T) {
+	ctx := context.Background()
+	e := roomEnv(t)
+	later := func(s *flashsale.Sale) { // not open yet: the step reads nothing of it
+		s.StartsAt, s.EndsAt = e.clock.Now().Add(time.Hour), e.clock.Now().Add(2*time.Hour)
+	}
+	queued := func(s *flashsale.Sale) {
+		later(s)
+		s.WaitingRoom = &flashsale.WaitingRoom{PrequeueMinutes: 10, AdmitPerSecond: 40, AdmissionSeconds: 30}
+	}
+	a, b := e.sale(t, queued, 5), e.sale(t, queued, 5)
+	allocs := func() float64 { return testing.AllocsPerRun(50, func() { e.svc.AdmitStep(ctx) }) }
+	for range 10 {
+		e.sale(t, later, 5)
+	}
+	few := allocs()
+	for range 990 {
+		e.sale(t, later, 5)
+	}
+	if many := allocs(); many > few {
+		t.Errorf("a step allocates %.0f times beside 1 000 sales without a waiting room, %.0f beside 10; want no more", many, few)
+	}
+	want := []string{a.ID, b.ID}
+	slices.Sort(want)
+	if got := e.svc.WaitingSales(); !slices.Equal(got, want) {
+		t.Fatalf("the step's sales: %v, want the two with a waiting room %v", got, want)
+	}
+	var off *flashsale.WaitingRoom
+	if _, err := e.svc.UpdateSale(ctx, a.ID, flashsale.SalePatch{WaitingRoom: &off}); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.svc.WaitingSales(); !slices.Equal(got, []string{b.ID}) {
+		t.Fatalf("after %s's waiting room was turned off the step's sales are %v, want [%s]", a.ID, got, b.ID)
+	}
+	if _, err := e.svc.CloseSale(ctx, b.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.svc.WaitingSales(); len(got) != 0 {
+		t.Fatalf("after %s was closed the step's sales are %v, want none", b.ID, got)
 	}
 }

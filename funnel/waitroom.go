@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -138,18 +139,18 @@ func (w *waiter) run(ctx context.Context) {
 }
 
 // step draws and admits for every live sale with a waiting room, and
-// drops the queues of sales that ended or were deleted since the last.
+// drops the queues of sales that ended or were deleted since the last. It
+// walks those sales alone (catalog.waiting), so a platform's other live
+// sales cost it nothing.
 func (w *waiter) step(ctx context.Context) {
 	now := w.now()
-	live := w.sales.live()
-	w.dropEnded(ctx, live)
-	for _, id := range live {
-		sale := w.sales.cached(id)
-		if sale == nil || sale.WaitingRoom == nil || now.Before(sale.StartsAt) {
+	w.dropEnded(ctx)
+	for _, sale := range w.sales.waiting() {
+		if now.Before(sale.StartsAt) {
 			continue
 		}
 		if err := w.admitSale(ctx, sale, now); err != nil && ctx.Err() == nil {
-			w.log.Warn("waiting room: admission step", "sale_id", id, "err", err)
+			w.log.Warn("waiting room: admission step", "sale_id", sale.ID, "err", err)
 		}
 	}
 }
@@ -420,20 +421,29 @@ func (l *placeLog) run(ctx context.Context) {
 // longer live (ended, or deleted): their places go with them (a guest
 // reading one then reads closed). Another instance may drop it first;
 // dropping twice is no error.
-func (w *waiter) dropEnded(ctx context.Context, live []string) {
+func (w *waiter) dropEnded(ctx context.Context) {
+	// The sales this instance holds a queue or a read of, then which of
+	// them are live: waiter.mu and catalog.mu are leaves, never held
+	// together.
 	w.mu.Lock()
-	var gone []string
-	for id := range w.rooms {
-		if !slices.Contains(live, id) {
-			gone = append(gone, id)
-		}
-	}
-	for id := range w.lefts { // read for a sale that never started here
-		if _, stepped := w.rooms[id]; !stepped && !slices.Contains(live, id) {
-			delete(w.lefts, id)
+	stepped := slices.Collect(maps.Keys(w.rooms))
+	var read []string // read for a sale that never started here
+	for id := range w.lefts {
+		if _, ok := w.rooms[id]; !ok {
+			read = append(read, id)
 		}
 	}
 	w.mu.Unlock()
+	gone := slices.DeleteFunc(stepped, w.sales.isLive)
+	if read = slices.DeleteFunc(read, w.sales.isLive); len(read) > 0 {
+		w.mu.Lock()
+		for _, id := range read {
+			if _, ok := w.rooms[id]; !ok {
+				delete(w.lefts, id)
+			}
+		}
+		w.mu.Unlock()
+	}
 	for _, id := range gone {
 		if err := w.queue.Drop(ctx, id); err != nil {
 			w.log.Warn("waiting room: drop an ended sale's queue", "sale_id", id, "err", err)
