@@ -3,7 +3,6 @@ package sqlrows
 import (
 	"database/sql"
 	"errors"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -293,10 +292,9 @@ func InsertDeliveries(ds []flashsale.Delivery, numbered bool) (string, []any, er
 	if len(ds) == 0 {
 		return "", nil, nil
 	}
-	const columns = 10 // of DeliveryColumns
 	var q strings.Builder
 	q.WriteString("INSERT INTO deliveries (" + DeliveryColumns + ") VALUES ")
-	args := make([]any, 0, columns*len(ds))
+	f := NewFilter(numbered) // for its placeholders and arguments
 	for i, d := range ds {
 		d, err := CheckDelivery(d)
 		if err != nil {
@@ -305,22 +303,15 @@ func InsertDeliveries(ds []flashsale.Delivery, numbered bool) (string, []any, er
 		if i > 0 {
 			q.WriteString(", ")
 		}
-		q.WriteByte('(')
-		for c := range columns {
-			if c > 0 {
-				q.WriteString(", ")
-			}
-			if numbered {
-				q.WriteString("$" + strconv.Itoa(len(args)+c+1))
-			} else {
-				q.WriteByte('?')
-			}
+		sep := "("
+		for _, v := range []any{d.Transport, d.NoticeID, d.Seq, string(d.Type), d.Attempt, unixMS(d.At), d.OK, d.Status,
+			d.Error, int64(d.Took)} {
+			q.WriteString(sep + f.Arg(v))
+			sep = ", "
 		}
 		q.WriteByte(')')
-		args = append(args, d.Transport, d.NoticeID, d.Seq, string(d.Type), d.Attempt, unixMS(d.At), d.OK, d.Status,
-			d.Error, int64(d.Took))
 	}
-	return q.String(), args, nil
+	return q.String(), f.Args, nil
 }
 
 // MaxNoticeID is the width of the notices' id column: "<sale id>.sold_out.<order id>"
