@@ -2,6 +2,7 @@ package funnel_test
 
 import (
 	"context"
+	"math"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -138,7 +139,19 @@ func TestWaitingStepIsFlat(t *testing.T) {
 		s.WaitingRoom = &flashsale.WaitingRoom{PrequeueMinutes: 10, AdmitPerSecond: 40, AdmissionSeconds: 30}
 	}
 	a, b := e.sale(t, queued, 5), e.sale(t, queued, 5)
-	allocs := func() float64 { return testing.AllocsPerRun(50, func() { e.svc.AdmitStep(ctx) }) }
+	// The fewest a step allocates over tries spread across a tenth of a
+	// second: AllocsPerRun counts the whole process's allocations, and the
+	// service's own loops (the catalog's refresh walking every sale)
+	// sometimes run beside it. CI once counted 34 beside 1 000 sales; what
+	// the step itself allocates is the floor.
+	allocs := func() float64 {
+		least := math.Inf(1)
+		for range 20 {
+			least = min(least, testing.AllocsPerRun(50, func() { e.svc.AdmitStep(ctx) }))
+			time.Sleep(5 * time.Millisecond)
+		}
+		return least
+	}
 	for range 10 {
 		e.sale(t, later, 5)
 	}
