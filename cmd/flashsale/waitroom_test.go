@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,8 +32,12 @@ func TestWaitingRoomStorm(t *testing.T) {
 	_, c := MustRunMain(t, func(c *app.Config) {
 		c.Limits = funnel.Limits{} // every guest is on one address here
 		c.StreamsPerClient = 0
+		// The storm's point is the draw and the pushes, not 1 000 joins
+		// answered within the 1 s default on two cores shared with the
+		// other suites under the race detector (CI: 29 of them were not).
+		c.RequestTimeout = 5 * time.Second
 	})
-	waitingRoomStorm(t, []*client{c}, 1000, 50, 3*time.Second)
+	waitingRoomStorm(t, []*client{c}, 1000, 50, 5*time.Second)
 }
 
 // TestWaitingRoomDistributed is the storm on the distributed shape: two
@@ -45,7 +50,8 @@ func TestWaitingRoomDistributed(t *testing.T) {
 		t.Skip("starts a cluster")
 	}
 	cl := startCluster(t, 2, testenv.MySQLDatabase(t), "FLASHSALE_LIMIT_PURCHASE_USER=off",
-		"FLASHSALE_EVENTS_PER_CLIENT=0", "FLASHSALE_LOG_LEVEL=error")
+		"FLASHSALE_EVENTS_PER_CLIENT=0", "FLASHSALE_LOG_LEVEL=error",
+		"FLASHSALE_REQUEST_TIMEOUT=5s") // as TestWaitingRoomStorm's
 	waitingRoomStorm(t, cl.clients, 1000, 50, 5*time.Second)
 }
 
@@ -62,14 +68,28 @@ func waitingRoomStorm(t *testing.T, cs []*client, guests, rooms int, lead time.D
 	id := c.createSale(t, sale)
 	user := func(i int) string { return fmt.Sprintf("wr%04d", i) }
 
-	// Everyone joins before the start.
+	// Everyone joins before the start. A join whose place could not be
+	// saved in time is answered 503 and tried again, as the page does: CI
+	// starved the place log's writer under 1 000 joins at once (with the
+	// race detector and the other suites on two cores), and 846 of them
+	// outran the request deadline.
 	var wg sync.WaitGroup
+	var retried atomic.Int64
 	tickets := make([]string, guests)
 	for i := range guests {
 		wg.Go(func() {
 			var v flashsale.QueueView
-			if st, err := on(i).do(ctx, "POST", "/api/sales/"+id+"/queue", c.jwt(user(i)), nil, nil, &v); err != nil || st != http.StatusCreated {
-				t.Errorf("%s joins: %d %v", user(i), st, err)
+			for {
+				st, err := on(i).do(ctx, "POST", "/api/sales/"+id+"/queue", c.jwt(user(i)), nil, nil, &v)
+				if err == nil && st == http.StatusServiceUnavailable && time.Until(start) > time.Second {
+					retried.Add(1)
+					time.Sleep(500 * time.Millisecond)
+					continue
+				}
+				if err != nil || st != http.StatusCreated && st != http.StatusOK {
+					t.Errorf("%s joins: %d %v", user(i), st, err)
+				}
+				break
 			}
 			tickets[i] = v.Ticket
 		})
@@ -78,12 +98,14 @@ func waitingRoomStorm(t *testing.T, cs []*client, guests, rooms int, lead time.D
 	if t.Failed() {
 		return
 	}
+	t.Logf("%d joins tried again after a 503", retried.Load())
 	var before flashsale.Draw
-	if st, err := c.do(ctx, "GET", "/api/sales/"+id+"/queue/draw", "", nil, nil, &before); err != nil || st != 200 || before.Commitment == "" || before.Seed != "" {
-		t.Fatalf("draw before the start: %d %v %+v", st, err, before)
-	}
+	st, err := c.do(ctx, "GET", "/api/sales/"+id+"/queue/draw", "", nil, nil, &before)
 	if time.Now().After(start) {
 		t.Fatalf("the joins took past the start (%v late): the test's timing is off", time.Since(start))
+	}
+	if err != nil || st != 200 || before.Commitment == "" || before.Seed != "" {
+		t.Fatalf("draw before the start: %d %v; commitment %q, seed %q", st, err, before.Commitment, before.Seed)
 	}
 
 	// Each guest follows their stream: admitted, they buy; sold out, they
