@@ -89,6 +89,7 @@ next:
 // settles the units, and only the database's disagreement with itself
 // (for an operator) remains.
 func TestAudit(t *testing.T) {
+	t.Parallel() // waits more than it works: see TestMain
 	if testing.Short() {
 		t.Skip("distributed audit skipped in -short")
 	}

@@ -266,6 +266,7 @@ func sellOut(t *testing.T, c *client) string {
 // once, in order, none lost. In the distributed shape the same arrive on
 // the RabbitMQ exchange as well.
 func TestEventsKill(t *testing.T) {
+	t.Parallel() // waits more than it works: see TestMain
 	if testing.Short() {
 		t.Skip("kill test skipped in -short")
 	}

@@ -43,6 +43,7 @@ const consumerRate = "FLASHSALE_ORDER_RATE=40"
 // broker redelivers those committed messages to instance 1, which must take
 // them as the duplicates they are (the order ID is the primary key).
 func TestFaultConsumerKilledAfterCommit(t *testing.T) {
+	t.Parallel() // waits more than it works: see TestMain
 	if testing.Short() {
 		t.Skip("fault suite skipped in -short")
 	}
@@ -125,6 +126,7 @@ func TestFaultConsumerKilledAfterCommit(t *testing.T) {
 //     read shows them) and never committed; it is killed there, and the cut
 //     that follows makes the server roll the transaction back.
 func TestFaultConsumerKilledBeforeCommit(t *testing.T) {
+	t.Parallel() // waits more than it works: see TestMain
 	if testing.Short() {
 		t.Skip("fault suite skipped in -short")
 	}

@@ -138,6 +138,7 @@ func (s *staleRun) orders(t *testing.T, what string) {
 // failed. Now every script finds the sale stamped by another Redis
 // process, unloads it, and the fenced rebuild reloads it.
 func TestStaleSnapshot(t *testing.T) {
+	t.Parallel() // waits more than it works: see TestMain
 	s := startStale(t, nil)
 	res := s.storm(t, 200, func() {
 		if err := s.rdb.Save(context.Background()).Err(); err != nil {
@@ -159,6 +160,7 @@ func TestStaleSnapshot(t *testing.T) {
 // the AOF back to its length a second before the kill, which is what a
 // machine crash leaves of what everysec had not fsynced yet.
 func TestStaleAOF(t *testing.T) {
+	t.Parallel() // waits more than it works: see TestMain
 	s := startStale(t, []string{"--appendonly", "yes", "--appendfsync", "everysec"})
 	res := s.storm(t, 300, func() {
 		aof := incrAOF(t, s.rs.Dir())
@@ -196,6 +198,7 @@ func incrAOF(t *testing.T, dir string) string {
 // never stops answering, so no instance may leave the load balancer while
 // the sale is rebuilt: before, every instance answered /readyz 503 at once.
 func TestStaleFlush(t *testing.T) {
+	t.Parallel() // waits more than it works: see TestMain
 	s := startStale(t, nil)
 	notReady := s.watchReady()
 	res := s.storm(t, 300, func() {
@@ -219,6 +222,7 @@ func TestStaleFlush(t *testing.T) {
 // sentinel gone, unloads the sale, and the fenced rebuild reloads the
 // bindings from the database and the drained queue.
 func TestStaleLostKeys(t *testing.T) {
+	t.Parallel() // waits more than it works: see TestMain
 	s := startStale(t, nil)
 	res := s.storm(t, 300, func() {
 		ctx := context.Background()
@@ -277,6 +281,7 @@ func (s *staleRun) watchReady() func() []string {
 // while its orders were still queued: each of them became a failed 202,
 // and both instances stayed not ready.
 func TestStaleRestartDuringRebuild(t *testing.T) {
+	t.Parallel() // waits more than it works: see TestMain
 	for _, tc := range []struct {
 		name  string
 		after time.Duration
@@ -287,6 +292,7 @@ func TestStaleRestartDuringRebuild(t *testing.T) {
 		{"BeforeNoticed", 0, syscall.SIGKILL},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // each its own cluster, Redis and database
 			s := startStale(t, nil, "FLASHSALE_ORDER_RATE=20")
 			res := s.storm(t, 600, func() {
 				s.rs.Kill()

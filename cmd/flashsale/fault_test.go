@@ -206,6 +206,7 @@ func TestFaultLostConfirm(t *testing.T) {
 // cached, stock is in Redis, orders in the queue), their owners read
 // pending, the consumer waits the outage out, and every 202 is written.
 func TestFaultDatabaseDown(t *testing.T) {
+	t.Parallel() // waits more than it works: see TestMain
 	if testing.Short() {
 		t.Skip("fault suite skipped in -short")
 	}
@@ -410,6 +411,7 @@ func TestFaultRedisLatency(t *testing.T) {
 // consumer paused, the queue drained, then the database loaded), and the
 // sale sells on; no owner of a 202 reads 404 meanwhile.
 func TestFaultRedisLost(t *testing.T) {
+	t.Parallel() // waits more than it works: see TestMain
 	if testing.Short() {
 		t.Skip("fault suite skipped in -short")
 	}
@@ -514,6 +516,7 @@ func TestFaultBrokerCutTwice(t *testing.T) {
 // the rest stranded and publishes them again. Before, they stayed pending
 // forever with their rooms locked.
 func TestFaultQueueDeleted(t *testing.T) {
+	t.Parallel() // waits more than it works: see TestMain
 	if testing.Short() {
 		t.Skip("fault suite skipped in -short")
 	}

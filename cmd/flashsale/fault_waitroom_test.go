@@ -261,6 +261,7 @@ func (r *wrRun) finish(t *testing.T) {
 // the queue are rebuilt from the database, then every guest has the place
 // they had.
 func TestWaitRoomRedisLost(t *testing.T) {
+	t.Parallel() // waits more than it works: see TestMain
 	r := startWaitRoomFault(t)
 	start := r.open(t, 4*time.Second)
 	time.Sleep(time.Until(start))
@@ -278,6 +279,7 @@ func TestWaitRoomRedisLost(t *testing.T) {
 // refuse it (stamped by another Redis process) until the rebuild restores
 // it from the database; then every guest has the place they had.
 func TestWaitRoomRedisStale(t *testing.T) {
+	t.Parallel() // waits more than it works: see TestMain
 	r := startWaitRoomFault(t)
 	start := r.open(t, 4*time.Second)
 	if err := r.rdb.Save(context.Background()).Err(); err != nil {
@@ -344,6 +346,7 @@ func TestWaitRoomEmbeddedKilled(t *testing.T) {
 // another Redis process, so it is refused until the rebuild restores it
 // from the database; then every guest has the place they had.
 func TestWaitRoomClusterFailover(t *testing.T) {
+	t.Parallel() // waits more than it works: see TestMain
 	if testing.Short() {
 		t.Skip("fault suite skipped in -short")
 	}

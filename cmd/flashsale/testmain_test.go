@@ -20,6 +20,14 @@ import (
 // executable is this binary, which would otherwise run every test again
 // instead of serving the ceiling. A run whose tests pass fails if they
 // left a goroutine behind (checkLeaks).
+//
+// The tests that call t.Parallel spend most of their time waiting (a
+// fault window, a writer slowed by FLASHSALE_ORDER_RATE, a heal) on
+// processes, a Redis, a queue and a database of their own: they run two
+// at a time (go test's -parallel, GOMAXPROCS by default) after the others.
+// Run one at a time they used 11-50% of the two cores, and made this
+// package CI's critical path (about 17 of its 21 minutes). A test that
+// asserts a latency or a rate stays serial.
 func TestMain(m *testing.M) {
 	if len(os.Args) == 4 && os.Args[1] == "bench" && os.Args[2] == bench.ServeCeilingFlag {
 		if err := bench.Command(context.Background(), os.Args[2:], os.Getenv, io.Discard, os.Stderr); err != nil {

@@ -3,20 +3,41 @@ package testenv
 import (
 	"net"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 )
 
-// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago and
+// that no other test of this process was given: tests that run in
+// parallel start processes on their ports a while after asking, and one
+// restarts an instance on the port it had (free again while it is down).
 func FreePort(tb testing.TB) int {
 	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
+	for range 100 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			tb.Fatal(err)
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+		given.Lock()
+		_, taken := given.ports[port]
+		given.ports[port] = struct{}{}
+		given.Unlock()
+		if !taken {
+			return port
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	tb.Fatal("no port on 127.0.0.1 this process had not given out in 100 tries")
+	return 0
 }
+
+// given is every port FreePort returned in this process.
+var given = struct {
+	sync.Mutex
+	ports map[int]struct{}
+}{ports: map[int]struct{}{}}
 
 // FreeAddr is FreePort as a host:port.
 func FreeAddr(tb testing.TB) string {
