@@ -27,7 +27,6 @@ import (
 // going back to Redis without the rebuild (its stale count would sell
 // rooms the database sold: failed after a 202 again).
 func TestFaultRedisStalledDBMode(t *testing.T) {
-	t.Parallel() // waits more than it works: see TestMain
 	if testing.Short() {
 		t.Skip("fault suite skipped in -short")
 	}
