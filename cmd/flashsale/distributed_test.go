@@ -406,15 +406,17 @@ func checkBooksDead(t *testing.T, c *cluster, saleID string, stock int, accepted
 	// answered pending from the engine's record, truthfully: read it again.
 	deadline := time.Now().Add(15 * time.Second)
 	for oid, user := range accepted {
-		for {
-			o, r, err := c.clients[0].Order(ctx, user, oid)
-			if err == nil && r.Status == 200 && o.Status == "held" {
-				break
-			}
-			if time.Now().After(deadline) || err == nil && r.Status == 200 && o.Status != "pending" {
-				t.Fatalf("202 order %s: %d %v %+v %s", oid, r.Status, err, o, r.Body)
-			}
-			time.Sleep(100 * time.Millisecond)
+		var (
+			o   bench.Order
+			r   bench.Response
+			err error
+		)
+		testenv.Poll(time.Until(deadline), 100*time.Millisecond, func() bool {
+			o, r, err = c.clients[0].Order(ctx, user, oid)
+			return err == nil && r.Status == 200 && o.Status != "pending" // held, or a status that fails below
+		})
+		if err != nil || r.Status != 200 || o.Status != "held" {
+			t.Fatalf("202 order %s: %d %v %+v %s", oid, r.Status, err, o, r.Body)
 		}
 	}
 }
