@@ -21,6 +21,7 @@ import (
 	"github.com/flashsale/flashsale/internal/app"
 	"github.com/flashsale/flashsale/internal/faultproxy"
 	"github.com/flashsale/flashsale/internal/testenv"
+	"github.com/flashsale/flashsale/metrics/metricstest"
 	"github.com/flashsale/flashsale/mysql"
 )
 
@@ -125,8 +126,13 @@ func TestFaultConsumerKilledAfterCommit(t *testing.T) {
 //     transaction is open on the server with its orders inserted (a dirty
 //     read shows them) and never committed; it is killed there, and the cut
 //     that follows makes the server roll the transaction back.
+//
+// It runs alone, not in parallel: beside TestFaultConsumerKilledAfterCommit
+// (a run of this package, 2026-12-05) MidTransaction's instance 0 sent its
+// database no COMMIT in the 15 s it was watched, and the scenario did not
+// happen. The cause was not found (3 runs of the pair passed after); when
+// it happens, logPipeline says where instance 0's orders stopped.
 func TestFaultConsumerKilledBeforeCommit(t *testing.T) {
-	t.Parallel() // waits more than it works: see TestMain
 	if testing.Short() {
 		t.Skip("fault suite skipped in -short")
 	}
@@ -192,6 +198,7 @@ func TestFaultConsumerKilledBeforeCommit(t *testing.T) {
 				case conn = <-caught:
 				case <-time.After(time.Until(deadline)):
 					t.Error("instance 0's consumer sent no COMMIT of a batch in 15 s")
+					logPipeline(t, c) // say where instance 0's orders stopped
 				}
 				if pending = sent(conn, uncommitted(t, db, id)); len(pending) > 0 || time.Now().After(deadline) {
 					break
@@ -522,4 +529,18 @@ func orderIDs(t *testing.T, store flashsale.Store, saleID string) map[string]boo
 		ids[r.OrderID] = true
 	}
 	return ids
+}
+
+// logPipeline logs each instance's count of the orders it consumed, the
+// batches it wrote and the orders placed, for a test whose scenario did not
+// happen: an instance that never wrote shows where its orders stopped.
+func logPipeline(t *testing.T, c *cluster) {
+	t.Helper()
+	for i, cl := range c.clients {
+		f := metricstest.Scrape(t, cl.Base+"/metrics")
+		t.Logf("instance %d: %v published, %v consumed, %v consumer batches, %v orders placed, %v redelivered",
+			i, f.Value("flashsale_queue_published_total"), f.Value("flashsale_queue_consumed_total"),
+			f.Value("flashsale_queue_consumer_batches_total"), f.Value("flashsale_db_orders_placed_total"),
+			f.Value("flashsale_queue_redelivered_total"))
+	}
 }
