@@ -43,6 +43,7 @@ func TestMain(m *testing.M) {
 	}
 	binDir = dir
 	code := m.Run()
+	stopBrowser()
 	if code == 0 {
 		code = checkLeaks()
 	}
