@@ -16,6 +16,7 @@ import (
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 	"github.com/flashsale/flashsale/internal/app"
+	"github.com/flashsale/flashsale/internal/testenv"
 )
 
 // Browser tests: headless Debian chromium (.ci/run installs it) driven by
@@ -121,12 +122,7 @@ func startBrowser(path string) (context.Context, func(), error) {
 	stop := func() {
 		cancelRoot()
 		cancelAlloc()
-		for try := 0; ; try++ {
-			if err := os.RemoveAll(profile); err == nil || try == 20 {
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		testenv.Poll(2*time.Second, 100*time.Millisecond, func() bool { return os.RemoveAll(profile) == nil })
 	}
 	if err := chromedp.Do(root); err != nil { // starts the browser
 		stop()
