@@ -17,6 +17,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/internal/testenv"
 )
 
@@ -129,6 +130,26 @@ func (s *staleRun) end(t *testing.T, res *faultResult) {
 // orders logs how many orders of the sale the database has.
 func (s *staleRun) orders(t *testing.T, what string) {
 	t.Logf("%s: %d orders in the database", what, countOrders(t, s.c, s.sale))
+}
+
+// learn asks again, with the same key, for user's purchase of saleID
+// that was answered "not known yet", until the answer is something else
+// (at most 10 s: the relay republishes within seconds). It starts at the
+// other instance, as a guest's retry may land anywhere.
+func (s *staleRun) learn(saleID, user string, i int) (int, orderJSON, error) {
+	var (
+		status int
+		o      orderJSON
+		err    error
+	)
+	for try, end := 1, time.Now().Add(10*time.Second); time.Now().Before(end); try++ {
+		time.Sleep(100 * time.Millisecond)
+		status, o, err = s.c.clients[(i+try)%len(s.c.clients)].purchase(context.Background(), saleID, user, false, nil, "key-"+user)
+		if err != nil || status != http.StatusServiceUnavailable || o.Error.Message != flashsale.ErrIndeterminate.Message {
+			break
+		}
+	}
+	return status, o, err
 }
 
 // TestStaleSnapshot (issue 21, a): Redis saves a snapshot mid-storm, the
@@ -346,11 +367,12 @@ func TestStaleClusterFailover(t *testing.T) {
 		t.Fatal("no sale landed on another shard in 50 tries")
 	}
 	var (
-		otherOK   atomic.Int64
-		otherMu   sync.Mutex
-		otherBad  []string
-		stopOther = make(chan struct{})
-		otherDone sync.WaitGroup
+		otherOK      atomic.Int64
+		otherLearned atomic.Int64 // 202s learnt by asking again after "not known yet"
+		otherMu      sync.Mutex
+		otherBad     []string
+		stopOther    = make(chan struct{})
+		otherDone    sync.WaitGroup
 	)
 	otherDone.Go(func() {
 		for i := 0; ; i++ {
@@ -359,10 +381,23 @@ func TestStaleClusterFailover(t *testing.T) {
 				return
 			case <-time.After(20 * time.Millisecond):
 			}
-			status, o, err := s.c.clients[i%2].purchase(context.Background(), other, fmt.Sprintf("other-%05d", i), false, nil, "")
+			user := fmt.Sprintf("other-%05d", i)
+			status, o, err := s.c.clients[i%2].purchase(context.Background(), other, user, false, nil, "key-"+user)
 			if err == nil && status == http.StatusAccepted {
 				otherOK.Add(1)
 				continue
+			}
+			if err == nil && status == http.StatusServiceUnavailable && o.Error.Message == flashsale.ErrIndeterminate.Message {
+				// A publish whose confirm outran the request's deadline
+				// (CI, both cores busy: the same instance's Redis reads
+				// timed out in the same instant) is a truthful "not known
+				// yet", not a refusal: the guest asks again with the same
+				// key, as the answer says, and learns the 202.
+				if status, o, err = s.learn(other, user, i); err == nil && status == http.StatusAccepted {
+					otherOK.Add(1)
+					otherLearned.Add(1)
+					continue
+				}
 			}
 			otherMu.Lock()
 			otherBad = append(otherBad, fmt.Sprintf("%s: %d %v %s %s", time.Now().Format("15:04:05.000"), status, err, o.Error.Code, o.Error.Message))
@@ -389,7 +424,7 @@ func TestStaleClusterFailover(t *testing.T) {
 	})
 	close(stopOther)
 	otherDone.Wait()
-	t.Logf("the sale on another shard: %d 202s, %d other answers during the storm", otherOK.Load(), len(otherBad))
+	t.Logf("the sale on another shard: %d 202s (%d learnt on asking again after \"not known yet\"), %d other answers during the storm", otherOK.Load(), otherLearned.Load(), len(otherBad))
 	if len(otherBad) > 0 {
 		t.Errorf("the sale on another shard was refused %d times; first: %s", len(otherBad), otherBad[0])
 	}
