@@ -22,10 +22,10 @@ import (
 // dropped, not a failure of the change it belongs to: the receiver would
 // drop it as a duplicate anyway. The drop is logged.
 //
-// one, when set, is insertNoticesSQL(1) prepared on tx's connection: a lone
-// notice (a batch of one order, the usual case below a few hundred
-// purchases a second) then costs no parse.
-func (s *Store) writeNotices(ctx context.Context, tx *sql.Tx, one *sql.Stmt, ns []flashsale.Notice) error {
+// st, when set, holds the writer's prepared statements: a lone notice (a
+// batch of one order, the usual case below a few hundred purchases a
+// second; a payment) then costs no parse.
+func (s *Store) writeNotices(ctx context.Context, tx *sql.Tx, st *statements, ns []flashsale.Notice) error {
 	for chunk := range slices.Chunk(ns, maxRowsPerStatement) {
 		args := make([]any, 0, 6*len(chunk))
 		for _, n := range chunk {
@@ -35,8 +35,8 @@ func (s *Store) writeNotices(ctx context.Context, tx *sql.Tx, one *sql.Stmt, ns 
 			res sql.Result
 			err error
 		)
-		if len(chunk) == 1 && one != nil {
-			res, err = one.ExecContext(ctx, args...)
+		if len(chunk) == 1 {
+			res, err = txExec(ctx, tx, st, insertNoticeSQL, args...)
 		} else {
 			res, err = tx.ExecContext(ctx, insertNoticesSQL(len(chunk)), args...)
 		}
@@ -51,6 +51,9 @@ func (s *Store) writeNotices(ctx context.Context, tx *sql.Tx, one *sql.Stmt, ns 
 	}
 	return nil
 }
+
+// insertNoticeSQL is insertNoticesSQL(1), the usual case.
+var insertNoticeSQL = insertNoticesSQL(1)
 
 // insertNoticesSQL appends rows notices, ignoring an ID already there.
 func insertNoticesSQL(rows int) string {

@@ -45,7 +45,26 @@ const (
 		o.rooms, o.amount, o.currency, o.hold_expires_at_ms, o.payment_ref, o.failure_reason, o.created_at_ms,
 		o.updated_at_ms, coalesce(n.date, ''), coalesce(n.start_time, '')
 		FROM orders o LEFT JOIN nights n ON n.sale_id = o.sale_id AND n.idx = o.first_night `
+
+	// transitionSQL moves one order between statuses (the caller checked
+	// that the move is allowed) and returns what its counters need.
+	transitionSQL = `UPDATE orders
+		SET status = ?, payment_ref = CASE WHEN ? <> '' THEN ? ELSE payment_ref END, updated_at_ms = ?
+		WHERE id = ? AND status = ?
+		RETURNING sale_id, user_id, first_night, nights, rooms`
+	countOrderSQL      = `SELECT count(*) FROM orders WHERE id = ?`
+	selectOrderByIDSQL = selectOrderSQL + `WHERE o.id = ?`
 )
+
+// writerSQL are the statements of fixed text the writer prepares once
+// (statements.fixed): a payment's, a cancellation's or a hold's end
+// (transition) and a lone notice, about half of whose cost was SQLite's
+// parser (BenchmarkExpireHolds/PerHoldTransition).
+var writerSQL = [...]string{
+	transitionSQL, countOrderSQL, selectOrderByIDSQL,
+	payNightsSQL, releaseNightsSQL, releaseUserRoomsSQL, takeUserRoomsSQL, sellNightsSQL,
+	insertNoticeSQL,
+}
 
 // The set-based statements of PlaceOrders: %s is a VALUES list (see
 // execValues), and each is prepared on the writer for each size of chunk.
@@ -122,12 +141,12 @@ func (s *Store) PlaceOrders(ctx context.Context, rs []flashsale.Reservation) ([]
 	// The writer has one connection, so these reuse the statements prepared
 	// on it instead of parsing the SQL again.
 	p.readTerms, p.readStock = tx.StmtContext(ctx, st.readTerms), tx.StmtContext(ctx, st.readStock)
-	p.holdNights, p.insertNotice = tx.StmtContext(ctx, st.holdNights), tx.StmtContext(ctx, st.insertNotice)
+	p.holdNights = tx.StmtContext(ctx, st.holdNights)
 	p.stmts = st
 	if err := p.run(ctx); err != nil {
 		return nil, fmt.Errorf("place orders: %w", err)
 	}
-	if err := s.writeNotices(ctx, tx, p.insertNotice, sqlrows.PlaceNotices(rs, results, p.stocks, p.now)); err != nil {
+	if err := s.writeNotices(ctx, tx, st, sqlrows.PlaceNotices(rs, results, p.stocks, p.now)); err != nil {
 		return nil, fmt.Errorf("place orders: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
@@ -153,8 +172,8 @@ type placer struct {
 	stays     []stay       // the stays of held orders, in batch order
 	stayRooms map[stay]int // the rooms each stay's held orders take
 
-	readTerms, readStock, holdNights, insertNotice *sql.Stmt // bound to tx
-	stmts                                          *statements
+	readTerms, readStock, holdNights *sql.Stmt // bound to tx
+	stmts                            *statements
 }
 
 // The keys of what the batch reads and follows: a night, a user's rooms,
@@ -440,7 +459,7 @@ func (s *Store) failOrder(ctx context.Context, r flashsale.Reservation, reason s
 
 // Order returns one order, or ErrNotFound.
 func (s *Store) Order(ctx context.Context, id string) (*flashsale.Order, error) {
-	o, err := scanOrder(s.read.QueryRowContext(ctx, selectOrderSQL+`WHERE o.id = ?`, id))
+	o, err := scanOrder(s.queryRow(ctx, selectOrderByIDSQL, id))
 	if err != nil {
 		return nil, fmt.Errorf("order: order=%s: %w", id, err)
 	}
@@ -449,7 +468,7 @@ func (s *Store) Order(ctx context.Context, id string) (*flashsale.Order, error) 
 
 // OrderByKey returns the order a user placed with an idempotency key, or ErrNotFound.
 func (s *Store) OrderByKey(ctx context.Context, saleID, userID, key string) (*flashsale.Order, error) {
-	o, err := scanOrder(s.read.QueryRowContext(ctx,
+	o, err := scanOrder(s.queryRow(ctx,
 		selectOrderSQL+`WHERE o.sale_id = ? AND o.user_id = ? AND o.idempotency_key = ?`, saleID, userID, key))
 	if err != nil {
 		return nil, fmt.Errorf("order by key: sale=%s user=%s: %w", saleID, userID, err)
@@ -471,6 +490,10 @@ func (s *Store) Transition(ctx context.Context, id string, from, to flashsale.Or
 }
 
 func (s *Store) transition(ctx context.Context, id string, from, to flashsale.OrderStatus, paymentRef string, now time.Time) (*flashsale.Order, error) {
+	st, err := s.prepared(ctx)
+	if err != nil {
+		return nil, err
+	}
 	tx, err := s.write.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, err
@@ -481,14 +504,11 @@ func (s *Store) transition(ctx context.Context, id string, from, to flashsale.Or
 		saleID, userID       string
 		first, nights, rooms int
 	)
-	err = tx.QueryRowContext(ctx, `UPDATE orders
-		SET status = ?, payment_ref = CASE WHEN ? <> '' THEN ? ELSE payment_ref END, updated_at_ms = ?
-		WHERE id = ? AND status = ?
-		RETURNING sale_id, user_id, first_night, nights, rooms`,
+	err = txQueryRow(ctx, tx, st, transitionSQL,
 		string(to), paymentRef, paymentRef, ms(now), id, string(from)).Scan(&saleID, &userID, &first, &nights, &rooms)
 	if errors.Is(err, sql.ErrNoRows) {
 		var n int
-		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM orders WHERE id = ?`, id).Scan(&n); err != nil {
+		if err := txQueryRow(ctx, tx, st, countOrderSQL, id).Scan(&n); err != nil {
 			return nil, err
 		}
 		if n == 0 {
@@ -502,7 +522,7 @@ func (s *Store) transition(ctx context.Context, id string, from, to flashsale.Or
 	// exec runs a counter update that must change exactly want rows;
 	// otherwise the transaction fails with refused (nil: the books disagree).
 	exec := func(want int, refused error, query string, args ...any) error {
-		res, err := tx.ExecContext(ctx, query, args...)
+		res, err := txExec(ctx, tx, st, query, args...)
 		if err != nil {
 			return err
 		}
@@ -548,11 +568,11 @@ func (s *Store) transition(ctx context.Context, id string, from, to flashsale.Or
 		return nil, err
 	}
 
-	o, err := scanOrder(tx.QueryRowContext(ctx, selectOrderSQL+`WHERE o.id = ?`, id))
+	o, err := scanOrder(txQueryRow(ctx, tx, st, selectOrderByIDSQL, id))
 	if err != nil {
 		return nil, err
 	}
-	if err := s.writeNotices(ctx, tx, nil, sqlrows.TransitionNotices(o, from, stock, ms(now))); err != nil {
+	if err := s.writeNotices(ctx, tx, st, sqlrows.TransitionNotices(o, from, stock, ms(now))); err != nil {
 		return nil, err
 	}
 	if err := tx.Commit(); err != nil {
@@ -580,7 +600,7 @@ func (s *Store) ExpireHolds(ctx context.Context, now time.Time, limit int) ([]*f
 	// The reaper asks every 100 ms and almost always nothing is due: answer
 	// that from a reader, so the single writer stays free for the group commit.
 	var due int
-	err := s.read.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM orders
+	err := s.queryRow(ctx, `SELECT EXISTS (SELECT 1 FROM orders
 		WHERE status = 'held' AND hold_expires_at_ms <= ?)`, now.UnixMilli()).Scan(&due)
 	if err != nil {
 		return nil, fmt.Errorf("expire holds: %w", err)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -211,6 +212,38 @@ func BenchmarkPlaceOrders(b *testing.B) {
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "orders/s")
 		})
 	}
+}
+
+// BenchmarkOrder measures reading one order by its ID (a guest reading
+// the order a 202 named), from every core at once, among 4 096 orders.
+func BenchmarkOrder(b *testing.B) {
+	s := MustOpenStore(b)
+	if err := s.CreateSale(b.Context(), testSale("s1")); err != nil {
+		b.Fatalf("CreateSale: %v", err)
+	}
+	hold := time.Now().Add(time.Hour)
+	rs := make([]flashsale.Reservation, 4096)
+	for i := range rs {
+		rs[i] = flashsale.Reservation{
+			OrderID: fmt.Sprintf("o%09d", i), SaleID: "s1", UserID: fmt.Sprintf("u%09d", i),
+			Nights: 1, Rooms: 1, Amount: 100, HoldExpiresAt: hold,
+		}
+	}
+	if _, err := s.PlaceOrders(b.Context(), rs); err != nil {
+		b.Fatalf("PlaceOrders: %v", err)
+	}
+	var next atomic.Int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			id := rs[next.Add(1)%int64(len(rs))].OrderID
+			if o, err := s.Order(b.Context(), id); err != nil || o.ID != id {
+				b.Errorf("Order(%s) = %v, %v", id, o, err)
+				return
+			}
+		}
+	})
 }
 
 // BenchmarkExpireHolds measures expiring a reaper batch of 256 due holds on
