@@ -339,6 +339,13 @@ type StockKeeper interface {
 	// sale; this is the operator's change mid-sale. ErrNotLoaded; ErrInvalid
 	// when rules is neither nil nor one per night.
 	SetStayRules(ctx context.Context, saleID string, rules []StayRules) error
+	// Retain keeps what the engine holds of a loaded sale at least as long
+	// as Load of sale would: an operator moved its end later, mid-sale,
+	// when a reload is refused (ErrAlreadyStarted). An engine whose records
+	// expire on their own (Redis keys) extends them; one that keeps a sale
+	// until Forget changes nothing. It never shortens what is kept.
+	// ErrNotLoaded.
+	Retain(ctx context.Context, sale *Sale) error
 	// Available returns the units left per night, or ErrNotLoaded.
 	Available(ctx context.Context, saleID string) ([]int, error)
 	// AvailableOf is Available for many sales in one call: the units left

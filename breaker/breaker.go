@@ -439,6 +439,12 @@ func (e *Engine) SetStayRules(ctx context.Context, saleID string, rules []flashs
 	return e.next.SetStayRules(ctx, saleID, rules)
 }
 
+// Retain implements flashsale.StockKeeper, past the breaker, like
+// AdjustStock: the operator moving a sale's end is told the engine's answer.
+func (e *Engine) Retain(ctx context.Context, sale *flashsale.Sale) error {
+	return e.next.Retain(ctx, sale)
+}
+
 // Forget implements flashsale.StockKeeper, past the breaker: a sale long
 // over is dropped whether or not purchases are being refused.
 func (e *Engine) Forget(ctx context.Context, saleID string) error {

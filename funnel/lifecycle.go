@@ -91,7 +91,8 @@ func pageLimit(n int) int {
 
 // UpdateSale applies an operator's edit. Before the start an edit of what
 // the engine holds (nights, the per-user limit) reloads the sale into it:
-// nothing has been bought yet, so the reload loses nothing.
+// nothing has been bought yet, so the reload loses nothing. A later end
+// tells the engine to keep the sale longer (Retain).
 func (s *Service) UpdateSale(ctx context.Context, id string, p flashsale.SalePatch) (*flashsale.SaleView, error) {
 	return s.change(ctx, id, flashsale.ChangeEdit, func(sale *flashsale.Sale, now time.Time) (*flashsale.Sale, string, error) {
 		if !now.Before(sale.EndsAt) {
@@ -115,6 +116,15 @@ func (s *Service) UpdateSale(ctx context.Context, id string, p flashsale.SalePat
 			// Apply refused these once the sale started at its now; the
 			// engine refuses a reload of a started sale as well.
 			return s.load(ctx, next, true)
+		}
+		if next.EndsAt.Add(next.HoldDuration()).After(prev.EndsAt.Add(prev.HoldDuration())) {
+			// A later end (or a longer hold) mid-sale: the engine keeps
+			// the sale that much longer. Before, the Redis keys still
+			// expired a day after the old end, and the sale closed for a
+			// rebuild in the middle of its new hours.
+			if err := s.engine.Retain(ctx, next); err != nil && !errors.Is(err, flashsale.ErrNotLoaded) {
+				return err
+			}
 		}
 		return nil
 	})

@@ -40,6 +40,12 @@ var engines = []struct {
 // openRedis opens the Redis engine on a prefix of the test's own (name
 // and a random part), deleting its keys when the test ends.
 func openRedis(tb testing.TB, name string) *redis.Engine {
+	e, _ := openRedisPrefix(tb, name)
+	return e
+}
+
+// openRedisPrefix is openRedis, with the prefix its keys have.
+func openRedisPrefix(tb testing.TB, name string) (*redis.Engine, string) {
 	url := testenv.URL(tb, testenv.Redis)
 	prefix := testenv.Name(name) + ":"
 	e, err := redis.Open(context.Background(), url, redis.Options{Prefix: prefix, Timeout: 5 * time.Second}, slog.New(slog.DiscardHandler))
@@ -52,7 +58,7 @@ func openRedis(tb testing.TB, name string) *redis.Engine {
 			tb.Error(err)
 		}
 	})
-	return e
+	return e, prefix
 }
 
 func mustDeploy(tb testing.TB, engine flashsale.StockEngine) *deployment {

@@ -238,6 +238,15 @@ func (e *Engine) AdjustStock(ctx context.Context, saleID string, night, delta in
 	return nil
 }
 
+// Retain implements flashsale.StockKeeper: this engine keeps a sale until
+// Forget, so there is nothing to extend.
+func (e *Engine) Retain(_ context.Context, sale *flashsale.Sale) error {
+	if e.sale(sale.ID) == nil {
+		return flashsale.ErrNotLoaded
+	}
+	return nil
+}
+
 // SetStayRules replaces the sale's stay rules under its lock: a Reserve
 // that takes the lock after it judges by them.
 func (e *Engine) SetStayRules(ctx context.Context, saleID string, rules []flashsale.StayRules) error {

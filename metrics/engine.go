@@ -15,7 +15,7 @@ func (m *Metrics) Engine(next flashsale.StockEngine) flashsale.StockEngine {
 	e := &engine{next: next,
 		load: op("load"), reserve: op("reserve"), reserveSpending: op("reserve_spending"),
 		release: op("release"), retake: op("retake"), lookup: op("lookup"),
-		reservation: op("reservation"), available: op("available"), availableOf: op("available_of"), missing: op("missing"), forget: op("forget"), adjustStock: op("adjust_stock"), stayRules: op("set_stay_rules"), snapshot: op("snapshot"),
+		reservation: op("reservation"), available: op("available"), availableOf: op("available_of"), missing: op("missing"), forget: op("forget"), adjustStock: op("adjust_stock"), stayRules: op("set_stay_rules"), retain: op("retain"), snapshot: op("snapshot"),
 		ping: op("ping"), confirm: op("outbox_confirm"), unconfirmed: op("outbox_unconfirmed"),
 	}
 	w := flashsale.StockEngine{Reserver: e, StockKeeper: e, Breaker: next.Breaker}
@@ -30,7 +30,7 @@ type engine struct {
 
 	load, reserve, reserveSpending, release, retake, lookup *call
 	reservation, available, snapshot, ping, adjustStock     *call
-	stayRules, missing, forget, availableOf                 *call
+	stayRules, missing, forget, availableOf, retain         *call
 	confirm, unconfirmed                                    *call
 }
 
@@ -94,6 +94,13 @@ func (e *engine) SetStayRules(ctx context.Context, saleID string, rules []flashs
 	start := time.Now()
 	err := e.next.SetStayRules(ctx, saleID, rules)
 	e.stayRules.done(start, err)
+	return err
+}
+
+func (e *engine) Retain(ctx context.Context, sale *flashsale.Sale) error {
+	start := time.Now()
+	err := e.next.Retain(ctx, sale)
+	e.retain.done(start, err)
 	return err
 }
 

@@ -115,6 +115,8 @@ var (
 	readLua string
 	//go:embed stayrules.lua
 	stayRulesLua string
+	//go:embed retain.lua
+	retainLua string
 
 	reserveScript = goredis.NewScript(scriptSource(reserveLua))
 	releaseScript = goredis.NewScript(scriptSource(releaseLua))
@@ -123,6 +125,7 @@ var (
 	adjustScript  = goredis.NewScript(scriptSource(adjustLua))
 	readScript    = goredis.NewScript(scriptSource(readLua))
 	rulesScript   = goredis.NewScript(scriptSource(stayRulesLua))
+	retainScript  = goredis.NewScript(scriptSource(retainLua))
 )
 
 // Engine is the Redis stock engine. It is safe for concurrent use.
@@ -640,6 +643,34 @@ func (e *Engine) SetStayRules(ctx context.Context, saleID string, rules []flashs
 		return e.stale(ctx, saleID)
 	}
 	return fmt.Errorf("set stay rules: sale=%s: unexpected script reply %v", saleID, reply)
+}
+
+// Retain runs retain.lua: the sale's keys expire no sooner than Load of s
+// would make them (its end plus its hold plus keyTTLSlack), and its entry
+// in the engine's set of sales follows. The order index (orderKey) keeps
+// its expiry: an order whose index lapses is found by asking every sale in
+// that set, which costs latency, not correctness.
+func (e *Engine) Retain(ctx context.Context, s *flashsale.Sale) error {
+	k := e.saleKeys(s.ID)
+	reply, err := retainScript.Run(ctx, e.client, k.reserve, expireAt(s), s.EndsAt.UnixMilli()).Slice()
+	if err != nil {
+		return unavailable("retain: sale="+s.ID, err)
+	}
+	switch code(reply) {
+	case replyOK:
+	case replyNotLoaded:
+		return flashsale.ErrNotLoaded
+	case replyStale:
+		return e.stale(ctx, s.ID)
+	default:
+		return fmt.Errorf("retain: sale=%s: unexpected script reply %v", s.ID, reply)
+	}
+	expire, _ := reply[1].(int64)
+	k.expire.Store(expire)
+	if err := e.client.ZAdd(ctx, e.salesKey(), goredis.Z{Score: float64(expire), Member: s.ID}).Err(); err != nil {
+		return unavailable("retain: sale="+s.ID, err)
+	}
+	return nil
 }
 
 // soldOut reports, from this engine's flags, that r certainly cannot be

@@ -220,6 +220,46 @@ func TestReserve(t *testing.T) {
 		}
 	})
 
+	t.Run("KeysRetained", func(t *testing.T) {
+		// An operator moves a live sale's end five days later: every key
+		// of the sale, and its entry in the sales set, then expires a day
+		// after the new end's last hold, not the old one's (before Retain
+		// they vanished mid-sale and the fence closed it for a rebuild).
+		// An earlier end never brings them closer.
+		snap := newSale(3, 5)
+		mustLoad(t, e, snap)
+		r := newReservation(snap, "u", 0, 1, 1)
+		r.IdempotencyKey = "k"
+		mustReserve(t, e, r) // users, keys, res and unconfirmed exist
+		later := *snap.Sale
+		later.EndsAt = later.EndsAt.Add(5 * 24 * time.Hour)
+		want := time.UnixMilli(expireAt(&later))
+		check := func(when string) {
+			t.Helper()
+			k := e.saleKeys(snap.Sale.ID)
+			for _, key := range k.reserve {
+				at, err := e.client.PExpireTime(ctx, key).Result()
+				if err != nil || time.UnixMilli(int64(at/time.Millisecond)).Sub(want).Abs() > time.Second {
+					t.Errorf("%s: PEXPIRETIME(%s) = %v, %v; want %v", when, key, at, err, want)
+				}
+			}
+			if score, err := e.client.ZScore(ctx, e.salesKey(), snap.Sale.ID).Result(); err != nil || int64(score) != want.UnixMilli() {
+				t.Errorf("%s: the sales set's expiry of the sale = %v, %v; want %v", when, score, err, want.UnixMilli())
+			}
+		}
+		if err := e.Retain(ctx, &later); err != nil {
+			t.Fatalf("Retain: %v", err)
+		}
+		check("after Retain")
+		if err := e.Retain(ctx, snap.Sale); err != nil {
+			t.Fatalf("Retain(the old end): %v", err)
+		}
+		check("after Retain of the old end")
+		if got, err := e.Reservation(ctx, r.OrderID); err != nil || got.OrderID != r.OrderID {
+			t.Errorf("Reservation after Retain = %v, %v", got, err)
+		}
+	})
+
 	t.Run("RefusedIndex", func(t *testing.T) {
 		// The index is written beside the script whatever it answers. A
 		// refused order's entry never makes Reservation find anything,

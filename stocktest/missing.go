@@ -3,7 +3,9 @@ package stocktest
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/flashsale/flashsale"
 	"github.com/google/go-cmp/cmp"
@@ -179,4 +181,38 @@ func testAvailableOf(t *testing.T, newEngine func(tb testing.TB) flashsale.Stock
 			t.Fatalf("AvailableOf mismatch (-Available +AvailableOf):\n%s", diff)
 		}
 	})
+}
+
+// testRetain checks Retain, an operator's later end mid-sale: the sale
+// stays loaded with its units, bindings and records, and selling goes on;
+// an unknown sale is ErrNotLoaded. (What it extends, where records expire
+// on their own, is the engine's own test: redis's TestRetain.)
+func testRetain(t *testing.T, newEngine func(tb testing.TB) flashsale.StockEngine) {
+	e := newEngine(t)
+	ctx := t.Context()
+	snap := newSnapshot(2, 3, 3)
+	mustLoad(t, e, snap, before(snap))
+	first := mustReserve(t, e, newReservation(snap, "guest", 0, 1, 1, "k"))
+	later := *snap.Sale
+	later.EndsAt = later.EndsAt.Add(5 * 24 * time.Hour)
+	for range 2 { // a second Retain, and one that moves nothing, change nothing
+		if err := e.Retain(ctx, &later); err != nil {
+			t.Fatalf("Retain: %v", err)
+		}
+	}
+	if err := e.Retain(ctx, snap.Sale); err != nil {
+		t.Fatalf("Retain of the earlier end: %v", err)
+	}
+	if got, err := e.Available(ctx, snap.Sale.ID); err != nil || !slices.Equal(got, []int{2, 3}) {
+		t.Fatalf("Available after Retain = %v, %v; want [2 3]", got, err)
+	}
+	if existing, err := e.Reserve(ctx, newReservation(snap, "guest", 0, 1, 1, "k")); !errors.Is(err, flashsale.ErrDuplicate) || existing != first.OrderID {
+		t.Fatalf("the key's retry after Retain = %q, %v; want ErrDuplicate and %s", existing, err, first.OrderID)
+	}
+	mustReserve(t, e, newReservation(snap, "other", 1, 1, 1, ""))
+	unknown := *snap.Sale
+	unknown.ID = newID("sale")
+	if err := e.Retain(ctx, &unknown); !errors.Is(err, flashsale.ErrNotLoaded) {
+		t.Fatalf("Retain of an unknown sale: %v, want ErrNotLoaded", err)
+	}
 }

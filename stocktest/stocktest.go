@@ -36,6 +36,7 @@ func Run(t *testing.T, newEngine func(tb testing.TB) flashsale.StockEngine) {
 	t.Run("Missing", func(t *testing.T) { testMissing(t, newEngine) })
 	t.Run("AvailableOf", func(t *testing.T) { testAvailableOf(t, newEngine) })
 	t.Run("Forget", func(t *testing.T) { testForget(t, newEngine) })
+	t.Run("Retain", func(t *testing.T) { testRetain(t, newEngine) })
 	t.Run("AdjustStock", func(t *testing.T) { testAdjustStock(t, newEngine) })
 	t.Run("Storm", func(t *testing.T) { testStorm(t, newEngine) })
 	t.Run("StayRules", func(t *testing.T) { testStayRules(t, newEngine) })

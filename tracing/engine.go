@@ -73,6 +73,10 @@ func (e *engine) SetStayRules(ctx context.Context, saleID string, rules []flashs
 	}, saleKey.String(saleID))
 }
 
+func (e *engine) Retain(ctx context.Context, sale *flashsale.Sale) error {
+	return run(&e.calls, ctx, "retain", func(ctx context.Context) error { return e.next.Retain(ctx, sale) }, saleKey.String(sale.ID))
+}
+
 func (e *engine) Forget(ctx context.Context, saleID string) error {
 	return run(&e.calls, ctx, "forget", func(ctx context.Context) error { return e.next.Forget(ctx, saleID) }, saleKey.String(saleID))
 }
