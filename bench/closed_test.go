@@ -139,6 +139,14 @@ func TestLoopAccepted(t *testing.T) {
 			t.Errorf("accepted %.0f/s, sessions %.0f/s: want the same, every session a 202", res.AcceptedRate, res.SessionRate)
 		}
 	})
+	t.Run("EndedBeforeTheWorkersRan", func(t *testing.T) {
+		// A loop whose end passed before its workers were scheduled (a
+		// loaded machine; here a nanosecond) still has each send once.
+		res, _, _ := runLoopAt(t, CeilingHandler(), Loop{Path: LoopAccepted, Conns: 3, Duration: time.Nanosecond})
+		if res.Sessions < 3 {
+			t.Fatalf("%d sessions from 3 workers: want at least one each", res.Sessions)
+		}
+	})
 	t.Run("Ceiling", func(t *testing.T) {
 		// Half a second: at 100 ms a CI run on a loaded machine finished no session.
 		res, _, _ := runLoopAt(t, CeilingHandler(), Loop{Path: LoopAccepted, Conns: 8, Duration: 500 * time.Millisecond})
