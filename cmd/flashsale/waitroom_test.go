@@ -159,9 +159,13 @@ func waitingRoomStorm(t *testing.T, cs []*client, guests, rooms int, lead time.D
 		t.Fatalf("%d guests bought; they are not the draw's first %d", len(winners), rooms)
 	}
 	// Admissions are pushed too: at 100 a second the 50 rooms go in the
-	// first step after the start, not at a stream's 15 s heartbeat.
-	if lag := last.Sub(start); lag > 5*time.Second {
-		t.Fatalf("the last room was bought %v after the start: the admissions were not pushed", lag)
+	// first step after the start, not at a stream's 15 s heartbeat. Every
+	// stream opened after lead-before-the-start, so a heartbeat could not
+	// come before 15 s - lead after it: the bound stays under that (CI,
+	// the other suites, fuzzing and benchmarks beside this one: the last
+	// room 6.8 s after the start, against a bound of 5 s).
+	if lag, most := last.Sub(start), 15*time.Second-lead-time.Second; lag > most {
+		t.Fatalf("the last room was bought %v after the start (at most %v): the admissions were not pushed", lag, most)
 	}
 	// sold_out is pushed too, not heard at a stream's 15 s heartbeat.
 	// design.md's "within 1 s of the last room" is the load tool's to
