@@ -78,9 +78,14 @@ func TestShared(t *testing.T) {
 			})
 		}
 		wg.Wait()
+		// Above is the invariant (three shares make one rate): at most 10%
+		// over. Below is looser: a goroutine starved longer than a
+		// share's bucket takes to fill (10 tokens at 50/s) loses what
+		// overflows, and CI, with cmd/flashsale's storms beside it, once
+		// allowed 252 of 331. A share cut wrongly (a ninth) allows a third.
 		want := float64(r.Burst) + time.Since(start).Seconds()*float64(r.N)
-		if got := float64(allowed.Load()); got < 0.9*want || got > 1.1*want {
-			t.Fatalf("%.0f allowed across three instances, want %.0f ± 10%%", got, want)
+		if got := float64(allowed.Load()); got < 0.6*want || got > 1.1*want {
+			t.Fatalf("%.0f allowed across three instances, want %.0f (at most 10%% over, at least 60%%)", got, want)
 		}
 	})
 	t.Run("InstanceLeft", func(t *testing.T) {
