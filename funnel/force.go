@@ -51,11 +51,19 @@ func newForceSwitch(board flashsale.ForceBoard, breaker flashsale.Breaker, poll 
 // run follows the board until ctx ends.
 func (f *forceSwitch) run(ctx context.Context) { every(ctx, f.poll, nil, f.step) }
 
-// step reads the board and forces the breaker to it if it moved since the
-// last read.
+// step reads the board, within one poll, and forces the breaker to it if
+// it moved since the last read.
 func (f *forceSwitch) step(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, f.poll)
 	defer cancel()
+	f.follow(ctx)
+}
+
+// follow is step within ctx's deadline alone: Start's first read, which
+// has the start's. Within a poll, a read slower than that (a test's 50 ms
+// poll on a loaded machine) started an instance in auto while the
+// deployment was forced open, until its next poll.
+func (f *forceSwitch) follow(ctx context.Context) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	v, err := f.board.BreakerForce(ctx)

@@ -309,7 +309,7 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	runs := []func(context.Context){s.reaper.run, s.sales.run, s.events.run, s.audit.run, s.wait.run, s.forgetLoop}
 	if s.force != nil {
-		s.force.step(ctx) // an instance starting while the switch is on follows it from the start
+		s.force.follow(ctx) // an instance starting while the switch is on follows it from the start
 		runs = append(runs, s.force.run)
 	}
 	if s.modes != nil {
