@@ -91,21 +91,10 @@ func (r *wrRun) open(t *testing.T, lead time.Duration) time.Time {
 	var wg sync.WaitGroup
 	for i := range wrGuests {
 		wg.Go(func() {
-			cl := r.on(i)
-			for {
-				st, err := cl.do(t.Context(), "POST", "/api/sales/"+r.sale+"/queue", cl.jwt(wrUser(i)), nil, nil, nil)
-				if err == nil && st == http.StatusServiceUnavailable && time.Until(start) > time.Second {
-					// A place not saved in time is a 503, tried again as
-					// the page does (CI, both cores busy: "record a
-					// place: context deadline exceeded"; see
-					// waitingRoomStorm).
-					time.Sleep(500 * time.Millisecond)
-					continue
-				}
-				if err != nil || st != http.StatusCreated && st != http.StatusOK { // 200: a retry found the place saved
-					t.Errorf("%s joins: %d %v", wrUser(i), st, err)
-				}
-				return
+			var v flashsale.QueueView
+			st, _, err := joinBeforeStart(t.Context(), r.on(i), r.sale, wrUser(i), start, &v)
+			if err != nil || st != http.StatusCreated && st != http.StatusOK { // 200: a retry found the place saved
+				t.Errorf("%s joins: %d %v", wrUser(i), st, err)
 			}
 		})
 	}
