@@ -88,6 +88,10 @@ type auditor struct {
 
 	interval, grace, phantom time.Duration
 	republish                flashsale.OrderWriter
+	// retained is, per current sale, the last hold's end this auditor
+	// has told the engine to keep the sale for (see retain); auditAll's
+	// goroutine's alone.
+	retained map[string]time.Time
 }
 
 func newAuditor(cfg Config, p *parts, sales *catalog, healing *healer, engineMode func() bool) *auditor {
@@ -96,6 +100,7 @@ func newAuditor(cfg Config, p *parts, sales *catalog, healing *healer, engineMod
 		grace:     cmp.Or(cfg.AuditGrace, AuditGraceDefault),
 		phantom:   cmp.Or(cfg.PhantomInterval, PhantomIntervalDefault),
 		republish: cfg.Republish,
+		retained:  map[string]time.Time{},
 	}
 }
 
@@ -555,13 +560,41 @@ func (a *auditor) auditAll(ctx context.Context) {
 		a.log.Error("audit: list sales", "err", err)
 		return
 	}
+	current := make(map[string]bool, len(sales))
 	for _, sale := range sales {
 		if ctx.Err() != nil {
 			return
 		}
+		current[sale.ID] = true
 		a.sales.put(sale)
+		a.retain(ctx, sale)
 		a.auditAndRepair(ctx, sale.ID)
 	}
+	for id := range a.retained {
+		if !current[id] {
+			delete(a.retained, id)
+		}
+	}
+}
+
+// retain tells the engine to keep sale until its last hold can end
+// (StockKeeper.Retain), once per end this auditor has not yet seen. It is
+// the retry of UpdateSale's: a later end whose Retain failed there (the
+// engine unreachable at that moment) is saved all the same, and repeating
+// the edit changes nothing, so nothing else would extend the keys before
+// they expired on the old day mid-sale. Every instance's first audit does
+// it for every current sale, then only for a later end.
+func (a *auditor) retain(ctx context.Context, sale *flashsale.Sale) {
+	until := sale.EndsAt.Add(sale.HoldDuration())
+	if done, ok := a.retained[sale.ID]; ok && !until.After(done) {
+		return
+	}
+	// Not loaded: a load (the heal loop's) takes the end it reads then.
+	if err := a.engine.Retain(ctx, sale); err != nil && !errors.Is(err, flashsale.ErrNotLoaded) {
+		a.log.Warn("audit: the stock engine did not take the sale's end; retrying at the next audit", "sale_id", sale.ID, "ends_at", sale.EndsAt, "err", err)
+		return
+	}
+	a.retained[sale.ID] = until
 }
 
 // auditAndRepair is one sale's scheduled audit: every finding is logged at

@@ -121,7 +121,8 @@ func (s *Service) UpdateSale(ctx context.Context, id string, p flashsale.SalePat
 			// A later end (or a longer hold) mid-sale: the engine keeps
 			// the sale that much longer. Before, the Redis keys still
 			// expired a day after the old end, and the sale closed for a
-			// rebuild in the middle of its new hours.
+			// rebuild in the middle of its new hours. If this fails,
+			// the scheduled audit retains it (auditor.retain).
 			if err := s.engine.Retain(ctx, next); err != nil && !errors.Is(err, flashsale.ErrNotLoaded) {
 				return err
 			}

@@ -2,12 +2,15 @@ package funnel_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/funnel"
+	"github.com/flashsale/flashsale/internal/faultproxy"
 	"github.com/flashsale/flashsale/internal/fixture"
 	"github.com/flashsale/flashsale/internal/testenv"
 )
@@ -22,13 +25,7 @@ import (
 func TestLaterEndKeepsTheSale(t *testing.T) {
 	ctx := context.Background()
 	e, prefix := openRedisPrefix(t, "fs-retain-")
-	url := testenv.URL(t, testenv.Redis)
-	opts, err := goredis.ParseURL(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc := goredis.NewClient(opts)
-	defer rc.Close()
+	rc := redisClient(t)
 
 	d := mustDeploy(t, e.Roles())
 	svc := d.instance(t)
@@ -40,14 +37,7 @@ func TestLaterEndKeepsTheSale(t *testing.T) {
 		t.Fatalf("Purchase: %v", err)
 	}
 	keys := []string{"meta", "stock", "users", "keys", "res"}
-	expiry := func(suffix string) time.Time {
-		t.Helper()
-		at, err := rc.PExpireTime(ctx, prefix+"{"+s.ID+"}:"+suffix).Result()
-		if err != nil || at <= 0 {
-			t.Fatalf("PEXPIRETIME(%s) = %v, %v", suffix, at, err)
-		}
-		return time.UnixMilli(int64(at / time.Millisecond))
-	}
+	expiry := func(suffix string) time.Time { return keyExpiry(t, rc, prefix+"{"+s.ID+"}:"+suffix) }
 	old := expiry("meta")
 
 	later := s.EndsAt.Add(5 * 24 * time.Hour)
@@ -64,4 +54,86 @@ func TestLaterEndKeepsTheSale(t *testing.T) {
 	if _, err := svc.Purchase(ctx, bob, flashsale.PurchaseRequest{SaleID: s.ID}); err != nil {
 		t.Fatalf("Purchase after the edit: %v", err)
 	}
+}
+
+// TestLaterEndRetainedByTheAudit: the same edit with Redis unreachable at
+// that moment. UpdateSale saves the new end and says the engine did not
+// take it, and repeating the edit changes nothing, so before, nothing
+// extended the keys: they expired on the old day, mid-sale. Now the
+// scheduled audit retains the sale once Redis answers again.
+func TestLaterEndRetainedByTheAudit(t *testing.T) {
+	ctx := context.Background()
+	rc := redisClient(t)
+	proxy := faultproxy.Start(t, rc.Options().Addr)
+	e, prefix := openRedisVia(t, "fs-retain-audit-", proxy.URL)
+	d := mustDeploy(t, e.Roles())
+	svc := funnel.New(funnel.Config{
+		Store: d.store, Engine: d.engine, Writer: d.writer, Secret: []byte("test-secret"),
+		Now: d.clock.Now, ReapInterval: time.Hour, AuditInterval: 50 * time.Millisecond,
+	})
+	if err := svc.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { svc.Close() })
+
+	s, err := svc.CreateSale(ctx, fixture.Sale(fixture.Stock(5), fixture.OpenAt(d.clock.Now()), fixture.Limit(1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Purchase(ctx, alice, flashsale.PurchaseRequest{SaleID: s.ID, IdempotencyKey: "k"}); err != nil {
+		t.Fatalf("Purchase: %v", err)
+	}
+	expiry := func(suffix string) time.Time { return keyExpiry(t, rc, prefix+"{"+s.ID+"}:"+suffix) }
+	old := expiry("meta")
+
+	proxy.Refuse(true)
+	proxy.Cut()
+	later := s.EndsAt.Add(5 * 24 * time.Hour)
+	if _, err := svc.UpdateSale(ctx, s.ID, flashsale.SalePatch{EndsAt: &later}); err == nil || !strings.Contains(err.Error(), "the change is saved, but the stock engine did not take it") {
+		t.Fatalf("UpdateSale with Redis unreachable: %v; want saved, not taken by the engine", err)
+	}
+	if saved, err := d.store.Sale(ctx, s.ID); err != nil || !saved.EndsAt.Equal(later) {
+		t.Fatalf("the sale in the database after the edit: %v, %v; want ends_at %v", saved, err, later)
+	}
+	if got := expiry("meta"); !got.Equal(old) {
+		t.Fatalf("the keys' expiry moved to %v while Redis was unreachable through the proxy", got)
+	}
+	proxy.Refuse(false)
+
+	want := later.Add(s.HoldDuration() + 24*time.Hour)
+	keys := []string{"meta", "stock", "users", "keys", "res"}
+	if !testenv.Poll(10*time.Second, 20*time.Millisecond, func() bool {
+		for _, k := range keys {
+			if expiry(k).Sub(want).Abs() > time.Second {
+				return false
+			}
+		}
+		return true
+	}) {
+		for _, k := range keys {
+			t.Errorf("the sale's %s key expires at %v; want %v, a day after the new end's last hold (it was %v)", k, expiry(k), want, old)
+		}
+	}
+}
+
+// redisClient is a client of the test Redis, closed with the test.
+func redisClient(tb testing.TB) *goredis.Client {
+	tb.Helper()
+	opts, err := goredis.ParseURL(testenv.URL(tb, testenv.Redis))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	rc := goredis.NewClient(opts)
+	tb.Cleanup(func() { rc.Close() })
+	return rc
+}
+
+// keyExpiry is when key expires, by PEXPIRETIME.
+func keyExpiry(tb testing.TB, rc *goredis.Client, key string) time.Time {
+	tb.Helper()
+	at, err := rc.PExpireTime(context.Background(), key).Result()
+	if err != nil || at <= 0 {
+		tb.Fatalf("PEXPIRETIME(%s) = %v, %v", key, at, err)
+	}
+	return time.UnixMilli(int64(at / time.Millisecond))
 }

@@ -46,9 +46,15 @@ func openRedis(tb testing.TB, name string) *redis.Engine {
 
 // openRedisPrefix is openRedis, with the prefix its keys have.
 func openRedisPrefix(tb testing.TB, name string) (*redis.Engine, string) {
+	return openRedisVia(tb, name, func(url string) string { return url })
+}
+
+// openRedisVia is openRedisPrefix with the engine dialling via(the test
+// Redis's URL), such as a faultproxy's URL for it.
+func openRedisVia(tb testing.TB, name string, via func(url string) string) (*redis.Engine, string) {
 	url := testenv.URL(tb, testenv.Redis)
 	prefix := testenv.Name(name) + ":"
-	e, err := redis.Open(context.Background(), url, redis.Options{Prefix: prefix, Timeout: 5 * time.Second}, slog.New(slog.DiscardHandler))
+	e, err := redis.Open(context.Background(), via(url), redis.Options{Prefix: prefix, Timeout: 5 * time.Second}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		tb.Fatal(err)
 	}
