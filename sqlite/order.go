@@ -57,10 +57,12 @@ const (
 )
 
 // writerSQL are the statements of fixed text the writer prepares once
-// (statements.fixed): a payment's, a cancellation's or a hold's end
-// (transition) and a lone notice, about half of whose cost was SQLite's
-// parser (BenchmarkExpireHolds/PerHoldTransition).
+// (statements.fixed): PlaceOrders' reads of a sale's terms and stock and
+// its hold of a stay's nights; a payment's, a cancellation's or a hold's
+// end (transition), about half of whose cost was SQLite's parser
+// (BenchmarkExpireHolds/PerHoldTransition); and a lone notice.
 var writerSQL = [...]string{
+	readTermsSQL, readStockSQL, holdNightsSQL,
 	transitionSQL, countOrderSQL, selectOrderByIDSQL,
 	payNightsSQL, releaseNightsSQL, releaseUserRoomsSQL, takeUserRoomsSQL, sellNightsSQL,
 	insertNoticeSQL,
@@ -140,8 +142,8 @@ func (s *Store) PlaceOrders(ctx context.Context, rs []flashsale.Reservation) ([]
 		added: make(map[user]int), stayRooms: make(map[stay]int)}
 	// The writer has one connection, so these reuse the statements prepared
 	// on it instead of parsing the SQL again.
-	p.readTerms, p.readStock = tx.StmtContext(ctx, st.readTerms), tx.StmtContext(ctx, st.readStock)
-	p.holdNights = tx.StmtContext(ctx, st.holdNights)
+	p.readTerms, p.readStock = tx.StmtContext(ctx, st.fixedStmt(readTermsSQL)), tx.StmtContext(ctx, st.fixedStmt(readStockSQL))
+	p.holdNights = tx.StmtContext(ctx, st.fixedStmt(holdNightsSQL))
 	p.stmts = st
 	if err := p.run(ctx); err != nil {
 		return nil, fmt.Errorf("place orders: %w", err)

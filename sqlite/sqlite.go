@@ -125,14 +125,14 @@ type errRow struct{ err error }
 
 func (r errRow) Scan(...any) error { return r.err }
 
-// statements are the writer's prepared statements: the PlaceOrders hot
-// path's, and writerSQL's. They are prepared before a transaction takes
-// the writer's one connection (a statement prepared inside one ends with it).
+// statements are the writer's prepared statements: writerSQL's, and
+// PlaceOrders' set-based ones for each size of chunk. They are prepared
+// before a transaction takes the writer's one connection (a statement
+// prepared inside one ends with it).
 type statements struct {
-	readTerms, readStock, holdNights *sql.Stmt
+	fixed [len(writerSQL)]*sql.Stmt // writerSQL's, in its order
 	// The set-based statements, by size: [k] carries 1<<k rows (see chunks).
 	readOrders, insertOrders, addUserRooms [sizes]*sql.Stmt
-	fixed                                  [len(writerSQL)]*sql.Stmt // writerSQL's, in its order
 }
 
 // fixedStmt is query's prepared statement if query is one of writerSQL,
@@ -151,11 +151,7 @@ func (st *statements) fixedStmt(query string) *sql.Stmt {
 
 // sources pairs each of st's statements with its SQL.
 func (st *statements) sources() []source {
-	srcs := []source{
-		{&st.readTerms, readTermsSQL},
-		{&st.readStock, readStockSQL},
-		{&st.holdNights, holdNightsSQL},
-	}
+	var srcs []source
 	for i, q := range writerSQL {
 		srcs = append(srcs, source{&st.fixed[i], q})
 	}
