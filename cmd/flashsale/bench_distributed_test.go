@@ -24,6 +24,7 @@ import (
 	"github.com/flashsale/flashsale/amqp"
 	"github.com/flashsale/flashsale/bench"
 	"github.com/flashsale/flashsale/internal/app"
+	"github.com/flashsale/flashsale/internal/procstat"
 	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/flashsale/flashsale/redis"
 )
@@ -303,24 +304,15 @@ func startCeilingProcesses(tb testing.TB, n int) (bases []string, pids []int) {
 // from /proc; 0 where that cannot be read. Quoted per burst beside the
 // latency, it says whether a slower burst did more work or waited more.
 func cpuTime(pids []int) time.Duration {
-	var ticks int64
+	var sum time.Duration
 	for _, pid := range pids {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		cpu, err := procstat.CPU(pid)
 		if err != nil {
 			return 0
 		}
-		// Fields after the parenthesised command name: state is the 3rd
-		// field of the file, utime and stime the 14th and 15th.
-		_, rest, ok := strings.Cut(string(b), ") ")
-		f := strings.Fields(rest)
-		if !ok || len(f) < 13 {
-			return 0
-		}
-		u, _ := strconv.ParseInt(f[11], 10, 64)
-		s, _ := strconv.ParseInt(f[12], 10, 64)
-		ticks += u + s
+		sum += cpu
 	}
-	return time.Duration(ticks) * time.Second / 100 // USER_HZ is 100 on Linux
+	return sum
 }
 
 // waitCeiling waits until a ceiling answers (it answers everything 409).

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashsale/flashsale/internal/procstat"
 	"github.com/flashsale/flashsale/internal/testenv"
 )
 
@@ -263,17 +264,11 @@ func TestScalperLoad(t *testing.T) {
 // procCPU returns the CPU time (user + system) process pid used so far.
 func procCPU(t *testing.T, pid int) time.Duration {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	cpu, err := procstat.CPU(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Fields 14 and 15 (utime, stime) in clock ticks, counted after the
-	// command name's closing parenthesis.
-	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	const tick = 10 * time.Millisecond // USER_HZ is 100 on Linux
-	return time.Duration(ut+st) * tick
+	return cpu
 }
 
 // selfCPU returns the CPU time (user + system) this process used so far.

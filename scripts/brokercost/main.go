@@ -23,14 +23,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
 
 	"github.com/flashsale/flashsale/amqp"
 	"github.com/flashsale/flashsale/bench"
+	"github.com/flashsale/flashsale/internal/procstat"
 )
 
 func main() {
@@ -72,9 +71,10 @@ func run(url, rates string, duration time.Duration, workers, pid int) error {
 	return nil
 }
 
-// measure publishes at r a second (0: unpaced) to the queue name for d
-// and returns the publishes confirmed a second and the broker's cores
-// busy meanwhile.
+// measure publishes at r a second (0: unpaced) to the queue name for d,
+// from workers as bench --parts runs its parts (bench.RunPart), and
+// returns the publishes confirmed a second and the broker's cores busy
+// meanwhile.
 func measure(url, name string, r float64, d time.Duration, workers, pid int) (float64, float64, error) {
 	ctx := context.Background()
 	cfg := amqp.Config{URL: url, Name: name}
@@ -89,34 +89,26 @@ func measure(url, name string, r float64, d time.Duration, workers, pid int) (fl
 		limit = rate.Limit(r)
 	}
 	pace := rate.NewLimiter(limit, 1)
-	part := bench.PublishPart(name+"-", p)
-	var next, ok atomic.Int64
-	before, err := cpuSeconds(pid)
+	publish := bench.PublishPart(name+"-", p)
+	paced := func(ctx context.Context, i int) error {
+		if err := pace.Wait(ctx); err != nil {
+			return err
+		}
+		return publish(ctx, i)
+	}
+	before, err := procstat.CPU(pid)
 	if err != nil {
 		return 0, 0, err
 	}
-	start := time.Now()
-	end := start.Add(d)
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for time.Now().Before(end) {
-				if pace.Wait(ctx) != nil {
-					return
-				}
-				if part(ctx, int(next.Add(1))) == nil {
-					ok.Add(1)
-				}
-			}
-		})
-	}
-	wg.Wait()
-	after, err := cpuSeconds(pid)
+	res := bench.RunPart(ctx, bench.Loop{Conns: workers, Duration: d}, "publish", paced)
+	after, err := procstat.CPU(pid)
 	if err != nil {
 		return 0, 0, err
 	}
-	secs := time.Since(start).Seconds()
-	return float64(ok.Load()) / secs, (after - before) / secs, nil
+	if res.Calls == 0 {
+		return 0, 0, fmt.Errorf("no publish was confirmed in %.1f s, the first error: %s", res.Seconds, res.FirstError)
+	}
+	return res.Rate, (after - before).Seconds() / res.Seconds, nil
 }
 
 // onlyBeam finds the one Erlang VM (beam.smp) running on this machine.
@@ -134,17 +126,4 @@ func onlyBeam() (int, error) {
 		return 0, fmt.Errorf("%d beam.smp processes here (%v): name the broker's with -pid", len(found), found)
 	}
 	return found[0], nil
-}
-
-// cpuSeconds is a process's user and system CPU so far.
-func cpuSeconds(pid int) (float64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	utime, _ := strconv.ParseFloat(f[11], 64)
-	stime, _ := strconv.ParseFloat(f[12], 64)
-	return (utime + stime) / 100, nil // clock ticks: USER_HZ is 100 on Linux
 }
