@@ -25,31 +25,15 @@ import (
 func TestLaterEndKeepsTheSale(t *testing.T) {
 	ctx := context.Background()
 	e, prefix := openRedisPrefix(t, "fs-retain-")
-	rc := redisClient(t)
-
 	d := mustDeploy(t, e.Roles())
 	svc := d.instance(t)
-	s, err := svc.CreateSale(ctx, fixture.Sale(fixture.Stock(5), fixture.OpenAt(d.clock.Now()), fixture.Limit(1)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := svc.Purchase(ctx, alice, flashsale.PurchaseRequest{SaleID: s.ID, IdempotencyKey: "k"}); err != nil {
-		t.Fatalf("Purchase: %v", err)
-	}
-	keys := []string{"meta", "stock", "users", "keys", "res"}
-	expiry := func(suffix string) time.Time { return keyExpiry(t, rc, prefix+"{"+s.ID+"}:"+suffix) }
-	old := expiry("meta")
+	s := sellOne(t, svc, d.clock.Now(), redisClient(t), prefix)
 
 	later := s.EndsAt.Add(5 * 24 * time.Hour)
 	if _, err := svc.UpdateSale(ctx, s.ID, flashsale.SalePatch{EndsAt: &later}); err != nil {
 		t.Fatalf("UpdateSale(ends_at +5 days): %v", err)
 	}
-	want := later.Add(s.HoldDuration() + 24*time.Hour)
-	for _, k := range keys {
-		if got := expiry(k); got.Sub(want).Abs() > time.Second {
-			t.Errorf("the sale's %s key expires at %v; want %v, a day after the new end's last hold (it was %v)", k, got, want, old)
-		}
-	}
+	s.wantKeys(t, s.keysOff(later), later)
 	// And the sale still sells, to another guest.
 	if _, err := svc.Purchase(ctx, bob, flashsale.PurchaseRequest{SaleID: s.ID}); err != nil {
 		t.Fatalf("Purchase after the edit: %v", err)
@@ -76,15 +60,7 @@ func TestLaterEndRetainedByTheAudit(t *testing.T) {
 	}
 	t.Cleanup(func() { svc.Close() })
 
-	s, err := svc.CreateSale(ctx, fixture.Sale(fixture.Stock(5), fixture.OpenAt(d.clock.Now()), fixture.Limit(1)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := svc.Purchase(ctx, alice, flashsale.PurchaseRequest{SaleID: s.ID, IdempotencyKey: "k"}); err != nil {
-		t.Fatalf("Purchase: %v", err)
-	}
-	expiry := func(suffix string) time.Time { return keyExpiry(t, rc, prefix+"{"+s.ID+"}:"+suffix) }
-	old := expiry("meta")
+	s := sellOne(t, svc, d.clock.Now(), rc, prefix)
 
 	proxy.Refuse(true)
 	proxy.Cut()
@@ -95,24 +71,63 @@ func TestLaterEndRetainedByTheAudit(t *testing.T) {
 	if saved, err := d.store.Sale(ctx, s.ID); err != nil || !saved.EndsAt.Equal(later) {
 		t.Fatalf("the sale in the database after the edit: %v, %v; want ends_at %v", saved, err, later)
 	}
-	if got := expiry("meta"); !got.Equal(old) {
+	if got := s.expiry("meta"); !got.Equal(s.old) {
 		t.Fatalf("the keys' expiry moved to %v while Redis was unreachable through the proxy", got)
 	}
 	proxy.Refuse(false)
 
-	want := later.Add(s.HoldDuration() + 24*time.Hour)
-	keys := []string{"meta", "stock", "users", "keys", "res"}
-	if !testenv.Poll(10*time.Second, 20*time.Millisecond, func() bool {
-		for _, k := range keys {
-			if expiry(k).Sub(want).Abs() > time.Second {
-				return false
-			}
+	var off []string
+	testenv.Poll(10*time.Second, 20*time.Millisecond, func() bool { off = s.keysOff(later); return len(off) == 0 })
+	s.wantKeys(t, off, later)
+}
+
+// soldSale is a sale of 5 rooms, one of them bought, on the Redis engine:
+// when each of its keys expires, and when they did once it had sold.
+type soldSale struct {
+	*flashsale.Sale
+	expiry func(suffix string) time.Time // of the key {ID}:suffix
+	old    time.Time                     // meta's expiry after the purchase
+}
+
+// sellOne creates a sale that opens at now on svc, whose engine keeps its
+// keys under prefix, and buys a room of it.
+func sellOne(t *testing.T, svc *funnel.Service, now time.Time, rc *goredis.Client, prefix string) soldSale {
+	t.Helper()
+	ctx := context.Background()
+	sale, err := svc.CreateSale(ctx, fixture.Sale(fixture.Stock(5), fixture.OpenAt(now), fixture.Limit(1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Purchase(ctx, alice, flashsale.PurchaseRequest{SaleID: sale.ID, IdempotencyKey: "k"}); err != nil {
+		t.Fatalf("Purchase: %v", err)
+	}
+	s := soldSale{Sale: sale, expiry: func(suffix string) time.Time { return keyExpiry(t, rc, prefix+"{"+sale.ID+"}:"+suffix) }}
+	s.old = s.expiry("meta")
+	return s
+}
+
+// saleKeys are the suffixes of a sale's keys that a purchase leaves.
+var saleKeys = []string{"meta", "stock", "users", "keys", "res"}
+
+// keysOff are the sale's keys that do not expire a day after end's last
+// hold, as a load of the sale ending then would set them (to a second).
+func (s soldSale) keysOff(end time.Time) []string {
+	want := end.Add(s.HoldDuration() + 24*time.Hour)
+	var off []string
+	for _, k := range saleKeys {
+		if s.expiry(k).Sub(want).Abs() > time.Second {
+			off = append(off, k)
 		}
-		return true
-	}) {
-		for _, k := range keys {
-			t.Errorf("the sale's %s key expires at %v; want %v, a day after the new end's last hold (it was %v)", k, expiry(k), want, old)
-		}
+	}
+	return off
+}
+
+// wantKeys fails t for each of the keys off (from keysOff(end)).
+func (s soldSale) wantKeys(t *testing.T, off []string, end time.Time) {
+	t.Helper()
+	want := end.Add(s.HoldDuration() + 24*time.Hour)
+	for _, k := range off {
+		t.Errorf("the sale's %s key expires at %v; want %v, a day after the new end's last hold (it was %v)", k, s.expiry(k), want, s.old)
 	}
 }
 
